@@ -1,0 +1,102 @@
+package api
+
+// API groups shepherd serves or watches.
+const (
+	TrainerGroup    = "trainer.kubeflow.org"
+	GroveGroup      = "grove.io"
+	JobSetGroup     = "jobset.x-k8s.io"
+	ShepherdGroup   = "shepherd.dev"
+	SchedulingGroup = "scheduling.k8s.io"
+)
+
+// Kinds, as they appear in ownerReferences and runtimeRefs.
+const (
+	KindTrainJob               = "TrainJob"
+	KindTrainingRuntime        = "TrainingRuntime"
+	KindClusterTrainingRuntime = "ClusterTrainingRuntime"
+	KindJobSet                 = "JobSet"
+	KindPodCliqueSet           = "PodCliqueSet"
+	KindPodClique              = "PodClique"
+	KindPodCliqueScalingGroup  = "PodCliqueScalingGroup"
+	KindWorkload               = "Workload"
+	KindPodGroup               = "PodGroup"
+	KindWorkloadPolicy         = "WorkloadPolicy"
+)
+
+// FieldManager is the field manager of every write shepherd makes.
+const FieldManager = "shepherd"
+
+// Grove's labels on PodCliques, PodCliqueScalingGroups and Pods.
+const (
+	LabelPartOf                       = "app.kubernetes.io/part-of"
+	LabelPodCliqueSetReplicaIndex     = "grove.io/podcliqueset-replica-index"
+	LabelPodCliqueScalingGroup        = "grove.io/podcliquescalinggroup"
+	LabelPodCliqueScalingGroupReplica = "grove.io/podcliquescalinggroup-replica-index"
+	LabelPodClique                    = "grove.io/podclique"
+)
+
+// Kubeflow Trainer's labels.
+const (
+	// LabelTrainJobAncestorStep marks which step of a TrainJob a replicatedJob
+	// runs: dataset-initializer, model-initializer or trainer.
+	LabelTrainJobAncestorStep = "trainer.kubeflow.org/trainjob-ancestor-step"
+
+	AncestorDatasetInitializer = "dataset-initializer"
+	AncestorModelInitializer   = "model-initializer"
+	AncestorTrainer            = "trainer"
+)
+
+// Workload PodGroup template names (KEP-3015).
+const (
+	PodGroupTemplateTrainer     = "trainer"
+	PodGroupTemplateInitializer = "initializer"
+)
+
+// TrainJob condition types and reasons (KEP-2899, KEP-3015).
+const (
+	TrainJobSuspended = "Suspended"
+	TrainJobComplete  = "Complete"
+	TrainJobFailed    = "Failed"
+	// TrainJobWorkloadReady reports whether shepherd could create the
+	// TrainJob's Workload and PodGroups.
+	TrainJobWorkloadReady = "WorkloadReady"
+
+	ReasonSuspended              = "Suspended"
+	ReasonResumed                = "Resumed"
+	ReasonDeadlineExceeded       = "DeadlineExceeded"
+	ReasonWorkloadCreated        = "WorkloadCreated"
+	ReasonWorkloadAPIUnavailable = "WorkloadAPIUnavailable"
+
+	MessageDeadlineExceeded = "TrainJob exceeded its active deadline"
+)
+
+// Grove condition types and reasons (gang termination, GREP-0285).
+const (
+	ConditionMinAvailableBreached = "MinAvailableBreached"
+	ConditionSucceeded            = "Succeeded"
+	ConditionFailed               = "Failed"
+
+	ReasonSufficientReadyPods   = "SufficientReadyPods"
+	ReasonNeverAvailable        = "NeverAvailable"
+	ReasonUpdateInProgress      = "UpdateInProgress"
+	ReasonInsufficientReadyPods = "InsufficientReadyPods"
+	ReasonAllPodsSucceeded      = "AllPodsSucceeded"
+	ReasonMaxRestartsExceeded   = "MaxRestartsExceeded"
+	ReasonMaxRuntimeExceeded    = "MaxRuntimeExceeded"
+)
+
+// Event reasons.
+const (
+	EventDeadlineExceeded     = "DeadlineExceeded"
+	EventTTLExpired           = "TTLExpired"
+	EventWorkloadCreated      = "WorkloadCreated"
+	EventWorkloadAPIMissing   = "WorkloadAPIUnavailable"
+	EventGangTerminated       = "GangTerminated"
+	EventPodCliqueFailed      = "PodCliqueFailed"
+	EventReplicaRestarting    = "ReplicaRestarting"
+	EventMaxRestartsExceeded  = "MaxRestartsExceeded"
+	EventMaxRuntimeExceeded   = "MaxRuntimeExceeded"
+	EventWorkloadSucceeded    = "WorkloadSucceeded"
+	EventPolicyViolation      = "PolicyViolation"
+	EventStartupPolicyRewrote = "StartupPolicyRewritten"
+)

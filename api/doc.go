@@ -1,0 +1,10 @@
+// Package api holds the Go types of every resource shepherd admits or
+// reconciles, one package per API group/version beneath it, and — in this
+// package — the constants shared by every part of shepherd: API groups, label
+// keys, condition types and reasons, and event reasons. They are defined once
+// here so the webhook, the reconcilers and the tests cannot drift apart.
+//
+// The third-party types (Kubeflow Trainer, Grove, JobSet) model only the
+// fields shepherd reads or writes; their CRDs preserve every other field so a
+// real object survives a round trip unchanged (SPEC §2, hard rule 1).
+package api

@@ -1,0 +1,35 @@
+// Package install registers every API group shepherd uses into a scheme: the
+// built-in Kubernetes types plus the Trainer, Grove and JobSet types of api/.
+package install
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
+	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+)
+
+// AddToScheme adds every group shepherd knows to s.
+func AddToScheme(s *runtime.Scheme) error {
+	for _, add := range []func(*runtime.Scheme) error{
+		clientgoscheme.AddToScheme,
+		trainerv1alpha1.AddToScheme,
+		grovev1alpha1.AddToScheme,
+		jobsetv1alpha2.AddToScheme,
+	} {
+		if err := add(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// NewScheme returns a scheme with every group shepherd knows.
+func NewScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(AddToScheme(s))
+	return s
+}
