@@ -1,0 +1,287 @@
+package trainjob
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
+	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+)
+
+// ControllerName names the controller, its event source and its logger.
+const ControllerName = "trainjob-lifecycle"
+
+// runtimeIndex indexes TrainJobs by the runtime they reference (runtimeKey),
+// so a change to a runtime's TTL reaches its finished jobs.
+const runtimeIndex = "shepherd.dev/trainjob-lifecycle-runtime"
+
+// maxConcurrentReconciles lets several deadlines that fall in the same
+// instant be enforced together; each reconcile is a few API calls.
+const maxConcurrentReconciles = 8
+
+// Reconciler enforces a TrainJob's active deadline and its runtime's TTL.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads JobSets uncached: shepherd never needs them otherwise,
+	// so it keeps no informer (and no memory) for them.
+	APIReader client.Reader
+	Clock     clock.PassiveClock
+	Recorder  events.EventRecorder
+}
+
+// Setup registers the controller with mgr.
+func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	r := &Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Clock:     clk,
+		Recorder:  mgr.GetEventRecorder(ControllerName),
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &trainerv1alpha1.TrainJob{}, runtimeIndex,
+		func(o client.Object) []string {
+			tj := o.(*trainerv1alpha1.TrainJob)
+			if k, ok := runtimeKeyOf(tj); ok {
+				return []string{k}
+			}
+			return nil
+		}); err != nil {
+		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		For(&trainerv1alpha1.TrainJob{}).
+		Watches(&trainerv1alpha1.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfRuntime)).
+		Watches(&trainerv1alpha1.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfRuntime)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
+		Complete(r)
+}
+
+// runtimeKey identifies a runtime: kind/namespace/name, namespace empty for
+// a ClusterTrainingRuntime.
+func runtimeKey(kind, namespace, name string) string {
+	return kind + "/" + namespace + "/" + name
+}
+
+// runtimeKeyOf is the key of the runtime tj references; ok is false for a
+// reference shepherd cannot resolve (another API group or kind).
+func runtimeKeyOf(tj *trainerv1alpha1.TrainJob) (string, bool) {
+	ref := tj.Spec.RuntimeRef
+	if !ref.IsTrainerRuntime() {
+		return "", false
+	}
+	switch kind := ref.EffectiveKind(); kind {
+	case api.KindClusterTrainingRuntime:
+		return runtimeKey(kind, "", ref.Name), true
+	case api.KindTrainingRuntime:
+		return runtimeKey(kind, tj.Namespace, ref.Name), true
+	}
+	return "", false
+}
+
+// jobsOfRuntime maps a runtime to the TrainJobs referencing it.
+func (r *Reconciler) jobsOfRuntime(ctx context.Context, o client.Object) []reconcile.Request {
+	var key string
+	var opts []client.ListOption
+	switch o.(type) {
+	case *trainerv1alpha1.ClusterTrainingRuntime:
+		key = runtimeKey(api.KindClusterTrainingRuntime, "", o.GetName())
+	case *trainerv1alpha1.TrainingRuntime:
+		key = runtimeKey(api.KindTrainingRuntime, o.GetNamespace(), o.GetName())
+		opts = append(opts, client.InNamespace(o.GetNamespace()))
+	default:
+		return nil
+	}
+	var jobs trainerv1alpha1.TrainJobList
+	if err := r.Client.List(ctx, &jobs, append(opts, client.MatchingFields{runtimeIndex: key})...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the TrainJobs of a runtime", "runtime", key)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(jobs.Items))
+	for i := range jobs.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&jobs.Items[i])})
+	}
+	return reqs
+}
+
+// Reconcile applies the deadline, then the TTL, to one TrainJob.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	start := time.Now()
+	defer func() { reconcileDurationSeconds.Observe(time.Since(start).Seconds()) }()
+	log := ctrl.LoggerFrom(ctx)
+
+	var tj trainerv1alpha1.TrainJob
+	if err := r.Client.Get(ctx, req.NamespacedName, &tj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !tj.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+
+	var result ctrl.Result
+	d := DecideDeadline(&tj, r.Clock)
+	switch d.Action {
+	case DeadlineExceed:
+		if err := r.exceed(ctx, &tj, d.Deadline); err != nil {
+			return ctrl.Result{}, err
+		}
+		// tj now carries Failed=True as written, so the TTL below sees a
+		// finished job (a TTL of 0 deletes it in this same reconcile).
+	case DeadlineCleanup:
+		if err := r.deleteJobSet(ctx, &tj); err != nil {
+			return ctrl.Result{}, err
+		}
+	case DeadlineWait:
+		log.V(1).Info("deadline ahead", "deadline", d.Deadline, "requeueAfter", d.RequeueAfter)
+		result.RequeueAfter = d.RequeueAfter
+	}
+
+	if !Finished(&tj) {
+		return result, nil
+	}
+	ttl, err := r.runtimeTTL(ctx, &tj)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	t := DecideTTL(&tj, ttl, r.Clock)
+	if t.Delete {
+		return ctrl.Result{}, r.deleteTrainJob(ctx, &tj, *ttl)
+	}
+	if t.RequeueAfter > 0 && (result.RequeueAfter == 0 || t.RequeueAfter < result.RequeueAfter) {
+		result.RequeueAfter = t.RequeueAfter
+	}
+	return result, nil
+}
+
+// exceed marks tj Failed/DeadlineExceeded, records it, then deletes its
+// JobSet. Only the conditions list is written, by a merge patch guarded by
+// resourceVersion, so a concurrent writer's change is never overwritten.
+func (r *Reconciler) exceed(ctx context.Context, tj *trainerv1alpha1.TrainJob, deadline time.Time) error {
+	now := r.Clock.Now()
+	orig := tj.DeepCopy()
+	meta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{
+		Type:               api.TrainJobFailed,
+		Status:             metav1.ConditionTrue,
+		Reason:             api.ReasonDeadlineExceeded,
+		Message:            api.MessageDeadlineExceeded,
+		LastTransitionTime: metav1.NewTime(now),
+		ObservedGeneration: tj.Generation,
+	})
+	if err := r.Client.Status().Patch(ctx, tj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("marking TrainJob %s/%s Failed (DeadlineExceeded): %w", tj.Namespace, tj.Name, err)
+	}
+	deadlineExceededTotal.Inc()
+	deadlineLagSeconds.Observe(now.Sub(deadline).Seconds())
+	r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, api.EventDeadlineExceeded, "FailTrainJob",
+		"%s: activeDeadlineSeconds %d passed at %s", api.MessageDeadlineExceeded,
+		*tj.Spec.ActiveDeadlineSeconds, deadline.UTC().Format(time.RFC3339))
+	ctrl.LoggerFrom(ctx).Info("TrainJob exceeded its active deadline", "deadline", deadline, "lag", now.Sub(deadline))
+	return r.deleteJobSet(ctx, tj)
+}
+
+// deleteJobSet deletes the JobSet Trainer runs tj with: same name, same
+// namespace. A JobSet controlled by something else (e.g. an older TrainJob
+// of the same name) is left alone, and the UID precondition keeps a JobSet
+// recreated meanwhile from being deleted by mistake.
+func (r *Reconciler) deleteJobSet(ctx context.Context, tj *trainerv1alpha1.TrainJob) error {
+	js := &metav1.PartialObjectMetadata{}
+	js.SetGroupVersionKind(jobsetv1alpha2.GroupVersion.WithKind(api.KindJobSet))
+	key := types.NamespacedName{Namespace: tj.Namespace, Name: tj.Name}
+	if err := r.APIReader.Get(ctx, key, js); err != nil {
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return nil
+		}
+		return fmt.Errorf("reading JobSet %s of TrainJob: %w", key, err)
+	}
+	if owner := metav1.GetControllerOf(js); owner != nil && owner.UID != tj.UID {
+		ctrl.LoggerFrom(ctx).Info("not deleting JobSet controlled by another object", "jobset", key, "owner", owner.UID)
+		return nil
+	}
+	if !js.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	err := r.Client.Delete(ctx, js, client.Preconditions{UID: &js.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting JobSet %s of a TrainJob past its deadline: %w", key, err)
+	}
+	return nil
+}
+
+// runtimeTTL reads ttlSecondsAfterFinished from the runtime tj references;
+// nil when the runtime sets none, is missing (the runtime watch brings the
+// job back when it appears) or is not a Trainer runtime.
+func (r *Reconciler) runtimeTTL(ctx context.Context, tj *trainerv1alpha1.TrainJob) (*int32, error) {
+	ref := tj.Spec.RuntimeRef
+	if !ref.IsTrainerRuntime() {
+		return nil, nil
+	}
+	var spec *trainerv1alpha1.TrainingRuntimeSpec
+	var err error
+	switch ref.EffectiveKind() {
+	case api.KindClusterTrainingRuntime:
+		var rt trainerv1alpha1.ClusterTrainingRuntime
+		err = r.Client.Get(ctx, types.NamespacedName{Name: ref.Name}, &rt)
+		spec = &rt.Spec
+	case api.KindTrainingRuntime:
+		var rt trainerv1alpha1.TrainingRuntime
+		err = r.Client.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: ref.Name}, &rt)
+		spec = &rt.Spec
+	default:
+		return nil, nil
+	}
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			ctrl.LoggerFrom(ctx).V(1).Info("runtime not found; no TTL applies until it exists", "kind", ref.EffectiveKind(), "runtime", ref.Name)
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading %s %q for its ttlSecondsAfterFinished: %w", ref.EffectiveKind(), ref.Name, err)
+	}
+	return spec.TTLSecondsAfterFinished, nil
+}
+
+// deleteTrainJobOptions are the options of a TTL deletion: a UID
+// precondition, so that a TrainJob deleted and recreated under the same name
+// since tj was read is never deleted by tj's TTL, and background
+// propagation, so the delete returns at once and the garbage collector
+// removes the JobSet, Workload and PodGroups.
+func deleteTrainJobOptions(tj *trainerv1alpha1.TrainJob) *client.DeleteOptions {
+	uid := tj.UID
+	opts := &client.DeleteOptions{}
+	client.Preconditions{UID: &uid}.ApplyToDelete(opts)
+	client.PropagationPolicy(metav1.DeletePropagationBackground).ApplyToDelete(opts)
+	return opts
+}
+
+// deleteTrainJob deletes a finished TrainJob whose TTL expired.
+func (r *Reconciler) deleteTrainJob(ctx context.Context, tj *trainerv1alpha1.TrainJob, ttl int32) error {
+	if err := r.Client.Delete(ctx, tj, deleteTrainJobOptions(tj)); err != nil {
+		// NotFound: already gone. Conflict: the UID precondition failed —
+		// the name now belongs to a new TrainJob, which has its own timers.
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		return fmt.Errorf("deleting TrainJob %s/%s after its TTL: %w", tj.Namespace, tj.Name, err)
+	}
+	ttlDeletionsTotal.Inc()
+	r.Recorder.Eventf(tj, nil, corev1.EventTypeNormal, api.EventTTLExpired, "DeleteTrainJob",
+		"Deleted: finished and ttlSecondsAfterFinished (%ds) of its runtime passed", ttl)
+	ctrl.LoggerFrom(ctx).Info("deleted TrainJob after its TTL", "ttlSecondsAfterFinished", ttl)
+	return nil
+}

@@ -1,0 +1,300 @@
+package trainjob
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	testingclock "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+)
+
+// t0 is every test job's creationTimestamp.
+var t0 = time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+
+type jobOpt func(*trainerv1alpha1.TrainJob)
+
+func job(opts ...jobOpt) *trainerv1alpha1.TrainJob {
+	tj := &trainerv1alpha1.TrainJob{ObjectMeta: metav1.ObjectMeta{
+		Name: "j", Namespace: "ns", UID: types.UID("uid-1"),
+		CreationTimestamp: metav1.NewTime(t0),
+	}}
+	for _, o := range opts {
+		o(tj)
+	}
+	return tj
+}
+
+func deadline(s int64) jobOpt {
+	return func(tj *trainerv1alpha1.TrainJob) { tj.Spec.ActiveDeadlineSeconds = ptr.To(s) }
+}
+
+func suspend(b bool) jobOpt {
+	return func(tj *trainerv1alpha1.TrainJob) { tj.Spec.Suspend = ptr.To(b) }
+}
+
+func cond(typ string, status metav1.ConditionStatus, reason string, at time.Time) jobOpt {
+	return func(tj *trainerv1alpha1.TrainJob) {
+		tj.Status.Conditions = append(tj.Status.Conditions, metav1.Condition{
+			Type: typ, Status: status, Reason: reason, LastTransitionTime: metav1.NewTime(at),
+		})
+	}
+}
+
+func TestDecideDeadline(t *testing.T) {
+	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+	cases := []struct {
+		name string
+		job  *trainerv1alpha1.TrainJob
+		now  time.Time
+		want DeadlineDecision
+	}{
+		{
+			name: "no deadline set: no enforcement",
+			job:  job(),
+			now:  sec(1_000_000),
+			want: DeadlineDecision{Action: DeadlineNone},
+		},
+		{
+			name: "deadline not reached: requeue at the deadline",
+			job:  job(deadline(60)),
+			now:  sec(15),
+			want: DeadlineDecision{Action: DeadlineWait, Deadline: sec(60), RequeueAfter: 45 * time.Second},
+		},
+		{
+			name: "deadline exceeded: fail with DeadlineExceeded",
+			job:  job(deadline(60)),
+			now:  sec(61),
+			want: DeadlineDecision{Action: DeadlineExceed, Deadline: sec(60)},
+		},
+		{
+			name: "deadline exceeded by a nanosecond",
+			job:  job(deadline(60)),
+			now:  sec(60).Add(time.Nanosecond),
+			want: DeadlineDecision{Action: DeadlineExceed, Deadline: sec(60)},
+		},
+		{
+			name: "deadline exactly now: not yet exceeded, requeue after 1s (no zero requeue)",
+			job:  job(deadline(60)),
+			now:  sec(60),
+			want: DeadlineDecision{Action: DeadlineWait, Deadline: sec(60), RequeueAfter: time.Second},
+		},
+		{
+			name: "deadline expired during downtime: act at once",
+			job:  job(deadline(60)),
+			now:  sec(86_400),
+			want: DeadlineDecision{Action: DeadlineExceed, Deadline: sec(60)},
+		},
+		{
+			name: "resumed at t: the window runs from t, not from creation",
+			job:  job(deadline(60), suspend(false), cond(api.TrainJobSuspended, metav1.ConditionFalse, api.ReasonResumed, sec(100))),
+			now:  sec(130),
+			want: DeadlineDecision{Action: DeadlineWait, Deadline: sec(160), RequeueAfter: 30 * time.Second},
+		},
+		{
+			name: "resumed at t: exceeded once t + deadline passed",
+			job:  job(deadline(60), suspend(false), cond(api.TrainJobSuspended, metav1.ConditionFalse, api.ReasonResumed, sec(100))),
+			now:  sec(161),
+			want: DeadlineDecision{Action: DeadlineExceed, Deadline: sec(160)},
+		},
+		{
+			name: "Suspended=False with a reason other than Resumed does not move the start",
+			job:  job(deadline(60), cond(api.TrainJobSuspended, metav1.ConditionFalse, "NotSuspended", sec(100))),
+			now:  sec(61),
+			want: DeadlineDecision{Action: DeadlineExceed, Deadline: sec(60)},
+		},
+		{
+			name: "created suspended: timer does not run however long it waits",
+			job:  job(deadline(60), suspend(true), cond(api.TrainJobSuspended, metav1.ConditionTrue, api.ReasonSuspended, sec(0))),
+			now:  sec(10_000),
+			want: DeadlineDecision{Action: DeadlineNone},
+		},
+		{
+			name: "created suspended, first resumed at t: window from t",
+			job:  job(deadline(60), suspend(false), cond(api.TrainJobSuspended, metav1.ConditionFalse, api.ReasonResumed, sec(10_000))),
+			now:  sec(10_030),
+			want: DeadlineDecision{Action: DeadlineWait, Deadline: sec(10_060), RequeueAfter: 30 * time.Second},
+		},
+		{
+			name: "spec.suspend set but Trainer has not reported Suspended yet: suspended",
+			job:  job(deadline(60), suspend(true)),
+			now:  sec(120),
+			want: DeadlineDecision{Action: DeadlineNone},
+		},
+		{
+			name: "resume asked but Trainer still reports Suspended=True: still suspended",
+			job:  job(deadline(60), suspend(false), cond(api.TrainJobSuspended, metav1.ConditionTrue, api.ReasonSuspended, sec(10))),
+			now:  sec(120),
+			want: DeadlineDecision{Action: DeadlineNone},
+		},
+		{
+			name: "finished (Complete) job untouched",
+			job:  job(deadline(60), cond(api.TrainJobComplete, metav1.ConditionTrue, "JobsCompleted", sec(30))),
+			now:  sec(120),
+			want: DeadlineDecision{Action: DeadlineNone},
+		},
+		{
+			name: "finished (Failed for another reason) job untouched",
+			job:  job(deadline(60), cond(api.TrainJobFailed, metav1.ConditionTrue, "JobsFailed", sec(30))),
+			now:  sec(120),
+			want: DeadlineDecision{Action: DeadlineNone},
+		},
+		{
+			name: "Complete=False does not count as finished",
+			job:  job(deadline(60), cond(api.TrainJobComplete, metav1.ConditionFalse, "Running", sec(30))),
+			now:  sec(120),
+			want: DeadlineDecision{Action: DeadlineExceed, Deadline: sec(60)},
+		},
+		{
+			name: "already failed by the deadline: make sure the JobSet is gone",
+			job:  job(deadline(60), cond(api.TrainJobFailed, metav1.ConditionTrue, api.ReasonDeadlineExceeded, sec(61))),
+			now:  sec(120),
+			want: DeadlineDecision{Action: DeadlineCleanup},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := DecideDeadline(tc.job, testingclock.NewFakePassiveClock(tc.now))
+			if got != tc.want {
+				t.Errorf("DecideDeadline = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecideTTL(t *testing.T) {
+	sec := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Second) }
+	complete := cond(api.TrainJobComplete, metav1.ConditionTrue, "JobsCompleted", sec(100))
+	cases := []struct {
+		name string
+		job  *trainerv1alpha1.TrainJob
+		ttl  *int32
+		now  time.Time
+		want TTLDecision
+	}{
+		{
+			name: "TTL not set on the runtime: never deleted",
+			job:  job(complete),
+			now:  sec(1_000_000),
+			want: TTLDecision{},
+		},
+		{
+			name: "TTL from the runtime: deleted after expiry",
+			job:  job(complete),
+			ttl:  ptr.To[int32](60),
+			now:  sec(161),
+			want: TTLDecision{Delete: true, ExpiresAt: sec(160)},
+		},
+		{
+			name: "TTL expiry exactly now: deleted",
+			job:  job(complete),
+			ttl:  ptr.To[int32](60),
+			now:  sec(160),
+			want: TTLDecision{Delete: true, ExpiresAt: sec(160)},
+		},
+		{
+			name: "TTL in the future: requeue at expiry",
+			job:  job(complete),
+			ttl:  ptr.To[int32](60),
+			now:  sec(110),
+			want: TTLDecision{ExpiresAt: sec(160), RequeueAfter: 50 * time.Second},
+		},
+		{
+			name: "TTL 0: deleted at once after completion",
+			job:  job(complete),
+			ttl:  ptr.To[int32](0),
+			now:  sec(100),
+			want: TTLDecision{Delete: true, ExpiresAt: sec(100)},
+		},
+		{
+			name: "TTL expired during downtime: deleted at once",
+			job:  job(complete),
+			ttl:  ptr.To[int32](60),
+			now:  sec(86_400),
+			want: TTLDecision{Delete: true, ExpiresAt: sec(160)},
+		},
+		{
+			name: "Failed counts as finished",
+			job:  job(cond(api.TrainJobFailed, metav1.ConditionTrue, api.ReasonDeadlineExceeded, sec(200))),
+			ttl:  ptr.To[int32](60),
+			now:  sec(230),
+			want: TTLDecision{ExpiresAt: sec(260), RequeueAfter: 30 * time.Second},
+		},
+		{
+			name: "both Complete and Failed True: the earlier finish counts",
+			job: job(complete,
+				cond(api.TrainJobFailed, metav1.ConditionTrue, "JobsFailed", sec(500))),
+			ttl:  ptr.To[int32](60),
+			now:  sec(170),
+			want: TTLDecision{Delete: true, ExpiresAt: sec(160)},
+		},
+		{
+			name: "running job: TTL does not start",
+			job:  job(cond(api.TrainJobComplete, metav1.ConditionFalse, "Running", sec(100))),
+			ttl:  ptr.To[int32](0),
+			now:  sec(1_000_000),
+			want: TTLDecision{},
+		},
+		{
+			name: "suspended job that finished: TTL counts from the finish, not the suspension",
+			job: job(suspend(true),
+				cond(api.TrainJobSuspended, metav1.ConditionTrue, api.ReasonSuspended, sec(10)),
+				complete),
+			ttl:  ptr.To[int32](60),
+			now:  sec(100),
+			want: TTLDecision{ExpiresAt: sec(160), RequeueAfter: 60 * time.Second},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := DecideTTL(tc.job, tc.ttl, testingclock.NewFakePassiveClock(tc.now))
+			if got != tc.want {
+				t.Errorf("DecideTTL = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDecideTTLIgnoresRecreatedJobUID(t *testing.T) {
+	// The decision is about one object; the UID precondition on the delete
+	// (see deleteTrainJobOptions) is what keeps a decision made on an old
+	// incarnation from deleting a new one of the same name.
+	old := job(cond(api.TrainJobComplete, metav1.ConditionTrue, "JobsCompleted", t0))
+	recreated := job()
+	recreated.UID = "uid-2"
+	clk := testingclock.NewFakePassiveClock(t0.Add(time.Hour))
+	if d := DecideTTL(old, ptr.To[int32](60), clk); !d.Delete {
+		t.Fatalf("old incarnation: DecideTTL = %+v, want Delete", d)
+	}
+	if d := DecideTTL(recreated, ptr.To[int32](60), clk); d.Delete || d.RequeueAfter != 0 {
+		t.Errorf("recreated (unfinished) incarnation: DecideTTL = %+v, want nothing", d)
+	}
+	opts := deleteTrainJobOptions(old)
+	if opts.Preconditions == nil || opts.Preconditions.UID == nil || *opts.Preconditions.UID != "uid-1" {
+		t.Errorf("delete preconditions = %+v, want UID uid-1", opts.Preconditions)
+	}
+	if opts.PropagationPolicy == nil || *opts.PropagationPolicy != metav1.DeletePropagationBackground {
+		t.Errorf("delete propagation = %v, want Background", opts.PropagationPolicy)
+	}
+}
+
+func TestRequeueAfterClockSkew(t *testing.T) {
+	now := t0
+	cases := []struct {
+		at   time.Time
+		want time.Duration
+	}{
+		{now.Add(3 * time.Second), 3 * time.Second},
+		{now, time.Second},
+		{now.Add(-5 * time.Second), time.Second},
+	}
+	for _, tc := range cases {
+		if got := requeueAfter(tc.at, now); got != tc.want {
+			t.Errorf("requeueAfter(now%+v) = %v, want %v", tc.at.Sub(now), got, tc.want)
+		}
+	}
+}
