@@ -1,0 +1,154 @@
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	"github.com/shepherd-k8s/shepherd/webhook"
+)
+
+// verdicts is shepherd_policy_verdicts_total, counted once per record.
+var verdicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "shepherd_policy_verdicts_total",
+	Help: "Deny, Warn and Audit verdicts of admission rules (dry-run requests included), by rule, action and kind.",
+}, []string{"rule", "action", "kind"})
+
+func init() {
+	metrics.Registry.MustRegister(verdicts)
+}
+
+// Recorder writes every verdict of a request to the four audit sinks.
+type Recorder struct {
+	// Ring keeps the recent records for /audit.
+	Ring *Ring
+	// Events records a PolicyViolation Event per record of a real (not
+	// dry-run) request; nil records none.
+	Events events.EventRecorder
+	// Clock stamps the records.
+	Clock clock.PassiveClock
+}
+
+// NewRecorder returns a recorder with a ring of ringSize records.
+func NewRecorder(ringSize int, ev events.EventRecorder, clk clock.PassiveClock) *Recorder {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Recorder{Ring: NewRing(ringSize), Events: ev, Clock: clk}
+}
+
+// Record audits every violation of v (Deny, Warn and Audit alike) and returns
+// the records written.
+func (r *Recorder) Record(ctx context.Context, req *webhook.Request, v *webhook.Verdict) []Record {
+	if v == nil || len(v.Violations) == 0 {
+		return nil
+	}
+	log := ctrl.LoggerFrom(ctx)
+	now := r.Clock.Now()
+	gv := schema.GroupVersion{Group: req.Kind.Group, Version: req.Kind.Version}.String()
+	out := make([]Record, 0, len(v.Violations))
+	for _, vi := range v.Violations {
+		rec := Record{
+			Time:       now,
+			RequestUID: string(req.UID),
+			User:       req.UserInfo.Username,
+			Groups:     req.UserInfo.Groups,
+			Operation:  string(req.Operation),
+			APIVersion: gv,
+			Kind:       req.Kind.Kind,
+			Namespace:  req.Namespace,
+			Name:       req.Name,
+			Rule:       vi.Rule,
+			Action:     string(vi.Action),
+			Field:      vi.Field,
+			Message:    vi.Message,
+			DryRun:     req.DryRun,
+		}
+		log.Info("policy verdict",
+			"requestUID", rec.RequestUID, "user", rec.User, "groups", rec.Groups,
+			"operation", rec.Operation, "apiVersion", rec.APIVersion, "kind", rec.Kind,
+			"namespace", rec.Namespace, "name", rec.Name, "rule", rec.Rule,
+			"action", rec.Action, "field", rec.Field, "message", rec.Message, "dryRun", rec.DryRun)
+		verdicts.WithLabelValues(rec.Rule, rec.Action, rec.Kind).Inc()
+		// sideEffects: NoneOnDryRun promises the apiserver that a dry-run
+		// request writes nothing, so dry-run verdicts skip the Event.
+		if r.Events != nil && !req.DryRun {
+			r.Events.Eventf(Regarding(req), nil, eventType(vi.Action), api.EventPolicyViolation,
+				string(vi.Action), "%s", eventNote(&rec))
+		}
+		r.Ring.Add(rec)
+		out = append(out, rec)
+	}
+	return out
+}
+
+// Regarding is the object a PolicyViolation Event is attached to: the
+// admitted object itself. A denied CREATE leaves no object behind, so its
+// Event names the would-be object (kind, namespace, name, no UID) — `kubectl
+// get events --field-selector regarding.name=NAME` still finds it, and a
+// later successful create shows it in `kubectl describe`. A request with no
+// name yet (generateName) is attached to its namespace.
+func Regarding(req *webhook.Request) runtime.Object {
+	gv := schema.GroupVersion{Group: req.Kind.Group, Version: req.Kind.Version}.String()
+	if req.Name == "" && req.Namespace != "" {
+		return &corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: req.Namespace}
+	}
+	ref := &corev1.ObjectReference{APIVersion: gv, Kind: req.Kind.Kind, Namespace: req.Namespace, Name: req.Name}
+	if req.Operation != "CREATE" {
+		ref.UID = objectUID(req)
+	}
+	return ref
+}
+
+func eventType(a webhook.Action) string {
+	if a == webhook.ActionAudit {
+		return corev1.EventTypeNormal
+	}
+	return corev1.EventTypeWarning
+}
+
+func eventNote(r *Record) string {
+	field := ""
+	if r.Field != "" {
+		field = " " + r.Field
+	}
+	dry := ""
+	if r.DryRun {
+		dry = " (dry run)"
+	}
+	note := fmt.Sprintf("%s %s by %s%s%s: %s", r.Rule, r.Action, r.User, dry, field, r.Message)
+	// events.k8s.io/v1 rejects notes over 1 kB.
+	if len(note) > 1000 {
+		note = note[:997] + "..."
+	}
+	return note
+}
+
+// objectUID reads metadata.uid from the stored object of an UPDATE or DELETE
+// without decoding the rest of it.
+func objectUID(req *webhook.Request) types.UID {
+	raw := req.OldObject
+	if len(raw) == 0 {
+		raw = req.Object
+	}
+	var m struct {
+		Metadata struct {
+			UID types.UID `json:"uid"`
+		} `json:"metadata"`
+	}
+	if len(raw) == 0 || json.Unmarshal(raw, &m) != nil {
+		return ""
+	}
+	return m.Metadata.UID
+}
