@@ -100,3 +100,17 @@ const (
 	EventPolicyViolation      = "PolicyViolation"
 	EventStartupPolicyRewrote = "StartupPolicyRewritten"
 )
+
+// Gang termination and Training restarts (reconcile/gang, reconcile/training).
+const (
+	// ReasonSufficientAvailableReplicas and ReasonInsufficientAvailableReplicas
+	// are the reasons of a PodCliqueScalingGroup's MinAvailableBreached
+	// condition: whether its healthy replicas still reach its minAvailable.
+	ReasonSufficientAvailableReplicas   = "SufficientAvailableReplicas"
+	ReasonInsufficientAvailableReplicas = "InsufficientAvailableReplicas"
+
+	// AnnotationRestart marks a PodClique of a Training replica whose restart
+	// shepherd has begun: the restart number and the UIDs of the pods it
+	// replaces. It is shepherd's durable record of a restart in flight.
+	AnnotationRestart = "shepherd.dev/restart"
+)

@@ -1,0 +1,42 @@
+// Package gang implements Grove gang termination (SPEC §6 R-GT, the Grove
+// gang-termination design): it keeps each PodClique's readyReplicas, sticky
+// wasAvailable and MinAvailableBreached condition, aggregates breaches per
+// PodCliqueScalingGroup replica, and terminates a breached PCSG replica or a
+// whole PodCliqueSet replica once its terminationDelay has passed.
+//
+// Three controllers, one per level, each a thin Reconcile around a pure
+// decision function given a clock:
+//
+//   - PodClique (podclique.go): pods → readyReplicas, wasAvailable,
+//     MinAvailableBreached. Outcomes in the design's order: SufficientReadyPods,
+//     NeverAvailable, UpdateInProgress, InsufficientReadyPods.
+//   - PodCliqueScalingGroup (scalinggroup.go): a PCSG replica is breached when
+//     any of its PodCliques is; an expired breached replica is terminated by
+//     deleting its PodCliques unless the healthy replicas would fall below the
+//     PCSG's minAvailable — then the PCSG reports MinAvailableBreached=True and
+//     the PodCliqueSet level acts.
+//   - PodCliqueSet (podcliqueset.go): a PCS replica with a breached standalone
+//     PodClique or breached PCSG past its delay loses every PodClique of that
+//     replica index.
+//
+// Nothing lives in memory: every delay starts at a condition's
+// lastTransitionTime and is recomputed at every reconcile, so a restart of
+// shepherd loses nothing. The PodCliqueSet level derives a PCSG's breach time
+// from the PodCliques' own conditions rather than from the PCSG's condition, so
+// a stale PCSG condition can never terminate PodCliques Grove has just
+// recreated. Deletions carry UID preconditions and background propagation.
+//
+// Split with package training for a PodCliqueSet of workloadType Training:
+// this package still writes every PodClique's and PCSG's status (so the
+// training controller reads the same MinAvailableBreached conditions), but it
+// never deletes anything of a Training PodCliqueSet — there a breach is
+// answered by a restart (or the Failed phase), owned by package training. Two
+// things of training's are honoured here: a pod that exited 0 counts as
+// available (a worker that finished is not a lost worker), and a PodClique
+// carrying the api.AnnotationRestart marker is being restarted: the pods the
+// marker names do not count, and wasAvailable is held false until the marker
+// is removed, so the restarted replica gets the same startup protection as a
+// new one. Package training writes the PodClique Succeeded condition; both
+// packages write status with optimistic-lock merge patches that carry the
+// whole conditions list as read, so neither drops the other's condition.
+package gang

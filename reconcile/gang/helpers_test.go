@@ -1,0 +1,78 @@
+package gang
+
+import (
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+)
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+type podState int
+
+const (
+	ready podState = iota
+	notReady
+	terminating
+	exited0
+	exited1
+)
+
+func mkPods(states ...podState) []corev1.Pod {
+	var out []corev1.Pod
+	for i, s := range states {
+		p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))}}
+		switch s {
+		case ready, terminating:
+			p.Status.Phase = corev1.PodRunning
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+			if s == terminating {
+				p.DeletionTimestamp = &metav1.Time{Time: t0}
+			}
+		case notReady:
+			p.Status.Phase = corev1.PodPending
+		case exited0, exited1:
+			code := int32(0)
+			p.Status.Phase = corev1.PodSucceeded
+			if s == exited1 {
+				code = 1
+				p.Status.Phase = corev1.PodFailed
+			}
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}}}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func breachedCond(status metav1.ConditionStatus, since time.Time) metav1.Condition {
+	reason := api.ReasonInsufficientReadyPods
+	if status == metav1.ConditionFalse {
+		reason = api.ReasonSufficientReadyPods
+	}
+	return metav1.Condition{Type: api.ConditionMinAvailableBreached, Status: status, Reason: reason, LastTransitionTime: metav1.NewTime(since)}
+}
+
+// clique builds a PodClique of a PodCliqueSet replica; pcsg "" is standalone.
+func clique(name string, pcsIdx int, pcsg string, pcsgIdx int, conds ...metav1.Condition) grovev1alpha1.PodClique {
+	c := grovev1alpha1.PodClique{
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{
+			api.LabelPartOf:                   "pcs",
+			api.LabelPodCliqueSetReplicaIndex: fmt.Sprint(pcsIdx),
+		}},
+		Spec:   grovev1alpha1.PodCliqueSpec{Replicas: 2, MinAvailable: ptr.To[int32](2)},
+		Status: grovev1alpha1.PodCliqueStatus{WasAvailable: true, Conditions: conds},
+	}
+	if pcsg != "" {
+		c.Labels[api.LabelPodCliqueScalingGroup] = pcsg
+		c.Labels[api.LabelPodCliqueScalingGroupReplica] = fmt.Sprint(pcsgIdx)
+	}
+	return c
+}
