@@ -1,0 +1,213 @@
+package gang
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+)
+
+// ReplicaBreach is one breached PCSG replica and since when it has been
+// breached: the earliest lastTransitionTime among its PodCliques whose
+// MinAvailableBreached is True (each has been True since then, so the replica
+// has been breached since the earliest).
+type ReplicaBreach struct {
+	Index int32
+	Since time.Time
+}
+
+// GroupBreach is the aggregate breach state of a PodCliqueScalingGroup.
+type GroupBreach struct {
+	Replicas     int32
+	MinAvailable int32
+	// Breached lists the breached replicas, earliest first.
+	Breached []ReplicaBreach
+	// Below is true when the healthy replicas are fewer than minAvailable.
+	Below bool
+	// Since is when the group fell below minAvailable: the breach time of the
+	// replica whose breach took it there. Set only when Below.
+	Since time.Time
+}
+
+// Available is the number of healthy replicas.
+func (g GroupBreach) Available() int32 { return max(0, g.Replicas-int32(len(g.Breached))) }
+
+// CliqueBreachedSince returns when c's MinAvailableBreached became True, and
+// whether it is True now.
+func CliqueBreachedSince(c *grovev1alpha1.PodClique) (time.Time, bool) {
+	cond := meta.FindStatusCondition(c.Status.Conditions, api.ConditionMinAvailableBreached)
+	if cond == nil || cond.Status != metav1.ConditionTrue {
+		return time.Time{}, false
+	}
+	return cond.LastTransitionTime.Time, true
+}
+
+// labelIndex parses an integer label, -1 when it is missing or malformed
+// (such an object belongs to no replica and is never terminated).
+func labelIndex(labels map[string]string, key string) int32 {
+	v, ok := labels[key]
+	if !ok {
+		return -1
+	}
+	i, err := strconv.ParseInt(v, 10, 32)
+	if err != nil || i < 0 {
+		return -1
+	}
+	return int32(i)
+}
+
+// PCSReplicaIndex is the PodCliqueSet replica index of an object, -1 if none.
+func PCSReplicaIndex(labels map[string]string) int32 {
+	return labelIndex(labels, api.LabelPodCliqueSetReplicaIndex)
+}
+
+// PCSGReplicaIndex is the PCSG replica index of a PodClique, -1 if none.
+func PCSGReplicaIndex(labels map[string]string) int32 {
+	return labelIndex(labels, api.LabelPodCliqueScalingGroupReplica)
+}
+
+// AggregateGroup computes the breach state of a PCSG from its PodCliques.
+func AggregateGroup(g *grovev1alpha1.PodCliqueScalingGroup, cliques []grovev1alpha1.PodClique) GroupBreach {
+	since := map[int32]time.Time{}
+	seen := map[int32]bool{}
+	for i := range cliques {
+		c := &cliques[i]
+		idx := PCSGReplicaIndex(c.Labels)
+		if idx < 0 {
+			continue
+		}
+		seen[idx] = true
+		if t, ok := CliqueBreachedSince(c); ok {
+			if old, ok := since[idx]; !ok || t.Before(old) {
+				since[idx] = t
+			}
+		}
+	}
+	out := GroupBreach{Replicas: g.Spec.Replicas}
+	if out.Replicas == 0 {
+		out.Replicas = int32(len(seen))
+	}
+	out.MinAvailable = out.Replicas
+	if g.Spec.MinAvailable != nil {
+		out.MinAvailable = *g.Spec.MinAvailable
+	}
+	for idx, t := range since {
+		out.Breached = append(out.Breached, ReplicaBreach{Index: idx, Since: t})
+	}
+	slices.SortFunc(out.Breached, func(a, b ReplicaBreach) int {
+		if c := a.Since.Compare(b.Since); c != 0 {
+			return c
+		}
+		return int(a.Index - b.Index)
+	})
+	if out.MinAvailable > 0 && out.Available() < out.MinAvailable {
+		out.Below = true
+		// The group dropped below minAvailable when breach number
+		// replicas-minAvailable+1 happened (index replicas-minAvailable).
+		k := min(max(int(out.Replicas-out.MinAvailable), 0), len(out.Breached)-1)
+		out.Since = out.Breached[k].Since
+	}
+	return out
+}
+
+// GroupInput is what the PodCliqueScalingGroup decision reads.
+type GroupInput struct {
+	Group   *grovev1alpha1.PodCliqueScalingGroup
+	Cliques []grovev1alpha1.PodClique
+	// Delay is the group's effective terminationDelay; nil turns gang
+	// termination off (conditions only).
+	Delay *time.Duration
+	// Training is true for a Training PodCliqueSet: conditions only, package
+	// training answers breaches with restarts.
+	Training bool
+}
+
+// GroupDecision says what to write and what to terminate.
+type GroupDecision struct {
+	AvailableReplicas int32
+	// Conditions is the group's conditions list with MinAvailableBreached set.
+	Conditions []metav1.Condition
+	// Terminate lists the PCSG replica indices whose PodCliques to delete.
+	Terminate []int32
+	// RequeueAfter is the shortest remaining delay; zero means none.
+	RequeueAfter time.Duration
+}
+
+// DecideGroup aggregates the group's breach and decides which breached
+// replicas to terminate: those whose delay expired, as long as the group
+// itself is not below minAvailable — then it reports MinAvailableBreached=True
+// and leaves the PodCliqueSet replica to the PodCliqueSet level.
+func DecideGroup(clk clock.PassiveClock, in GroupInput) GroupDecision {
+	now := clk.Now()
+	agg := AggregateGroup(in.Group, in.Cliques)
+	cond := metav1.Condition{Type: api.ConditionMinAvailableBreached, ObservedGeneration: in.Group.Generation,
+		Message: fmt.Sprintf("%d of %d replicas available, minAvailable %d", agg.Available(), agg.Replicas, agg.MinAvailable)}
+	if agg.Below {
+		cond.Status, cond.Reason = metav1.ConditionTrue, api.ReasonInsufficientAvailableReplicas
+	} else {
+		cond.Status, cond.Reason = metav1.ConditionFalse, api.ReasonSufficientAvailableReplicas
+	}
+	out := GroupDecision{
+		AvailableReplicas: agg.Available(),
+		Conditions:        SetCondition(in.Group.Status.Conditions, cond, now),
+	}
+	if in.Delay == nil || in.Training || agg.Below {
+		return out
+	}
+	var wait MinRequeue
+	for _, b := range agg.Breached {
+		if left := remaining(b.Since, *in.Delay, now); left <= 0 {
+			out.Terminate = append(out.Terminate, b.Index)
+		} else {
+			wait.Add(left)
+		}
+	}
+	slices.Sort(out.Terminate)
+	out.RequeueAfter = time.Duration(wait)
+	return out
+}
+
+// Changed reports whether d's status differs from g's.
+func (d GroupDecision) Changed(g *grovev1alpha1.PodCliqueScalingGroup) bool {
+	return d.AvailableReplicas != g.Status.AvailableReplicas ||
+		!conditionEqual(meta.FindStatusCondition(d.Conditions, api.ConditionMinAvailableBreached),
+			meta.FindStatusCondition(g.Status.Conditions, api.ConditionMinAvailableBreached))
+}
+
+// GroupDelay is the effective terminationDelay of a PCSG: nil when the
+// PodCliqueSet has none (gang termination off); else the PCSG object's own
+// override, else the override of its PodCliqueSet config entry, else the
+// PodCliqueSet's delay.
+func GroupDelay(pcs *grovev1alpha1.PodCliqueSet, g *grovev1alpha1.PodCliqueScalingGroup) *time.Duration {
+	base := pcs.Spec.Template.TerminationDelay
+	if base == nil {
+		return nil
+	}
+	d := base.Duration
+	if g.Spec.TerminationDelay != nil {
+		d = g.Spec.TerminationDelay.Duration
+	} else if cfg := GroupConfig(pcs, g); cfg != nil && cfg.TerminationDelay != nil {
+		d = cfg.TerminationDelay.Duration
+	}
+	return &d
+}
+
+// GroupConfig finds the PodCliqueSet's config entry a PCSG was made from:
+// Grove names a PCSG <pcs>-<replica index>-<config name>.
+func GroupConfig(pcs *grovev1alpha1.PodCliqueSet, g *grovev1alpha1.PodCliqueScalingGroup) *grovev1alpha1.PodCliqueScalingGroupConfig {
+	idx := PCSReplicaIndex(g.Labels)
+	for i := range pcs.Spec.Template.PodCliqueScalingGroupConfigs {
+		cfg := &pcs.Spec.Template.PodCliqueScalingGroupConfigs[i]
+		if g.Name == fmt.Sprintf("%s-%d-%s", pcs.Name, idx, cfg.Name) {
+			return cfg
+		}
+	}
+	return nil
+}

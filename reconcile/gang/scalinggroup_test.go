@@ -1,0 +1,134 @@
+package gang
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+)
+
+func group(name string, pcsIdx int, replicas, minAvailable int32) grovev1alpha1.PodCliqueScalingGroup {
+	return grovev1alpha1.PodCliqueScalingGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{api.LabelPartOf: "pcs", api.LabelPodCliqueSetReplicaIndex: itoa(pcsIdx)}},
+		Spec:       grovev1alpha1.PodCliqueScalingGroupSpec{Replicas: replicas, MinAvailable: ptr.To(minAvailable)},
+	}
+}
+
+func itoa(i int) string { return string(rune('0' + i)) }
+
+func TestDecideGroup(t *testing.T) {
+	delay := 10 * time.Second
+	ok := breachedCond(metav1.ConditionFalse, t0.Add(-time.Hour))
+	at := func(ago time.Duration) metav1.Condition { return breachedCond(metav1.ConditionTrue, t0.Add(-ago)) }
+	tests := []struct {
+		name         string
+		replicas     int32
+		minAvailable int32
+		delay        *time.Duration
+		training     bool
+		cliques      []grovev1alpha1.PodClique
+
+		wantAvailable int32
+		wantBreached  metav1.ConditionStatus
+		wantTerminate []int32
+		wantRequeue   time.Duration
+	}{
+		{name: "healthy", replicas: 2, minAvailable: 1, delay: &delay,
+			cliques:       []grovev1alpha1.PodClique{clique("a0", 0, "g", 0, ok), clique("a1", 0, "g", 1, ok)},
+			wantAvailable: 2, wantBreached: metav1.ConditionFalse},
+		{name: "one replica breached, delay not yet passed: requeue for the rest", replicas: 2, minAvailable: 1, delay: &delay,
+			cliques:       []grovev1alpha1.PodClique{clique("a0", 0, "g", 0, at(4*time.Second)), clique("a1", 0, "g", 1, ok)},
+			wantAvailable: 1, wantBreached: metav1.ConditionFalse, wantRequeue: 6 * time.Second},
+		{name: "exactly at the delay: terminate", replicas: 2, minAvailable: 1, delay: &delay,
+			cliques:       []grovev1alpha1.PodClique{clique("a0", 0, "g", 0, at(delay)), clique("a1", 0, "g", 1, ok)},
+			wantAvailable: 1, wantBreached: metav1.ConditionFalse, wantTerminate: []int32{0}},
+		{name: "any breached clique breaches its replica", replicas: 3, minAvailable: 1, delay: &delay,
+			cliques: []grovev1alpha1.PodClique{
+				clique("a0", 0, "g", 0, ok), clique("b0", 0, "g", 0, ok),
+				clique("a1", 0, "g", 1, ok), clique("b1", 0, "g", 1, at(time.Minute)),
+				clique("a2", 0, "g", 2, ok), clique("b2", 0, "g", 2, ok)},
+			wantAvailable: 2, wantBreached: metav1.ConditionFalse, wantTerminate: []int32{1}},
+		{name: "several breaches: shortest wait", replicas: 4, minAvailable: 1, delay: &delay,
+			cliques: []grovev1alpha1.PodClique{
+				clique("a0", 0, "g", 0, at(2*time.Second)), clique("a1", 0, "g", 1, at(7*time.Second)),
+				clique("a2", 0, "g", 2, at(time.Minute)), clique("a3", 0, "g", 3, ok)},
+			wantAvailable: 1, wantBreached: metav1.ConditionFalse, wantTerminate: []int32{2}, wantRequeue: 3 * time.Second},
+		{name: "below minAvailable: breached, leave it to the PodCliqueSet", replicas: 2, minAvailable: 1, delay: &delay,
+			cliques:       []grovev1alpha1.PodClique{clique("a0", 0, "g", 0, at(time.Minute)), clique("a1", 0, "g", 1, at(time.Minute))},
+			wantAvailable: 0, wantBreached: metav1.ConditionTrue},
+		{name: "minAvailable = replicas: one breach is a group breach", replicas: 2, minAvailable: 2, delay: &delay,
+			cliques:       []grovev1alpha1.PodClique{clique("a0", 0, "g", 0, at(time.Minute)), clique("a1", 0, "g", 1, ok)},
+			wantAvailable: 1, wantBreached: metav1.ConditionTrue},
+		{name: "terminationDelay nil: conditions only", replicas: 2, minAvailable: 1,
+			cliques:       []grovev1alpha1.PodClique{clique("a0", 0, "g", 0, at(time.Hour)), clique("a1", 0, "g", 1, ok)},
+			wantAvailable: 1, wantBreached: metav1.ConditionFalse},
+		{name: "training: conditions only", replicas: 2, minAvailable: 1, delay: &delay, training: true,
+			cliques:       []grovev1alpha1.PodClique{clique("a0", 0, "g", 0, at(time.Hour)), clique("a1", 0, "g", 1, ok)},
+			wantAvailable: 1, wantBreached: metav1.ConditionFalse},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g := group("g", 0, tc.replicas, tc.minAvailable)
+			got := DecideGroup(clocktesting.NewFakePassiveClock(t0), GroupInput{Group: &g, Cliques: tc.cliques, Delay: tc.delay, Training: tc.training})
+			if got.AvailableReplicas != tc.wantAvailable {
+				t.Errorf("availableReplicas = %d, want %d", got.AvailableReplicas, tc.wantAvailable)
+			}
+			cond := meta.FindStatusCondition(got.Conditions, api.ConditionMinAvailableBreached)
+			if cond == nil || cond.Status != tc.wantBreached {
+				t.Errorf("MinAvailableBreached = %+v, want %s", cond, tc.wantBreached)
+			}
+			if !slices.Equal(got.Terminate, tc.wantTerminate) {
+				t.Errorf("terminate = %v, want %v", got.Terminate, tc.wantTerminate)
+			}
+			if got.RequeueAfter != tc.wantRequeue {
+				t.Errorf("requeueAfter = %v, want %v", got.RequeueAfter, tc.wantRequeue)
+			}
+		})
+	}
+}
+
+func TestAggregateGroupSince(t *testing.T) {
+	// Three replicas, minAvailable 2: the group drops below at the second
+	// breach, whatever order the cliques come in.
+	g := group("g", 0, 3, 2)
+	cl := []grovev1alpha1.PodClique{
+		clique("c2", 0, "g", 2, breachedCond(metav1.ConditionTrue, t0.Add(-1*time.Minute))),
+		clique("c0", 0, "g", 0, breachedCond(metav1.ConditionTrue, t0.Add(-5*time.Minute))),
+		clique("d0", 0, "g", 0, breachedCond(metav1.ConditionTrue, t0.Add(-9*time.Minute))),
+		clique("c1", 0, "g", 1, breachedCond(metav1.ConditionFalse, t0)),
+	}
+	agg := AggregateGroup(&g, cl)
+	if !agg.Below || !agg.Since.Equal(t0.Add(-1*time.Minute)) {
+		t.Fatalf("below=%v since=%v; want true since %v", agg.Below, agg.Since, t0.Add(-time.Minute))
+	}
+	if agg.Breached[0].Index != 0 || !agg.Breached[0].Since.Equal(t0.Add(-9*time.Minute)) {
+		t.Errorf("replica 0 breached since its earliest clique breach, got %+v", agg.Breached[0])
+	}
+}
+
+func TestGroupDelay(t *testing.T) {
+	pcs := &grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Name: "pcs"}}
+	g := group("pcs-0-workers", 0, 2, 1)
+	if d := GroupDelay(pcs, &g); d != nil {
+		t.Errorf("no PodCliqueSet delay: got %v, want nil", *d)
+	}
+	pcs.Spec.Template.TerminationDelay = &metav1.Duration{Duration: time.Hour}
+	if d := GroupDelay(pcs, &g); d == nil || *d != time.Hour {
+		t.Errorf("no override: got %v, want 1h", d)
+	}
+	pcs.Spec.Template.PodCliqueScalingGroupConfigs = []grovev1alpha1.PodCliqueScalingGroupConfig{{Name: "workers", TerminationDelay: &metav1.Duration{Duration: time.Minute}}}
+	if d := GroupDelay(pcs, &g); d == nil || *d != time.Minute {
+		t.Errorf("config override: got %v, want 1m", d)
+	}
+	g.Spec.TerminationDelay = &metav1.Duration{Duration: time.Second}
+	if d := GroupDelay(pcs, &g); d == nil || *d != time.Second {
+		t.Errorf("object override: got %v, want 1s", d)
+	}
+}
