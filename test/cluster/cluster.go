@@ -15,13 +15,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/shepherd-k8s/shepherd/api/install"
 )
@@ -99,8 +104,25 @@ func AssetsDir() (string, error) {
 	return dir, nil
 }
 
+// setLogger sends controller-runtime's logs (of the framework and of any
+// controller a test runs) to stderr: errors only, unless SHEPHERD_TEST_LOG is
+// "debug" or "info". Without it controller-runtime prints a warning and drops
+// every log line, which hides why a controller misbehaved.
+func setLogger() {
+	level := zapcore.ErrorLevel
+	switch os.Getenv("SHEPHERD_TEST_LOG") {
+	case "debug":
+		level = zapcore.DebugLevel
+	case "info":
+		level = zapcore.InfoLevel
+	}
+	var l logr.Logger = zap.New(zap.WriteTo(os.Stderr), zap.Level(level))
+	ctrllog.SetLogger(l)
+}
+
 // New starts a control plane. Call Stop when done.
 func New(opts Options) (*Cluster, error) {
+	setLogger()
 	assets, err := AssetsDir()
 	if err != nil {
 		return nil, err
@@ -128,7 +150,11 @@ func New(opts Options) (*Cluster, error) {
 	// The tests create many objects quickly; client-go's default 5 QPS would
 	// make them measure the rate limiter instead of shepherd.
 	cfg.QPS, cfg.Burst = 500, 1000
-	c, err := client.New(cfg, client.Options{Scheme: install.NewScheme()})
+	scheme := install.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return nil, errors.Join(err, env.Stop())
+	}
+	c, err := client.New(cfg, client.Options{Scheme: scheme})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("creating client: %w", err), env.Stop())
 	}

@@ -6,6 +6,8 @@ package foundation
 
 import (
 	"context"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -55,8 +58,8 @@ func readCRDs(t *testing.T, dir string) map[string][]byte {
 
 func TestCRDsAreEstablished(t *testing.T) {
 	files := readCRDs(t, cluster.CRDDir())
-	if len(files) != 7 {
-		t.Fatalf("deploy/crds holds %d CRDs, want 7 (3 trainer, 3 grove, 1 jobset)", len(files))
+	if len(files) != 8 {
+		t.Fatalf("deploy/crds holds %d CRDs, want 8 (3 trainer, 3 grove, 1 jobset, 1 shepherd)", len(files))
 	}
 	for name, b := range files {
 		var crd apiextensionsv1.CustomResourceDefinition
@@ -137,16 +140,23 @@ func decodeAll(t *testing.T, path string) []*unstructured.Unstructured {
 	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
 	var out []*unstructured.Unstructured
 	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); err != nil {
-			if err.Error() == "EOF" {
+		// Decode each document to raw JSON first and then into Unstructured,
+		// so numbers are int64 exactly as the client returns them.
+		var raw runtime.RawExtension
+		if err := dec.Decode(&raw); err != nil {
+			if errors.Is(err, io.EOF) {
 				return out
 			}
 			t.Fatalf("%s: %v", path, err)
 		}
-		if len(obj.Object) > 0 {
-			out = append(out, obj)
+		if len(raw.Raw) == 0 || string(raw.Raw) == "null" {
+			continue
 		}
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(raw.Raw); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		out = append(out, obj)
 	}
 }
 
