@@ -269,15 +269,25 @@ func deleteTrainJobOptions(tj *trainerv1alpha1.TrainJob) *client.DeleteOptions {
 	return opts
 }
 
-// deleteTrainJob deletes a finished TrainJob whose TTL expired.
-func (r *Reconciler) deleteTrainJob(ctx context.Context, tj *trainerv1alpha1.TrainJob, ttl int32) error {
-	if err := r.Client.Delete(ctx, tj, deleteTrainJobOptions(tj)); err != nil {
-		// NotFound: already gone. Conflict: the UID precondition failed —
-		// the name now belongs to a new TrainJob, which has its own timers.
+// DeleteTrainJob deletes the TrainJob tj — only the incarnation with tj's
+// UID — with background propagation. deleted is false when there was
+// nothing to delete: the TrainJob is gone, or its name now belongs to a new
+// TrainJob (the UID precondition failed), which has timers of its own.
+func DeleteTrainJob(ctx context.Context, c client.Client, tj *trainerv1alpha1.TrainJob) (deleted bool, err error) {
+	if err := c.Delete(ctx, tj, deleteTrainJobOptions(tj)); err != nil {
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("deleting TrainJob %s/%s after its TTL: %w", tj.Namespace, tj.Name, err)
+		return false, fmt.Errorf("deleting TrainJob %s/%s after its TTL: %w", tj.Namespace, tj.Name, err)
+	}
+	return true, nil
+}
+
+// deleteTrainJob deletes a finished TrainJob whose TTL expired and records it.
+func (r *Reconciler) deleteTrainJob(ctx context.Context, tj *trainerv1alpha1.TrainJob, ttl int32) error {
+	deleted, err := DeleteTrainJob(ctx, r.Client, tj)
+	if err != nil || !deleted {
+		return err
 	}
 	ttlDeletionsTotal.Inc()
 	r.Recorder.Eventf(tj, nil, corev1.EventTypeNormal, api.EventTTLExpired, "DeleteTrainJob",

@@ -1,0 +1,274 @@
+// Package trainjob tests the TrainJob deadline and TTL controller (R-TJ,
+// KEP-2899) end to end on a real kube-apiserver: the test plays Kubeflow
+// Trainer (creates the JobSet, writes the Suspended and Complete conditions)
+// and shepherd's controller, running in a controller-runtime manager, does
+// the rest. Deadlines and TTLs are a few seconds of real time; assertions
+// poll with generous timeouts and check object state, never durations.
+package trainjob
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	"github.com/shepherd-k8s/shepherd/api/install"
+	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
+	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/reconcile/trainjob"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
+)
+
+var env *cluster.Cluster
+
+// timeout bounds every wait: generous, the machine is shared.
+const timeout = 60 * time.Second
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(funcr.New(func(prefix, args string) {
+		fmt.Fprintln(os.Stderr, prefix, args)
+	}, funcr.Options{}))
+	var err error
+	env, err = cluster.New(cluster.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping control plane:", err)
+	}
+	os.Exit(code)
+}
+
+// startShepherd runs the controller in a manager watching only namespace ns,
+// so tests in parallel do not see each other's TrainJobs. The returned stop
+// function stops it and waits until it has; it also runs at test cleanup.
+func startShepherd(t *testing.T, ns string) (stop func()) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 install.NewScheme(),
+		Metrics:                server.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		// Each test (and each restart) runs its own manager in this process.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatalf("creating manager: %v", err)
+	}
+	if err := trainjob.Setup(mgr, clock.RealClock{}); err != nil {
+		t.Fatalf("setting up the trainjob controller: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func newRuntimeSpec(ttl *int32) trainerv1alpha1.TrainingRuntimeSpec {
+	return trainerv1alpha1.TrainingRuntimeSpec{
+		MLPolicy:                &trainerv1alpha1.MLPolicy{NumNodes: ptr.To[int32](1)},
+		TTLSecondsAfterFinished: ttl,
+		Template: trainerv1alpha1.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{
+			ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: jobTemplate()}},
+		}},
+	}
+}
+
+func jobTemplate() batchv1.JobTemplateSpec {
+	return batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever,
+		Containers:    []corev1.Container{{Name: "node", Image: "busybox"}},
+	}}}}
+}
+
+// createClusterRuntime creates a ClusterTrainingRuntime with a generated name
+// and deletes it at the end of the test.
+func createClusterRuntime(t *testing.T, ttl *int32) *trainerv1alpha1.ClusterTrainingRuntime {
+	t.Helper()
+	rt := &trainerv1alpha1.ClusterTrainingRuntime{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "ctr-"},
+		Spec:       newRuntimeSpec(ttl),
+	}
+	if err := env.Client.Create(context.Background(), rt); err != nil {
+		t.Fatalf("creating ClusterTrainingRuntime: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rt) })
+	return rt
+}
+
+// newTrainJob is a TrainJob on the ClusterTrainingRuntime named runtime.
+func newTrainJob(ns, name, runtime string, deadline *int64) *trainerv1alpha1.TrainJob {
+	return &trainerv1alpha1.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: trainerv1alpha1.TrainJobSpec{
+			RuntimeRef:            trainerv1alpha1.RuntimeRef{Name: runtime},
+			Trainer:               &trainerv1alpha1.Trainer{NumNodes: ptr.To[int32](1)},
+			ActiveDeadlineSeconds: deadline,
+		},
+	}
+}
+
+func create(t *testing.T, o client.Object) {
+	t.Helper()
+	if err := env.Client.Create(context.Background(), o); err != nil {
+		t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+	}
+}
+
+// createJobSet plays Trainer: the JobSet running tj, named like it and
+// controlled by it.
+func createJobSet(t *testing.T, tj *trainerv1alpha1.TrainJob) *jobsetv1alpha2.JobSet {
+	t.Helper()
+	js := &jobsetv1alpha2.JobSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: tj.Namespace, Name: tj.Name,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: trainerv1alpha1.GroupVersion.String(), Kind: api.KindTrainJob,
+				Name: tj.Name, UID: tj.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: jobTemplate()}}},
+	}
+	create(t, js)
+	return js
+}
+
+// setCondition plays Trainer writing one status condition of tj (merge
+// patch of status.conditions, guarded by resourceVersion), with
+// lastTransitionTime now.
+func setCondition(t *testing.T, tj *trainerv1alpha1.TrainJob, typ string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	ctx := context.Background()
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(tj), tj); err != nil {
+			return false, err
+		}
+		orig := tj.DeepCopy()
+		meta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{
+			Type: typ, Status: status, Reason: reason, Message: "set by the test, playing Trainer",
+			LastTransitionTime: metav1.Now(),
+		})
+		err := env.Client.Status().Patch(ctx, tj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+		if apierrors.IsConflict(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("setting condition %s=%s on TrainJob %s: %v", typ, status, tj.Name, err)
+	}
+}
+
+// setSuspend plays the user flipping spec.suspend.
+func setSuspend(t *testing.T, tj *trainerv1alpha1.TrainJob, suspend bool) {
+	t.Helper()
+	patch := []byte(fmt.Sprintf(`{"spec":{"suspend":%t}}`, suspend))
+	if err := env.Client.Patch(context.Background(), tj, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatalf("setting spec.suspend=%t on TrainJob %s: %v", suspend, tj.Name, err)
+	}
+}
+
+// eventually polls cond until it holds or timeout passes.
+func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// consistently checks cond every 200ms for d and fails the first time it
+// does not hold.
+func consistently(t *testing.T, what string, d time.Duration, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, err := cond(context.Background())
+		if err != nil {
+			t.Fatalf("checking %s: %v", what, err)
+		}
+		if !ok {
+			t.Fatalf("%s stopped holding", what)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func getJob(ctx context.Context, tj *trainerv1alpha1.TrainJob) (*trainerv1alpha1.TrainJob, error) {
+	var got trainerv1alpha1.TrainJob
+	err := env.Client.Get(ctx, client.ObjectKeyFromObject(tj), &got)
+	return &got, err
+}
+
+// failedCondition returns tj's Failed condition as the apiserver has it.
+func failedCondition(ctx context.Context, tj *trainerv1alpha1.TrainJob) (*metav1.Condition, error) {
+	got, err := getJob(ctx, tj)
+	if err != nil {
+		return nil, err
+	}
+	return meta.FindStatusCondition(got.Status.Conditions, api.TrainJobFailed), nil
+}
+
+func isDeadlineFailed(ctx context.Context, tj *trainerv1alpha1.TrainJob) (bool, error) {
+	c, err := failedCondition(ctx, tj)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == api.ReasonDeadlineExceeded, err
+}
+
+func notFailed(ctx context.Context, tj *trainerv1alpha1.TrainJob) (bool, error) {
+	c, err := failedCondition(ctx, tj)
+	return c == nil || c.Status != metav1.ConditionTrue, err
+}
+
+func gone(o client.Object) func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(o), o)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	}
+}
+
+func exists(o client.Object) func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		err := env.Client.Get(ctx, client.ObjectKeyFromObject(o), o)
+		return err == nil, client.IgnoreNotFound(err)
+	}
+}
