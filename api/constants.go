@@ -114,3 +114,29 @@ const (
 	// replaces. It is shepherd's durable record of a restart in flight.
 	AnnotationRestart = "shepherd.dev/restart"
 )
+
+// WorkloadPolicy status: Ready is True when the policy compiled and is
+// enforced, False with reason CompileError when it is not applied at all.
+const (
+	ConditionPolicyReady = "Ready"
+	ReasonPolicyCompiled = "Compiled"
+	ReasonCompileError   = "CompileError"
+)
+
+// Serving certificates (self-signed mode): annotations on the certificate
+// Secret. Set a rotate-* annotation to any new value to force a rotation;
+// shepherd copies the value to the matching rotated-* annotation once done.
+const (
+	AnnotationRotateCA           = "shepherd.dev/rotate-ca"
+	AnnotationRotatedCA          = "shepherd.dev/rotated-ca"
+	AnnotationRotateServingCert  = "shepherd.dev/rotate-serving-cert"
+	AnnotationRotatedServingCert = "shepherd.dev/rotated-serving-cert"
+)
+
+// Serving certificate event reasons (on the certificate Secret).
+const (
+	EventCARotated             = "CARotated"
+	EventServingCertRotated    = "ServingCertificateRotated"
+	EventCABundleInjected      = "CABundleInjected"
+	EventCertificateSecretMade = "CertificateSecretCreated"
+)

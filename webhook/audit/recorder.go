@@ -38,6 +38,9 @@ type Recorder struct {
 	Events events.EventRecorder
 	// Clock stamps the records.
 	Clock clock.PassiveClock
+	// SkipDryRun leaves dry-run requests out of the audit trail (by default
+	// they are audited, marked dryRun, as SPEC §7 asks).
+	SkipDryRun bool
 }
 
 // NewRecorder returns a recorder with a ring of ringSize records.
@@ -51,7 +54,7 @@ func NewRecorder(ringSize int, ev events.EventRecorder, clk clock.PassiveClock) 
 // Record audits every violation of v (Deny, Warn and Audit alike) and returns
 // the records written.
 func (r *Recorder) Record(ctx context.Context, req *webhook.Request, v *webhook.Verdict) []Record {
-	if v == nil || len(v.Violations) == 0 {
+	if v == nil || len(v.Violations) == 0 || (req.DryRun && r.SkipDryRun) {
 		return nil
 	}
 	log := ctrl.LoggerFrom(ctx)

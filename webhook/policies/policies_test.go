@@ -1,0 +1,109 @@
+package policies
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+)
+
+var (
+	t1 = metav1.NewTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
+	t2 = metav1.NewTime(t1.Add(time.Hour))
+)
+
+func policy(gen int64, conds ...metav1.Condition) *shepherdv1alpha1.WorkloadPolicy {
+	p := &shepherdv1alpha1.WorkloadPolicy{}
+	p.Name, p.UID, p.Generation = "p", "uid", gen
+	p.Status.Conditions = conds
+	return p
+}
+
+func TestDesiredStatus(t *testing.T) {
+	ready := metav1.Condition{Type: "Ready", Status: "True", Reason: "Compiled", Message: "the policy compiled and is enforced", ObservedGeneration: 1, LastTransitionTime: t1}
+	errs := field.ErrorList{
+		field.Invalid(field.NewPath("spec", "validations").Index(0).Child("expression"), "object.spec.nope", "undefined field 'nope'"),
+		field.Required(field.NewPath("spec", "variables").Index(1).Child("expression"), "empty"),
+	}
+	for _, tc := range []struct {
+		name string
+		p    *shepherdv1alpha1.WorkloadPolicy
+		errs field.ErrorList
+		want shepherdv1alpha1.WorkloadPolicyStatus
+	}{
+		{"compiles", policy(1), nil, shepherdv1alpha1.WorkloadPolicyStatus{ObservedGeneration: 1, Conditions: []metav1.Condition{ready}}},
+		{"still compiles: transition time kept", policy(2, ready), nil, shepherdv1alpha1.WorkloadPolicyStatus{ObservedGeneration: 2, Conditions: []metav1.Condition{
+			{Type: "Ready", Status: "True", Reason: "Compiled", Message: "the policy compiled and is enforced", ObservedGeneration: 2, LastTransitionTime: t1}}}},
+		{"breaks", policy(2, ready), errs, shepherdv1alpha1.WorkloadPolicyStatus{
+			ObservedGeneration: 2,
+			Conditions: []metav1.Condition{{Type: "Ready", Status: "False", Reason: "CompileError", ObservedGeneration: 2, LastTransitionTime: t2,
+				Message: `the policy is not applied: 2 expression(s) failed to compile: spec.validations[0].expression: Invalid value: "object.spec.nope": undefined field 'nope'; spec.variables[1].expression: Required value: empty`}},
+			CompileErrors: []shepherdv1alpha1.CompileError{
+				{FieldPath: "spec.validations[0].expression", Message: `Invalid value: "object.spec.nope": undefined field 'nope'`},
+				{FieldPath: "spec.variables[1].expression", Message: "Required value: empty"},
+			},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := t1
+			if len(tc.p.Status.Conditions) > 0 {
+				now = t2
+			}
+			if diff := cmp.Diff(tc.want, DesiredStatus(tc.p, tc.errs, now)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// fakeSink is the chain's policy store reduced to what it holds; the real
+// chain is exercised by test/webhook.
+type fakeSink struct {
+	fail    bool
+	set     int
+	holding map[string]int64
+}
+
+func (f *fakeSink) SetPolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
+	f.set++
+	if f.fail {
+		return field.ErrorList{field.Invalid(field.NewPath("spec"), "", "broken")}
+	}
+	f.holding[p.Name] = p.Generation
+	return nil
+}
+
+func (f *fakeSink) DeletePolicy(name string) { delete(f.holding, name) }
+
+func TestLoadCompilesEachGenerationOnceAndDropsBrokenOnes(t *testing.T) {
+	s := &fakeSink{holding: map[string]int64{}}
+	r := &Reconciler{Sink: s}
+	if errs := r.load(policy(1)); len(errs) != 0 || s.holding["p"] != 1 {
+		t.Fatalf("gen 1: %v, holding %v", errs, s.holding)
+	}
+	r.load(policy(1))
+	if s.set != 1 {
+		t.Errorf("a resync recompiled an unchanged generation: %d compiles", s.set)
+	}
+	s.fail = true
+	if errs := r.load(policy(2)); len(errs) != 1 {
+		t.Fatalf("gen 2: want 1 error, got %v", errs)
+	}
+	if _, ok := s.holding["p"]; ok {
+		t.Error("a policy whose new generation fails to compile is still enforced")
+	}
+	// A broken generation is retried on the next reconcile (a fix of the
+	// chain's schemas, say), not remembered as done.
+	r.load(policy(2))
+	if s.set != 3 {
+		t.Errorf("compiles = %d, want 3", s.set)
+	}
+	r.remove("p")
+	if len(r.applied) != 0 {
+		t.Errorf("applied after remove: %v", r.applied)
+	}
+}

@@ -1,0 +1,54 @@
+package policies
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+)
+
+// maxConditionMessage keeps the Ready message well under metav1.Condition's
+// 32 KiB limit; compileErrors carries every error in full.
+const maxConditionMessage = 4096
+
+// DesiredStatus is the status of policy p after compiling its current
+// generation gave errs (empty: it compiled). The Ready condition keeps its
+// lastTransitionTime while its status does not change.
+func DesiredStatus(p *shepherdv1alpha1.WorkloadPolicy, errs field.ErrorList, now metav1.Time) shepherdv1alpha1.WorkloadPolicyStatus {
+	st := shepherdv1alpha1.WorkloadPolicyStatus{
+		ObservedGeneration: p.Generation,
+		Conditions:         append([]metav1.Condition(nil), p.Status.Conditions...),
+	}
+	cond := metav1.Condition{
+		Type:               api.ConditionPolicyReady,
+		Status:             metav1.ConditionTrue,
+		Reason:             api.ReasonPolicyCompiled,
+		Message:            "the policy compiled and is enforced",
+		ObservedGeneration: p.Generation,
+		LastTransitionTime: now,
+	}
+	if len(errs) > 0 {
+		msgs := make([]string, 0, len(errs))
+		for _, e := range errs {
+			st.CompileErrors = append(st.CompileErrors, shepherdv1alpha1.CompileError{FieldPath: e.Field, Message: e.ErrorBody()})
+			msgs = append(msgs, e.Error())
+		}
+		cond.Status = metav1.ConditionFalse
+		cond.Reason = api.ReasonCompileError
+		cond.Message = truncate(fmt.Sprintf("the policy is not applied: %d expression(s) failed to compile: %s", len(errs), strings.Join(msgs, "; ")), maxConditionMessage)
+	}
+	meta.SetStatusCondition(&st.Conditions, cond)
+	return st
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

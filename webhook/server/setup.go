@@ -1,0 +1,136 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/discovery"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/webhook"
+	"github.com/shepherd-k8s/shepherd/webhook/audit"
+)
+
+// Paths the webhooks are served at; deploy/webhook's configurations use them.
+const (
+	MutatePath   = "/mutate"
+	ValidatePath = "/validate"
+	AuditPath    = "/audit"
+)
+
+// TLSOptions is the webhook (and metrics) server's TLS policy: TLS 1.2 or
+// newer, and HTTP/1.1 only unless enableHTTP2 — HTTP/2's stream
+// multiplexing has been the vector of rapid-reset denial of service, and
+// the apiserver's webhook client does not need it.
+func TLSOptions(enableHTTP2 bool) []func(*tls.Config) {
+	return []func(*tls.Config){func(c *tls.Config) {
+		c.MinVersion = tls.VersionTLS12
+		if !enableHTTP2 {
+			c.NextProtos = []string{"http/1.1"}
+		}
+	}}
+}
+
+// NewWorkloadAPIProbe returns a probe that checks discovery every interval.
+func NewWorkloadAPIProbe(mgr manager.Manager, interval time.Duration) (*WorkloadAPIProbe, error) {
+	dc, err := discovery.NewDiscoveryClientForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
+	if err != nil {
+		return nil, fmt.Errorf("creating a discovery client: %w", err)
+	}
+	return &WorkloadAPIProbe{Discovery: dc, Interval: interval}, nil
+}
+
+// LookupObjects are the kinds the chain's Go lookups read (a TrainJob's
+// runtime, a JobSet's TrainJob, a PodClique's PodCliqueSet).
+func LookupObjects() []client.Object {
+	return []client.Object{
+		&trainerv1alpha1.TrainingRuntime{},
+		&trainerv1alpha1.ClusterTrainingRuntime{},
+		&trainerv1alpha1.TrainJob{},
+		&grovev1alpha1.PodCliqueSet{},
+	}
+}
+
+// WatchLookupObjects registers the informers of LookupObjects with the
+// manager's cache, so they start and sync with it (and /readyz waits for
+// them) instead of on the first admission request, which would then wait for
+// a full list.
+func WatchLookupObjects(ctx context.Context, mgr manager.Manager) error {
+	for _, obj := range LookupObjects() {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
+			return fmt.Errorf("watching %T for admission lookups: %w", obj, err)
+		}
+	}
+	return nil
+}
+
+// Options configures Register.
+type Options struct {
+	// MaxBodyBytes bounds an AdmissionReview (DefaultMaxBodyBytes if zero).
+	MaxBodyBytes int64
+}
+
+// Register serves admitter at /mutate and /validate on the manager's
+// webhook server, the audit ring at /audit on its metrics server, runs the
+// Workload API probe, and adds the readiness checks: webhook server
+// listening with its certificate loaded, caches synced, discovery done.
+func Register(mgr manager.Manager, admitter webhook.Admitter, rec *audit.Recorder, probe *WorkloadAPIProbe, opts Options) error {
+	log := mgr.GetLogger().WithName("admission")
+	ws := mgr.GetWebhookServer()
+	ws.Register(MutatePath, &Handler{Mode: Mutating, Admitter: admitter, Audit: rec, MaxBodyBytes: opts.MaxBodyBytes, Log: log})
+	ws.Register(ValidatePath, &Handler{Mode: Validating, Admitter: admitter, Audit: rec, MaxBodyBytes: opts.MaxBodyBytes, Log: log})
+	if err := mgr.AddMetricsServerExtraHandler(AuditPath, &audit.Handler{Ring: rec.Ring, Clock: rec.Clock}); err != nil {
+		return fmt.Errorf("serving %s: %w", AuditPath, err)
+	}
+	if err := mgr.Add(probe); err != nil {
+		return fmt.Errorf("adding the Workload API probe: %w", err)
+	}
+	synced := &cacheSynced{cache: mgr.GetCache()}
+	if err := mgr.Add(synced); err != nil {
+		return fmt.Errorf("adding the cache sync check: %w", err)
+	}
+	for name, check := range map[string]func(*http.Request) error{
+		"webhook":     ws.StartedChecker(),
+		"caches":      synced.ReadyChecker,
+		"workloadapi": probe.ReadyChecker,
+	} {
+		if err := mgr.AddReadyzCheck(name, check); err != nil {
+			return fmt.Errorf("adding readiness check %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// cacheSynced records when the manager's informers (the lookups' and the
+// controllers') have synced.
+type cacheSynced struct {
+	cache  cache.Cache
+	synced atomic.Bool
+}
+
+func (c *cacheSynced) Start(ctx context.Context) error {
+	if c.cache.WaitForCacheSync(ctx) {
+		c.synced.Store(true)
+		ctrl.LoggerFrom(ctx).Info("caches synced; admission lookups are ready")
+	}
+	return nil
+}
+
+func (c *cacheSynced) NeedLeaderElection() bool { return false }
+
+func (c *cacheSynced) ReadyChecker(_ *http.Request) error {
+	if !c.synced.Load() {
+		return errors.New("caches have not synced yet")
+	}
+	return nil
+}
