@@ -26,7 +26,7 @@ import (
 // ControllerName names the controller, its event source and its logger.
 const ControllerName = "trainjob-lifecycle"
 
-// runtimeIndex indexes TrainJobs by the runtime they reference (runtimeKey),
+// runtimeIndex indexes TrainJobs by the runtime they reference (RuntimeIndexKey),
 // so a change to a runtime's TTL reaches its finished jobs.
 const runtimeIndex = "shepherd.dev/trainjob-lifecycle-runtime"
 
@@ -58,7 +58,7 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &trainerv1alpha1.TrainJob{}, runtimeIndex,
 		func(o client.Object) []string {
 			tj := o.(*trainerv1alpha1.TrainJob)
-			if k, ok := runtimeKeyOf(tj); ok {
+			if k, ok := tj.Spec.RuntimeRef.IndexKey(tj.Namespace); ok {
 				return []string{k}
 			}
 			return nil
@@ -74,37 +74,15 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 		Complete(r)
 }
 
-// runtimeKey identifies a runtime: kind/namespace/name, namespace empty for
-// a ClusterTrainingRuntime.
-func runtimeKey(kind, namespace, name string) string {
-	return kind + "/" + namespace + "/" + name
-}
-
-// runtimeKeyOf is the key of the runtime tj references; ok is false for a
-// reference shepherd cannot resolve (another API group or kind).
-func runtimeKeyOf(tj *trainerv1alpha1.TrainJob) (string, bool) {
-	ref := tj.Spec.RuntimeRef
-	if !ref.IsTrainerRuntime() {
-		return "", false
-	}
-	switch kind := ref.EffectiveKind(); kind {
-	case api.KindClusterTrainingRuntime:
-		return runtimeKey(kind, "", ref.Name), true
-	case api.KindTrainingRuntime:
-		return runtimeKey(kind, tj.Namespace, ref.Name), true
-	}
-	return "", false
-}
-
 // jobsOfRuntime maps a runtime to the TrainJobs referencing it.
 func (r *Reconciler) jobsOfRuntime(ctx context.Context, o client.Object) []reconcile.Request {
 	var key string
 	var opts []client.ListOption
 	switch o.(type) {
 	case *trainerv1alpha1.ClusterTrainingRuntime:
-		key = runtimeKey(api.KindClusterTrainingRuntime, "", o.GetName())
+		key = trainerv1alpha1.RuntimeIndexKey(api.KindClusterTrainingRuntime, "", o.GetName())
 	case *trainerv1alpha1.TrainingRuntime:
-		key = runtimeKey(api.KindTrainingRuntime, o.GetNamespace(), o.GetName())
+		key = trainerv1alpha1.RuntimeIndexKey(api.KindTrainingRuntime, o.GetNamespace(), o.GetName())
 		opts = append(opts, client.InNamespace(o.GetNamespace()))
 	default:
 		return nil

@@ -16,3 +16,26 @@ func (r RuntimeRef) EffectiveKind() string {
 func (r RuntimeRef) IsTrainerRuntime() bool {
 	return r.APIGroup == nil || *r.APIGroup == "" || *r.APIGroup == GroupVersion.Group
 }
+
+// RuntimeIndexKey identifies a runtime in field indexes that map runtimes to
+// the TrainJobs referencing them: kind/namespace/name, the namespace empty
+// for a ClusterTrainingRuntime.
+func RuntimeIndexKey(kind, namespace, name string) string {
+	return kind + "/" + namespace + "/" + name
+}
+
+// IndexKey is the RuntimeIndexKey of the runtime this reference names, read
+// from a TrainJob in trainJobNamespace; ok is false for a reference to
+// something other than a Trainer runtime.
+func (r RuntimeRef) IndexKey(trainJobNamespace string) (key string, ok bool) {
+	if !r.IsTrainerRuntime() {
+		return "", false
+	}
+	switch kind := r.EffectiveKind(); kind {
+	case "ClusterTrainingRuntime":
+		return RuntimeIndexKey(kind, "", r.Name), true
+	case "TrainingRuntime":
+		return RuntimeIndexKey(kind, trainJobNamespace, r.Name), true
+	}
+	return "", false
+}

@@ -1,0 +1,254 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+)
+
+// ControllerName names the controller, its event source and its logger.
+const ControllerName = "trainjob-workload"
+
+// runtimeIndex indexes TrainJobs by the runtime they reference, so a runtime
+// created (or given podGroupPolicy.workload) after its TrainJobs reaches
+// them.
+const runtimeIndex = "shepherd.dev/trainjob-workload-runtime"
+
+// unavailableRecheck is how often a TrainJob waiting for the Workload API is
+// looked at again, so a cluster that enables the API later is followed.
+const unavailableRecheck = 5 * time.Minute
+
+// Reconciler creates a TrainJob's Workload and PodGroups.
+type Reconciler struct {
+	Client client.Client
+	// APIReader reads Workloads uncached: the Workload API may not be
+	// served, and an informer for an unserved kind would never sync.
+	APIReader client.Reader
+	Discovery discovery.DiscoveryInterface
+	Clock     clock.PassiveClock
+	Recorder  events.EventRecorder
+}
+
+// Setup registers the controller with mgr.
+func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+	if err != nil {
+		return fmt.Errorf("creating a discovery client: %w", err)
+	}
+	r := &Reconciler{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Discovery: dc,
+		Clock:     clk,
+		Recorder:  mgr.GetEventRecorder(ControllerName),
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &trainerv1alpha1.TrainJob{}, runtimeIndex,
+		func(o client.Object) []string {
+			tj := o.(*trainerv1alpha1.TrainJob)
+			if k, ok := tj.Spec.RuntimeRef.IndexKey(tj.Namespace); ok {
+				return []string{k}
+			}
+			return nil
+		}); err != nil {
+		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named(ControllerName).
+		// Status churn (Trainer's jobsStatus, shepherd's own conditions)
+		// cannot change what to create; spec changes and (re)lists can.
+		For(&trainerv1alpha1.TrainJob{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&trainerv1alpha1.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfRuntime)).
+		Watches(&trainerv1alpha1.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfRuntime)).
+		Complete(r)
+}
+
+// jobsOfRuntime maps a runtime to the TrainJobs referencing it.
+func (r *Reconciler) jobsOfRuntime(ctx context.Context, o client.Object) []reconcile.Request {
+	var key string
+	var opts []client.ListOption
+	switch o.(type) {
+	case *trainerv1alpha1.ClusterTrainingRuntime:
+		key = trainerv1alpha1.RuntimeIndexKey(api.KindClusterTrainingRuntime, "", o.GetName())
+	case *trainerv1alpha1.TrainingRuntime:
+		key = trainerv1alpha1.RuntimeIndexKey(api.KindTrainingRuntime, o.GetNamespace(), o.GetName())
+		opts = append(opts, client.InNamespace(o.GetNamespace()))
+	default:
+		return nil
+	}
+	var jobs trainerv1alpha1.TrainJobList
+	if err := r.Client.List(ctx, &jobs, append(opts, client.MatchingFields{runtimeIndex: key})...); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "listing the TrainJobs of a runtime", "runtime", key)
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(jobs.Items))
+	for i := range jobs.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&jobs.Items[i])})
+	}
+	return reqs
+}
+
+// Reconcile makes sure one TrainJob has its Workload and PodGroups.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	start := time.Now()
+	defer func() { reconcileDurationSeconds.Observe(time.Since(start).Seconds()) }()
+
+	var tj trainerv1alpha1.TrainJob
+	if err := r.Client.Get(ctx, req.NamespacedName, &tj); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !tj.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	spec, err := r.runtimeSpec(ctx, &tj)
+	if err != nil || spec == nil {
+		return ctrl.Result{}, err
+	}
+	plan, ok := PlanFor(&tj, spec)
+	if !ok {
+		return ctrl.Result{}, nil
+	}
+	version, served, err := discoverVersion(r.Discovery)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !served {
+		msg := fmt.Sprintf("the runtime uses podGroupPolicy.workload but the cluster serves no Workload API "+
+			"(%s %s): enable the GenericWorkload feature gate and the API, or use another podGroupPolicy",
+			api.SchedulingGroup, strings.Join(Versions, ", "))
+		changed, err := r.setCondition(ctx, &tj, metav1.ConditionFalse, api.ReasonWorkloadAPIUnavailable, msg)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if changed {
+			r.Recorder.Eventf(&tj, nil, corev1.EventTypeWarning, api.EventWorkloadAPIMissing, "CreateWorkload", "%s", msg)
+		}
+		return ctrl.Result{RequeueAfter: unavailableRecheck}, nil
+	}
+	return ctrl.Result{}, r.ensure(ctx, &tj, plan, version)
+}
+
+// ensure creates whatever of tj's Workload and PodGroups is missing.
+func (r *Reconciler) ensure(ctx context.Context, tj *trainerv1alpha1.TrainJob, plan Plan, version string) error {
+	log := ctrl.LoggerFrom(ctx).WithValues("version", version)
+	wl := BuildWorkload(tj, plan, version)
+	created, err := r.createIfMissing(ctx, wl)
+	if err != nil {
+		return err
+	}
+	if owner := metav1.GetControllerOfNoCopy(wl); owner == nil || owner.UID != tj.UID {
+		// A Workload of this name from an earlier TrainJob of the same name,
+		// which the garbage collector has yet to remove: retry until it has.
+		return fmt.Errorf("workload %s/%s is not controlled by this TrainJob (uid %s); waiting for the garbage collector to remove it", wl.GetNamespace(), wl.GetName(), tj.UID)
+	}
+	if created {
+		workloadsCreatedTotal.WithLabelValues(version).Inc()
+		log.Info("created Workload", "workload", wl.GetName())
+	}
+	names := make([]string, 0, len(plan.Templates))
+	for _, t := range plan.Templates {
+		pg := BuildPodGroup(tj, t, version, wl.GetName(), wl.GetUID())
+		if _, err := r.createIfMissing(ctx, pg); err != nil {
+			return err
+		}
+		names = append(names, pg.GetName())
+	}
+	msg := fmt.Sprintf("Workload %s with PodGroups %s (%s/%s)", wl.GetName(), strings.Join(names, ", "), api.SchedulingGroup, version)
+	if _, err := r.setCondition(ctx, tj, metav1.ConditionTrue, api.ReasonWorkloadCreated, msg); err != nil {
+		return err
+	}
+	if created {
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeNormal, api.EventWorkloadCreated, "CreateWorkload", "Created %s", msg)
+	}
+	return nil
+}
+
+// createIfMissing creates o; if it exists already, o is replaced by the
+// stored object. created reports whether this call created it.
+func (r *Reconciler) createIfMissing(ctx context.Context, o *unstructured.Unstructured) (created bool, err error) {
+	err = r.Client.Create(ctx, o, client.FieldOwner(api.FieldManager))
+	if err == nil {
+		return true, nil
+	}
+	if !apierrors.IsAlreadyExists(err) {
+		return false, fmt.Errorf("creating %s %s/%s: %w", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+	}
+	key := types.NamespacedName{Namespace: o.GetNamespace(), Name: o.GetName()}
+	if err := r.APIReader.Get(ctx, key, o); err != nil {
+		return false, fmt.Errorf("reading existing %s %s: %w", o.GetKind(), key, err)
+	}
+	return false, nil
+}
+
+// setCondition writes shepherd's WorkloadReady condition on tj when it
+// differs — a merge patch of status.conditions guarded by resourceVersion,
+// so no other writer's condition is lost. changed reports a write.
+func (r *Reconciler) setCondition(ctx context.Context, tj *trainerv1alpha1.TrainJob, status metav1.ConditionStatus, reason, msg string) (changed bool, err error) {
+	if c := meta.FindStatusCondition(tj.Status.Conditions, api.TrainJobWorkloadReady); c != nil &&
+		c.Status == status && c.Reason == reason && c.Message == msg {
+		return false, nil
+	}
+	orig := tj.DeepCopy()
+	meta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{
+		Type: api.TrainJobWorkloadReady, Status: status, Reason: reason, Message: msg,
+		LastTransitionTime: metav1.NewTime(r.Clock.Now()), ObservedGeneration: tj.Generation,
+	})
+	if err := r.Client.Status().Patch(ctx, tj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return false, fmt.Errorf("setting condition %s=%s on TrainJob %s/%s: %w", api.TrainJobWorkloadReady, status, tj.Namespace, tj.Name, err)
+	}
+	return true, nil
+}
+
+// runtimeSpec reads the spec of the runtime tj references; nil when it is
+// missing (the runtime watch brings the job back when it appears) or not a
+// Trainer runtime.
+func (r *Reconciler) runtimeSpec(ctx context.Context, tj *trainerv1alpha1.TrainJob) (*trainerv1alpha1.TrainingRuntimeSpec, error) {
+	ref := tj.Spec.RuntimeRef
+	if !ref.IsTrainerRuntime() {
+		return nil, nil
+	}
+	var spec *trainerv1alpha1.TrainingRuntimeSpec
+	var err error
+	switch ref.EffectiveKind() {
+	case api.KindClusterTrainingRuntime:
+		var rt trainerv1alpha1.ClusterTrainingRuntime
+		err = r.Client.Get(ctx, types.NamespacedName{Name: ref.Name}, &rt)
+		spec = &rt.Spec
+	case api.KindTrainingRuntime:
+		var rt trainerv1alpha1.TrainingRuntime
+		err = r.Client.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: ref.Name}, &rt)
+		spec = &rt.Spec
+	default:
+		return nil, nil
+	}
+	if apierrors.IsNotFound(err) {
+		ctrl.LoggerFrom(ctx).V(1).Info("runtime not found; waiting for it", "kind", ref.EffectiveKind(), "runtime", ref.Name)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s %q: %w", ref.EffectiveKind(), ref.Name, err)
+	}
+	return spec, nil
+}

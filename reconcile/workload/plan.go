@@ -1,0 +1,59 @@
+package workload
+
+import (
+	"github.com/shepherd-k8s/shepherd/api"
+	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+)
+
+// GroupTemplate is one podGroupTemplate of a TrainJob's Workload.
+type GroupTemplate struct {
+	// Name is api.PodGroupTemplateTrainer or api.PodGroupTemplateInitializer.
+	Name string
+	// Gang: all MinCount pods are scheduled together, or none; otherwise the
+	// basic policy (pods scheduled one by one).
+	Gang     bool
+	MinCount int32
+}
+
+// Plan is the Workload a TrainJob needs.
+type Plan struct {
+	// Templates, initializer (when present) first, then trainer.
+	Templates []GroupTemplate
+}
+
+// PlanFor says which podGroupTemplates the TrainJob tj on a runtime with spec
+// needs. ok is false when the runtime does not use the Workload API
+// (no podGroupPolicy.workload): then nothing is to be created.
+func PlanFor(tj *trainerv1alpha1.TrainJob, spec *trainerv1alpha1.TrainingRuntimeSpec) (plan Plan, ok bool) {
+	if spec == nil || spec.PodGroupPolicy == nil || spec.PodGroupPolicy.Workload == nil {
+		return Plan{}, false
+	}
+	hasInitializer := false
+	for _, rj := range spec.Template.Spec.ReplicatedJobs {
+		if api.PodGroupTemplateFor(rj.Name, rj.Template.Labels) == api.PodGroupTemplateInitializer {
+			hasInitializer = true
+		}
+	}
+	if hasInitializer {
+		// Initializers run before training, one pod each; gang-scheduling
+		// them would only delay the lazy model and dataset downloads.
+		plan.Templates = append(plan.Templates, GroupTemplate{Name: api.PodGroupTemplateInitializer})
+	}
+	plan.Templates = append(plan.Templates, GroupTemplate{
+		Name: api.PodGroupTemplateTrainer, Gang: true, MinCount: trainerNodes(tj, spec),
+	})
+	return plan, true
+}
+
+// trainerNodes is the trainer gang's size: the TrainJob's trainer.numNodes,
+// else the runtime's mlPolicy.numNodes, else 1 (Trainer's own default). An
+// MPI launcher counts among these nodes: it shares the trainer gang.
+func trainerNodes(tj *trainerv1alpha1.TrainJob, spec *trainerv1alpha1.TrainingRuntimeSpec) int32 {
+	if tj.Spec.Trainer != nil && tj.Spec.Trainer.NumNodes != nil {
+		return *tj.Spec.Trainer.NumNodes
+	}
+	if spec.MLPolicy != nil && spec.MLPolicy.NumNodes != nil {
+		return *spec.MLPolicy.NumNodes
+	}
+	return 1
+}

@@ -1,0 +1,223 @@
+package workload
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
+	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+)
+
+func rj(name string, labels map[string]string) jobsetv1alpha2.ReplicatedJob {
+	return jobsetv1alpha2.ReplicatedJob{Name: name, Template: batchv1.JobTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}}}
+}
+
+func runtimeSpec(workload bool, mlNodes *int32, jobs ...jobsetv1alpha2.ReplicatedJob) *trainerv1alpha1.TrainingRuntimeSpec {
+	s := &trainerv1alpha1.TrainingRuntimeSpec{
+		MLPolicy: &trainerv1alpha1.MLPolicy{NumNodes: mlNodes},
+		Template: trainerv1alpha1.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: jobs}},
+	}
+	if workload {
+		s.PodGroupPolicy = &trainerv1alpha1.PodGroupPolicy{Workload: &trainerv1alpha1.WorkloadPodGroupPolicySource{}}
+	}
+	return s
+}
+
+func trainJob(numNodes *int32) *trainerv1alpha1.TrainJob {
+	tj := &trainerv1alpha1.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "my-job", Namespace: "ns", UID: "uid-1"}}
+	if numNodes != nil {
+		tj.Spec.Trainer = &trainerv1alpha1.Trainer{NumNodes: numNodes}
+	}
+	return tj
+}
+
+func TestPlanFor(t *testing.T) {
+	trainerLabel := map[string]string{api.LabelTrainJobAncestorStep: api.AncestorTrainer}
+	gang := func(n int32) GroupTemplate {
+		return GroupTemplate{Name: api.PodGroupTemplateTrainer, Gang: true, MinCount: n}
+	}
+	initializer := GroupTemplate{Name: api.PodGroupTemplateInitializer}
+	cases := []struct {
+		name   string
+		tj     *trainerv1alpha1.TrainJob
+		spec   *trainerv1alpha1.TrainingRuntimeSpec
+		want   Plan
+		wantOK bool
+	}{
+		{
+			name: "no podGroupPolicy: nothing",
+			tj:   trainJob(ptr.To[int32](4)),
+			spec: runtimeSpec(false, ptr.To[int32](1), rj("node", trainerLabel)),
+		},
+		{
+			name: "coscheduling podGroupPolicy: nothing",
+			tj:   trainJob(ptr.To[int32](4)),
+			spec: func() *trainerv1alpha1.TrainingRuntimeSpec {
+				s := runtimeSpec(false, ptr.To[int32](1), rj("node", trainerLabel))
+				s.PodGroupPolicy = &trainerv1alpha1.PodGroupPolicy{Coscheduling: &trainerv1alpha1.CoschedulingPodGroupPolicySource{}}
+				return s
+			}(),
+		},
+		{
+			name:   "torch: trainer gang, minCount from trainer.numNodes",
+			tj:     trainJob(ptr.To[int32](100)),
+			spec:   runtimeSpec(true, ptr.To[int32](1), rj("node", trainerLabel)),
+			want:   Plan{Templates: []GroupTemplate{gang(100)}},
+			wantOK: true,
+		},
+		{
+			name:   "minCount falls back to mlPolicy.numNodes",
+			tj:     trainJob(nil),
+			spec:   runtimeSpec(true, ptr.To[int32](3), rj("node", trainerLabel)),
+			want:   Plan{Templates: []GroupTemplate{gang(3)}},
+			wantOK: true,
+		},
+		{
+			name:   "neither numNodes set: minCount 1",
+			tj:     trainJob(nil),
+			spec:   runtimeSpec(true, nil, rj("node", nil)),
+			want:   Plan{Templates: []GroupTemplate{gang(1)}},
+			wantOK: true,
+		},
+		{
+			name:   "MPI: launcher and nodes share one trainer gang",
+			tj:     trainJob(ptr.To[int32](50)),
+			spec:   runtimeSpec(true, ptr.To[int32](1), rj("launcher", trainerLabel), rj("node", nil)),
+			want:   Plan{Templates: []GroupTemplate{gang(50)}},
+			wantOK: true,
+		},
+		{
+			name: "initializers labelled: basic initializer group plus trainer gang",
+			tj:   trainJob(ptr.To[int32](8)),
+			spec: runtimeSpec(true, ptr.To[int32](1),
+				rj("dataset-initializer", map[string]string{api.LabelTrainJobAncestorStep: api.AncestorDatasetInitializer}),
+				rj("model-initializer", map[string]string{api.LabelTrainJobAncestorStep: api.AncestorModelInitializer}),
+				rj("node", trainerLabel)),
+			want:   Plan{Templates: []GroupTemplate{initializer, gang(8)}},
+			wantOK: true,
+		},
+		{
+			name:   "initializer recognised by replicatedJob name alone",
+			tj:     trainJob(ptr.To[int32](2)),
+			spec:   runtimeSpec(true, nil, rj("model-initializer", nil), rj("node", nil)),
+			want:   Plan{Templates: []GroupTemplate{initializer, gang(2)}},
+			wantOK: true,
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := PlanFor(tc.tj, tc.spec)
+			if ok != tc.wantOK {
+				t.Fatalf("PlanFor ok = %v, want %v", ok, tc.wantOK)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("PlanFor (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestChooseVersion(t *testing.T) {
+	cases := []struct {
+		served []string
+		want   string
+		wantOK bool
+	}{
+		{served: []string{"v1beta1", "v1alpha3", "v1alpha2"}, want: "v1beta1", wantOK: true},
+		{served: []string{"v1alpha3", "v1alpha2"}, want: "v1alpha3", wantOK: true},
+		{served: []string{"v1alpha2"}, want: "v1alpha2", wantOK: true},
+		{served: []string{"v1alpha1"}},
+		{served: nil},
+	}
+	for _, tc := range cases {
+		got, ok := ChooseVersion(func(v string) bool {
+			for _, s := range tc.served {
+				if s == v {
+					return true
+				}
+			}
+			return false
+		})
+		if got != tc.want || ok != tc.wantOK {
+			t.Errorf("ChooseVersion(%v) = %q, %v; want %q, %v", tc.served, got, ok, tc.want, tc.wantOK)
+		}
+	}
+}
+
+func TestBuildWorkload(t *testing.T) {
+	tj := trainJob(ptr.To[int32](8))
+	plan := Plan{Templates: []GroupTemplate{{Name: "initializer"}, {Name: "trainer", Gang: true, MinCount: 8}}}
+	got := BuildWorkload(tj, plan, "v1beta1")
+	want := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "scheduling.k8s.io/v1beta1",
+		"kind":       "Workload",
+		"metadata": map[string]any{
+			"name": "my-job", "namespace": "ns",
+			"ownerReferences": []any{map[string]any{
+				"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "my-job", "uid": "uid-1",
+				"controller": true, "blockOwnerDeletion": true,
+			}},
+		},
+		"spec": map[string]any{
+			"controllerRef": map[string]any{"apiGroup": "trainer.kubeflow.org", "kind": "TrainJob", "name": "my-job"},
+			"podGroupTemplates": []any{
+				map[string]any{"name": "initializer", "schedulingPolicy": map[string]any{"basic": map[string]any{}}},
+				map[string]any{"name": "trainer", "schedulingPolicy": map[string]any{"gang": map[string]any{"minCount": int64(8)}}},
+			},
+		},
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("BuildWorkload (-want +got):\n%s", diff)
+	}
+}
+
+func TestBuildPodGroup(t *testing.T) {
+	tj := trainJob(ptr.To[int32](8))
+	trainer := GroupTemplate{Name: "trainer", Gang: true, MinCount: 8}
+	owners := func(apiVersion string) []any {
+		return []any{
+			map[string]any{"apiVersion": apiVersion, "kind": "Workload", "name": "my-job", "uid": "wl-uid"},
+			map[string]any{
+				"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "my-job", "uid": "uid-1",
+				"controller": true, "blockOwnerDeletion": true,
+			},
+		}
+	}
+	policy := map[string]any{"gang": map[string]any{"minCount": int64(8)}}
+	for _, tc := range []struct {
+		version string
+		ref     map[string]any
+	}{
+		{"v1beta1", map[string]any{"workloadRef": map[string]any{"workloadName": "my-job", "templateName": "trainer"}}},
+		{"v1alpha3", map[string]any{"workloadRef": map[string]any{"workloadName": "my-job", "templateName": "trainer"}}},
+		{"v1alpha2", map[string]any{"podGroupTemplateRef": map[string]any{"workload": map[string]any{"workloadName": "my-job", "podGroupTemplateName": "trainer"}}}},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			got := BuildPodGroup(tj, trainer, tc.version, "my-job", "wl-uid")
+			spec := map[string]any{"schedulingPolicy": policy}
+			for k, v := range tc.ref {
+				spec[k] = v
+			}
+			apiVersion := "scheduling.k8s.io/" + tc.version
+			want := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": apiVersion,
+				"kind":       "PodGroup",
+				"metadata": map[string]any{
+					"name":            api.PodGroupName("my-job", "uid-1", "trainer"),
+					"namespace":       "ns",
+					"ownerReferences": owners(apiVersion),
+				},
+				"spec": spec,
+			}}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("BuildPodGroup (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
