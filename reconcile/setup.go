@@ -5,6 +5,10 @@ import (
 
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/shepherd-k8s/shepherd/reconcile/gang"
+	"github.com/shepherd-k8s/shepherd/reconcile/trainjob"
+	"github.com/shepherd-k8s/shepherd/reconcile/workload"
 )
 
 // Options configures every controller.
@@ -21,7 +25,11 @@ type controller struct {
 
 // controllers lists every controller SetupAll starts, in order. Each
 // controller package's Setup is added here.
-var controllers = []controller{}
+var controllers = []controller{
+	{name: "trainjob", setup: func(mgr ctrl.Manager, o Options) error { return trainjob.Setup(mgr, o.Clock) }},
+	{name: "workload", setup: func(mgr ctrl.Manager, o Options) error { return workload.Setup(mgr, o.Clock) }},
+	{name: "gang", setup: func(mgr ctrl.Manager, o Options) error { return gang.Setup(mgr, o.Clock) }},
+}
 
 // SetupAll registers every controller with mgr.
 func SetupAll(mgr ctrl.Manager, opts Options) error {
