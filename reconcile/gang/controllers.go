@@ -1,0 +1,173 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+)
+
+// cliqueReconciler keeps a PodClique's readyReplicas, wasAvailable and
+// MinAvailableBreached.
+type cliqueReconciler struct {
+	client client.Client
+	clock  clock.PassiveClock
+}
+
+func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	var pclq grovev1alpha1.PodClique
+	if err := r.client.Get(ctx, req.NamespacedName, &pclq); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if pclq.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	pods, err := OwnedPods(ctx, r.client, IndexPodOwner, &pclq)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	pcs, err := parentSet(ctx, r.client, &pclq)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	marker, err := Marker(pclq.Annotations)
+	if err != nil {
+		// A hand-edited marker must not stop status updates; treat it as
+		// absent and say why.
+		log.Error(err, "ignoring the restart marker", "podclique", req.NamespacedName)
+		marker = nil
+	}
+	st := DecideCliqueStatus(r.clock, CliqueInput{Clique: &pclq, Pods: pods, Training: IsTraining(pcs), Marker: marker})
+	if !st.Changed(&pclq) {
+		return ctrl.Result{}, nil
+	}
+	orig := pclq.DeepCopy()
+	pclq.Status.ReadyReplicas, pclq.Status.WasAvailable, pclq.Status.Conditions = st.ReadyReplicas, st.WasAvailable, st.Conditions
+	if err := r.client.Status().Patch(ctx, &pclq, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return result(conflictRetry), nil
+		}
+		return ctrl.Result{}, fmt.Errorf("patching status of PodClique %s: %w", req.NamespacedName, err)
+	}
+	log.V(1).Info("PodClique status", "podclique", req.NamespacedName, "readyReplicas", st.ReadyReplicas, "wasAvailable", st.WasAvailable)
+	return ctrl.Result{}, nil
+}
+
+// groupReconciler keeps a PCSG's availableReplicas and MinAvailableBreached
+// and terminates its expired breached replicas.
+type groupReconciler struct {
+	client   client.Client
+	clock    clock.PassiveClock
+	recorder recorder.EventRecorder
+}
+
+func (r *groupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	var g grovev1alpha1.PodCliqueScalingGroup
+	if err := r.client.Get(ctx, req.NamespacedName, &g); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if g.DeletionTimestamp != nil {
+		return ctrl.Result{}, nil
+	}
+	var list grovev1alpha1.PodCliqueList
+	if err := r.client.List(ctx, &list, client.InNamespace(g.Namespace), client.MatchingLabels{api.LabelPodCliqueScalingGroup: g.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing PodCliques of PodCliqueScalingGroup %s: %w", req.NamespacedName, err)
+	}
+	pcs, err := parentSet(ctx, r.client, &g)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	in := GroupInput{Group: &g, Cliques: list.Items}
+	if pcs != nil {
+		in.Delay, in.Training = GroupDelay(pcs, &g), IsTraining(pcs)
+	}
+	d := DecideGroup(r.clock, in)
+	if d.Changed(&g) {
+		orig := g.DeepCopy()
+		g.Status.AvailableReplicas, g.Status.Conditions = d.AvailableReplicas, d.Conditions
+		if err := r.client.Status().Patch(ctx, &g, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				return result(conflictRetry), nil
+			}
+			return ctrl.Result{}, fmt.Errorf("patching status of PodCliqueScalingGroup %s: %w", req.NamespacedName, err)
+		}
+	}
+	for _, idx := range d.Terminate {
+		var gone []string
+		for i := range list.Items {
+			c := &list.Items[i]
+			if PCSGReplicaIndex(c.Labels) != idx || c.DeletionTimestamp != nil {
+				continue
+			}
+			if err := DeleteExact(ctx, r.client, c); err != nil {
+				return ctrl.Result{}, err
+			}
+			gone = append(gone, c.Name)
+		}
+		if len(gone) == 0 {
+			continue
+		}
+		terminations.WithLabelValues(LevelPCSG).Inc()
+		r.recorder.Eventf(&g, nil, corev1.EventTypeWarning, api.EventGangTerminated, "Terminate",
+			"replica %d breached MinAvailable past its terminationDelay; deleted its PodCliques %v", idx, gone)
+		log.Info("gang-terminated PodCliqueScalingGroup replica", "podcliquescalinggroup", req.NamespacedName, "replica", idx, "podcliques", gone)
+	}
+	return result(d.RequeueAfter), nil
+}
+
+// setReconciler terminates PodCliqueSet replicas whose breach expired.
+type setReconciler struct {
+	client   client.Client
+	clock    clock.PassiveClock
+	recorder recorder.EventRecorder
+}
+
+func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	var pcs grovev1alpha1.PodCliqueSet
+	if err := r.client.Get(ctx, req.NamespacedName, &pcs); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if pcs.DeletionTimestamp != nil || pcs.Spec.Template.TerminationDelay == nil || IsTraining(&pcs) {
+		return ctrl.Result{}, nil
+	}
+	var cliques grovev1alpha1.PodCliqueList
+	if err := r.client.List(ctx, &cliques, client.InNamespace(pcs.Namespace), client.MatchingFields{IndexPartOf: pcs.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing PodCliques of PodCliqueSet %s: %w", req.NamespacedName, err)
+	}
+	var groups grovev1alpha1.PodCliqueScalingGroupList
+	if err := r.client.List(ctx, &groups, client.InNamespace(pcs.Namespace), client.MatchingFields{IndexPartOf: pcs.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing PodCliqueScalingGroups of PodCliqueSet %s: %w", req.NamespacedName, err)
+	}
+	live := slices.DeleteFunc(cliques.Items, func(c grovev1alpha1.PodClique) bool { return c.DeletionTimestamp != nil })
+	d := DecideSet(r.clock, SetInput{Set: &pcs, Cliques: live, Groups: groups.Items})
+	for _, b := range d.Terminate {
+		var gone []string
+		for i := range live {
+			c := &live[i]
+			if PCSReplicaIndex(c.Labels) != b.Replica {
+				continue
+			}
+			if err := DeleteExact(ctx, r.client, c); err != nil {
+				return ctrl.Result{}, err
+			}
+			gone = append(gone, c.Name)
+		}
+		terminations.WithLabelValues(LevelPCS).Inc()
+		r.recorder.Eventf(&pcs, nil, corev1.EventTypeWarning, api.EventGangTerminated, "Terminate",
+			"%s; deleted replica %d's PodCliques %v", b, b.Replica, gone)
+		log.Info("gang-terminated PodCliqueSet replica", "podcliqueset", req.NamespacedName, "replica", b.Replica, "breach", b.String(), "podcliques", gone)
+	}
+	return result(d.RequeueAfter), nil
+}

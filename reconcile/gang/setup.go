@@ -1,0 +1,169 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+)
+
+// Cache indexes this package registers. The names are this package's own so
+// package training can register its indexes beside them on the same manager.
+const (
+	// IndexPodOwner indexes Pods by the name of the PodClique that owns them.
+	IndexPodOwner = "gang.shepherd.dev/pod-owner-podclique"
+	// IndexPartOf indexes PodCliques and PodCliqueScalingGroups by the
+	// PodCliqueSet they are part of (Grove's app.kubernetes.io/part-of).
+	IndexPartOf = "gang.shepherd.dev/part-of"
+)
+
+// conflictRetry is how soon a reconcile whose optimistic-lock patch lost a
+// race looks again; the next read sees the winner's write.
+const conflictRetry = 200 * time.Millisecond
+
+// Setup registers the PodClique, PodCliqueScalingGroup and PodCliqueSet gang
+// controllers with mgr.
+func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
+	ctx := context.Background()
+	idx := mgr.GetFieldIndexer()
+	if err := idx.IndexField(ctx, &corev1.Pod{}, IndexPodOwner, podOwnerIndex); err != nil {
+		return fmt.Errorf("indexing pods by owning PodClique: %w", err)
+	}
+	partOf := func(o client.Object) []string {
+		if v := o.GetLabels()[api.LabelPartOf]; v != "" {
+			return []string{v}
+		}
+		return nil
+	}
+	if err := idx.IndexField(ctx, &grovev1alpha1.PodClique{}, IndexPartOf, partOf); err != nil {
+		return fmt.Errorf("indexing PodCliques by PodCliqueSet: %w", err)
+	}
+	if err := idx.IndexField(ctx, &grovev1alpha1.PodCliqueScalingGroup{}, IndexPartOf, partOf); err != nil {
+		return fmt.Errorf("indexing PodCliqueScalingGroups by PodCliqueSet: %w", err)
+	}
+	rec := mgr.GetEventRecorder("shepherd-gang")
+	c := mgr.GetClient()
+
+	if err := ctrl.NewControllerManagedBy(mgr).Named("gang-podclique").
+		For(&grovev1alpha1.PodClique{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &grovev1alpha1.PodClique{})).
+		Complete(&cliqueReconciler{client: c, clock: clk}); err != nil {
+		return fmt.Errorf("building the PodClique controller: %w", err)
+	}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("gang-podcliquescalinggroup").
+		For(&grovev1alpha1.PodCliqueScalingGroup{}).
+		Watches(&grovev1alpha1.PodClique{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPodCliqueScalingGroup))).
+		Complete(&groupReconciler{client: c, clock: clk, recorder: rec}); err != nil {
+		return fmt.Errorf("building the PodCliqueScalingGroup controller: %w", err)
+	}
+	if err := ctrl.NewControllerManagedBy(mgr).Named("gang-podcliqueset").
+		For(&grovev1alpha1.PodCliqueSet{}).
+		Watches(&grovev1alpha1.PodClique{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPartOf))).
+		Watches(&grovev1alpha1.PodCliqueScalingGroup{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPartOf))).
+		Complete(&setReconciler{client: c, clock: clk, recorder: rec}); err != nil {
+		return fmt.Errorf("building the PodCliqueSet controller: %w", err)
+	}
+	return nil
+}
+
+// podOwnerIndex returns the names of the PodCliques that own a pod.
+func podOwnerIndex(o client.Object) []string {
+	var out []string
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.Kind == api.KindPodClique && groupOf(ref.APIVersion) == api.GroveGroup {
+			out = append(out, ref.Name)
+		}
+	}
+	return out
+}
+
+func groupOf(apiVersion string) string {
+	for i := range apiVersion {
+		if apiVersion[i] == '/' {
+			return apiVersion[:i]
+		}
+	}
+	return ""
+}
+
+// byLabel maps an object to the same-namespace object named by its label.
+func byLabel(key string) handler.MapFunc {
+	return func(_ context.Context, o client.Object) []reconcile.Request {
+		v := o.GetLabels()[key]
+		if v == "" {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: v}}}
+	}
+}
+
+// OwnedBy reports whether o has an ownerReference to uid.
+func OwnedBy(o metav1.Object, uid types.UID) bool {
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// OwnedPods lists, through the cache, the pods a PodClique owns.
+func OwnedPods(ctx context.Context, c client.Reader, index string, pclq *grovev1alpha1.PodClique) ([]corev1.Pod, error) {
+	var list corev1.PodList
+	if err := c.List(ctx, &list, client.InNamespace(pclq.Namespace), client.MatchingFields{index: pclq.Name}); err != nil {
+		return nil, fmt.Errorf("listing pods of PodClique %s/%s: %w", pclq.Namespace, pclq.Name, err)
+	}
+	out := list.Items[:0]
+	for _, p := range list.Items {
+		// A PodClique recreated under the same name must not count the
+		// pods of its predecessor.
+		if OwnedBy(&p, pclq.UID) {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// parentSet fetches the PodCliqueSet an object is part of; nil when it has no
+// part-of label or the set is gone.
+func parentSet(ctx context.Context, c client.Reader, o client.Object) (*grovev1alpha1.PodCliqueSet, error) {
+	name := o.GetLabels()[api.LabelPartOf]
+	if name == "" {
+		return nil, nil
+	}
+	var pcs grovev1alpha1.PodCliqueSet
+	if err := c.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: name}, &pcs); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting PodCliqueSet %s/%s: %w", o.GetNamespace(), name, err)
+	}
+	return &pcs, nil
+}
+
+// DeleteExact deletes o only if it is still the object with o's UID, in the
+// background. An object already gone, or replaced by a new one of the same
+// name, counts as done.
+func DeleteExact(ctx context.Context, c client.Client, o client.Object) error {
+	uid := o.GetUID()
+	err := c.Delete(ctx, o, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return fmt.Errorf("deleting %T %s/%s: %w", o, o.GetNamespace(), o.GetName(), err)
+}
+
+// result turns a wait into a controller result.
+func result(d time.Duration) ctrl.Result { return ctrl.Result{RequeueAfter: d} }

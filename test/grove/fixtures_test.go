@@ -1,0 +1,434 @@
+package grove
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/api/install"
+	"github.com/shepherd-k8s/shepherd/reconcile/gang"
+)
+
+// pollTimeout is generous: the machine is shared by several engineers.
+const pollTimeout = 60 * time.Second
+
+// shepherd is one running instance of shepherd's Grove controllers, watching
+// one namespace.
+type shepherd struct{ stop func() }
+
+// startShepherd runs the gang and training controllers against ns until the
+// test ends or stop is called.
+func startShepherd(t testing.TB, ns string) *shepherd {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 install.NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		// Every test runs its own instance; names repeat across them.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatalf("creating manager: %v", err)
+	}
+	if err := gang.Setup(mgr, clock.RealClock{}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	s := &shepherd{}
+	stopped := false
+	s.stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}
+	t.Cleanup(s.stop)
+	return s
+}
+
+// world is one scenario's namespace and the Grove objects the test made.
+type world struct {
+	t   testing.TB
+	ctx context.Context
+	ns  string
+	c   client.Client
+}
+
+func newWorld(t testing.TB) *world {
+	t.Helper()
+	return &world{t: t, ctx: context.Background(), ns: env.Namespace(t), c: env.Client}
+}
+
+// cliqueSpec describes one clique of a PodCliqueSet template.
+type cliqueSpec struct {
+	name         string
+	replicas     int32
+	minAvailable int32
+}
+
+// groupSpec describes one PodCliqueScalingGroup config.
+type groupSpec struct {
+	name         string
+	cliques      []string
+	replicas     int32
+	minAvailable int32
+	delay        *time.Duration
+}
+
+// setSpec describes a PodCliqueSet.
+type setSpec struct {
+	name        string
+	replicas    int32
+	training    bool
+	maxRestarts *int32
+	maxRuntime  *time.Duration
+	delay       *time.Duration
+	cliques     []cliqueSpec
+	groups      []groupSpec
+}
+
+func podSpec() corev1.PodSpec {
+	return corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{Name: "main", Image: "registry.example/trainer:1"}}}
+}
+
+func dur(d *time.Duration) *metav1.Duration {
+	if d == nil {
+		return nil
+	}
+	return &metav1.Duration{Duration: *d}
+}
+
+func ownerRef(o client.Object, kind string) metav1.OwnerReference {
+	return metav1.OwnerReference{APIVersion: grovev1alpha1.GroupVersion.String(), Kind: kind, Name: o.GetName(), UID: o.GetUID(), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+}
+
+// createSet creates the PodCliqueSet and, playing Grove, every replica's
+// PCSGs, PodCliques and pods (not yet ready).
+func (w *world) createSet(s setSpec) *grovev1alpha1.PodCliqueSet {
+	w.t.Helper()
+	pcs := &grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: w.ns}}
+	pcs.Spec.Replicas = s.replicas
+	pcs.Spec.Template.TerminationDelay = dur(s.delay)
+	if s.training {
+		pcs.Spec.WorkloadType = ptr.To(grovev1alpha1.WorkloadTypeTraining)
+		pcs.Spec.TrainingSpec = &grovev1alpha1.TrainingSpec{MaxRestarts: s.maxRestarts, MaxRuntime: dur(s.maxRuntime)}
+	} else {
+		pcs.Spec.WorkloadType = ptr.To(grovev1alpha1.WorkloadTypeInference)
+	}
+	for _, c := range s.cliques {
+		pcs.Spec.Template.Cliques = append(pcs.Spec.Template.Cliques, &grovev1alpha1.PodCliqueTemplateSpec{Name: c.name,
+			Spec: grovev1alpha1.PodCliqueSpec{Replicas: c.replicas, MinAvailable: ptr.To(c.minAvailable), PodSpec: podSpec()}})
+	}
+	for _, g := range s.groups {
+		pcs.Spec.Template.PodCliqueScalingGroupConfigs = append(pcs.Spec.Template.PodCliqueScalingGroupConfigs, grovev1alpha1.PodCliqueScalingGroupConfig{
+			Name: g.name, CliqueNames: g.cliques, Replicas: ptr.To(g.replicas), MinAvailable: ptr.To(g.minAvailable), TerminationDelay: dur(g.delay)})
+	}
+	w.create(pcs)
+	for i := range s.replicas {
+		w.createReplica(pcs, s, i)
+	}
+	return pcs
+}
+
+// createReplica plays Grove for one PodCliqueSet replica.
+func (w *world) createReplica(pcs *grovev1alpha1.PodCliqueSet, s setSpec, idx int32) {
+	w.t.Helper()
+	inGroup := map[string]groupSpec{}
+	for _, g := range s.groups {
+		for _, c := range g.cliques {
+			inGroup[c] = g
+		}
+		pcsg := &grovev1alpha1.PodCliqueScalingGroup{ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("%s-%d-%s", pcs.Name, idx, g.name), Namespace: w.ns,
+			Labels:          map[string]string{api.LabelPartOf: pcs.Name, api.LabelPodCliqueSetReplicaIndex: fmt.Sprint(idx)},
+			OwnerReferences: []metav1.OwnerReference{ownerRef(pcs, api.KindPodCliqueSet)},
+		}, Spec: grovev1alpha1.PodCliqueScalingGroupSpec{Replicas: g.replicas, MinAvailable: ptr.To(g.minAvailable), CliqueNames: g.cliques}}
+		w.create(pcsg)
+		for j := range g.replicas {
+			for _, c := range s.cliques {
+				if inGroup[c.name].name == g.name {
+					w.createClique(pcs, pcsg, idx, j, c)
+				}
+			}
+		}
+	}
+	for _, c := range s.cliques {
+		if _, ok := inGroup[c.name]; !ok {
+			w.createClique(pcs, nil, idx, 0, c)
+		}
+	}
+}
+
+// cliqueName is Grove's name of a PodClique.
+func cliqueName(pcs string, idx int32, pcsg *grovev1alpha1.PodCliqueScalingGroup, j int32, clique string) string {
+	if pcsg != nil {
+		return fmt.Sprintf("%s-%d-%s", pcsg.Name, j, clique)
+	}
+	return fmt.Sprintf("%s-%d-%s", pcs, idx, clique)
+}
+
+func (w *world) createClique(pcs *grovev1alpha1.PodCliqueSet, pcsg *grovev1alpha1.PodCliqueScalingGroup, idx, j int32, c cliqueSpec) *grovev1alpha1.PodClique {
+	w.t.Helper()
+	labels := map[string]string{api.LabelPartOf: pcs.Name, api.LabelPodCliqueSetReplicaIndex: fmt.Sprint(idx)}
+	owner := ownerRef(pcs, api.KindPodCliqueSet)
+	if pcsg != nil {
+		labels[api.LabelPodCliqueScalingGroup] = pcsg.Name
+		labels[api.LabelPodCliqueScalingGroupReplica] = fmt.Sprint(j)
+		owner = ownerRef(pcsg, api.KindPodCliqueScalingGroup)
+	}
+	pclq := &grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{
+		Name: cliqueName(pcs.Name, idx, pcsg, j, c.name), Namespace: w.ns, Labels: labels, OwnerReferences: []metav1.OwnerReference{owner},
+	}, Spec: grovev1alpha1.PodCliqueSpec{Replicas: c.replicas, MinAvailable: ptr.To(c.minAvailable), PodSpec: podSpec()}}
+	w.create(pclq)
+	for k := range c.replicas {
+		w.createPod(pclq, k)
+	}
+	return pclq
+}
+
+// createPod plays Grove's PodClique controller: one pod of a clique.
+func (w *world) createPod(pclq *grovev1alpha1.PodClique, k int32) *corev1.Pod {
+	w.t.Helper()
+	labels := map[string]string{api.LabelPodClique: pclq.Name}
+	for _, l := range []string{api.LabelPartOf, api.LabelPodCliqueSetReplicaIndex, api.LabelPodCliqueScalingGroup, api.LabelPodCliqueScalingGroupReplica} {
+		if v, ok := pclq.Labels[l]; ok {
+			labels[l] = v
+		}
+	}
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		GenerateName: fmt.Sprintf("%s-%d-", pclq.Name, k), Namespace: w.ns, Labels: labels,
+		OwnerReferences: []metav1.OwnerReference{ownerRef(pclq, api.KindPodClique)},
+	}, Spec: podSpec()}
+	w.create(p)
+	return p
+}
+
+func (w *world) create(o client.Object) {
+	w.t.Helper()
+	if err := w.c.Create(w.ctx, o); err != nil {
+		w.t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+	}
+}
+
+// pods lists the pods of a clique (by Grove's label).
+func (w *world) pods(clique string) []corev1.Pod {
+	w.t.Helper()
+	var l corev1.PodList
+	if err := w.c.List(w.ctx, &l, client.InNamespace(w.ns), client.MatchingLabels{api.LabelPodClique: clique}); err != nil {
+		w.t.Fatal(err)
+	}
+	return l.Items
+}
+
+// cliques lists the PodCliques of a set.
+func (w *world) cliques(pcs string) []grovev1alpha1.PodClique {
+	w.t.Helper()
+	var l grovev1alpha1.PodCliqueList
+	if err := w.c.List(w.ctx, &l, client.InNamespace(w.ns), client.MatchingLabels{api.LabelPartOf: pcs}); err != nil {
+		w.t.Fatal(err)
+	}
+	return l.Items
+}
+
+// kubelet sets a pod's status the way the kubelet would.
+func (w *world) kubelet(p *corev1.Pod, mutate func(*corev1.PodStatus)) {
+	w.t.Helper()
+	err := wait.PollUntilContextTimeout(w.ctx, 50*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
+		var cur corev1.Pod
+		if err := w.c.Get(ctx, client.ObjectKeyFromObject(p), &cur); err != nil {
+			return false, err
+		}
+		mutate(&cur.Status)
+		if err := w.c.Status().Update(ctx, &cur); err != nil {
+			if apierrors.IsConflict(err) {
+				return false, nil
+			}
+			return false, err
+		}
+		return true, nil
+	})
+	if err != nil {
+		w.t.Fatalf("setting status of pod %s: %v", p.Name, err)
+	}
+}
+
+func running(st *corev1.PodStatus) {
+	st.Phase = corev1.PodRunning
+	st.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
+	st.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", Ready: true, Image: "registry.example/trainer:1", ImageID: "x",
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}}}
+}
+
+func notReady(st *corev1.PodStatus) {
+	st.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}}
+	for i := range st.ContainerStatuses {
+		st.ContainerStatuses[i].Ready = false
+	}
+}
+
+func exited(code int32) func(*corev1.PodStatus) {
+	return func(st *corev1.PodStatus) {
+		st.Phase = corev1.PodSucceeded
+		if code != 0 {
+			st.Phase = corev1.PodFailed
+		}
+		st.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse, LastTransitionTime: metav1.Now()}}
+		st.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", Image: "registry.example/trainer:1", ImageID: "x",
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Completed", StartedAt: metav1.Now(), FinishedAt: metav1.Now()}}}}
+	}
+}
+
+// runAll makes every pod of a set Running and Ready, then waits until shepherd
+// has marked every clique available.
+func (w *world) runAll(pcs string) {
+	w.t.Helper()
+	for _, c := range w.cliques(pcs) {
+		for _, p := range w.pods(c.Name) {
+			w.kubelet(&p, running)
+		}
+	}
+	for _, c := range w.cliques(pcs) {
+		w.waitClique(c.Name, "wasAvailable", func(c *grovev1alpha1.PodClique) bool { return c.Status.WasAvailable })
+	}
+}
+
+// losePod deletes one pod of a clique, as a node failure would.
+func (w *world) losePod(clique string) {
+	w.t.Helper()
+	pods := w.pods(clique)
+	if len(pods) == 0 {
+		w.t.Fatalf("clique %s has no pod to lose", clique)
+	}
+	if err := w.c.Delete(w.ctx, &pods[0]); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// eventually polls cond until it holds, failing the test with what after the
+// timeout.
+func (w *world) eventually(what string, cond func() (bool, error)) {
+	w.t.Helper()
+	err := wait.PollUntilContextTimeout(w.ctx, 100*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) { return cond() })
+	if err != nil {
+		w.t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// waitClique waits until a PodClique satisfies ok.
+func (w *world) waitClique(name, what string, ok func(*grovev1alpha1.PodClique) bool) *grovev1alpha1.PodClique {
+	w.t.Helper()
+	var c grovev1alpha1.PodClique
+	w.eventually(fmt.Sprintf("PodClique %s: %s", name, what), func() (bool, error) {
+		if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: name}, &c); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		return ok(&c), nil
+	})
+	return &c
+}
+
+// breached returns a predicate on a clique's MinAvailableBreached.
+func breached(status metav1.ConditionStatus, reason string) func(*grovev1alpha1.PodClique) bool {
+	return func(c *grovev1alpha1.PodClique) bool {
+		cond := meta.FindStatusCondition(c.Status.Conditions, api.ConditionMinAvailableBreached)
+		return cond != nil && cond.Status == status && cond.Reason == reason
+	}
+}
+
+// waitGone waits until the named PodCliques no longer exist.
+func (w *world) waitGone(names ...string) {
+	w.t.Helper()
+	for _, n := range names {
+		w.eventually("PodClique "+n+" deleted", func() (bool, error) {
+			err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: n}, &grovev1alpha1.PodClique{})
+			if apierrors.IsNotFound(err) {
+				return true, nil
+			}
+			return false, err
+		})
+	}
+}
+
+// mustExist fails unless every named PodClique still exists.
+func (w *world) mustExist(names ...string) {
+	w.t.Helper()
+	for _, n := range names {
+		if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: n}, &grovev1alpha1.PodClique{}); err != nil {
+			w.t.Errorf("PodClique %s: %v (want it kept)", n, err)
+		}
+	}
+}
+
+// barrier proves shepherd has had time to act on everything breached before
+// it was called, without sleeping: it breaches a control PodCliqueSet whose
+// delay is at least as long as any scenario's and waits for shepherd to
+// terminate it. Anything shepherd was going to delete earlier is gone by then.
+func (w *world) barrier(delay time.Duration) {
+	w.t.Helper()
+	name := fmt.Sprintf("control-%d", time.Now().UnixNano())
+	w.createSet(setSpec{name: name, replicas: 1, delay: &delay, cliques: []cliqueSpec{{name: "c", replicas: 1, minAvailable: 1}}})
+	w.runAll(name)
+	clique := cliqueName(name, 0, nil, 0, "c")
+	w.losePod(clique)
+	w.waitGone(clique)
+}
+
+// events lists the events of a reason in the namespace.
+func (w *world) events(reason string) []eventsv1.Event {
+	w.t.Helper()
+	var l eventsv1.EventList
+	if err := w.c.List(w.ctx, &l, client.InNamespace(w.ns)); err != nil {
+		w.t.Fatal(err)
+	}
+	var out []eventsv1.Event
+	for _, e := range l.Items {
+		if e.Reason == reason {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// waitEvent waits for an event of reason about the named object.
+func (w *world) waitEvent(reason, name string) eventsv1.Event {
+	w.t.Helper()
+	var got eventsv1.Event
+	w.eventually("event "+reason+" on "+name, func() (bool, error) {
+		for _, e := range w.events(reason) {
+			if e.Regarding.Name == name {
+				got = e
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return got
+}
+
+// rawMerge is a JSON merge patch given as text.
+func rawMerge(s string) client.Patch { return client.RawPatch(types.MergePatchType, []byte(s)) }

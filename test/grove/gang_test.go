@@ -1,0 +1,273 @@
+package grove
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+)
+
+// delay is the terminationDelay of the gang scenarios: short, real time.
+var delay = 2 * time.Second
+
+// barrierDelay outlasts every scenario's delay, so a barrier proves the
+// scenario's delay has passed for shepherd.
+const barrierDelay = 3 * time.Second
+
+func counterValue(t *testing.T, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if label == "" || hasLabel(m, label, value) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func hasLabel(m *dto.Metric, k, v string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == k && l.GetValue() == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Grove e2e: minAvailable = replicas; one pod of a standalone clique lost →
+// the whole PodCliqueSet replica is terminated after the delay, the other
+// replica is untouched.
+func TestGangStandaloneCliqueLosesPodTerminatesReplica(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	startShepherd(t, w.ns)
+	before := counterValue(t, "shepherd_gang_terminations_total", "level", "pcs")
+	w.createSet(setSpec{name: "inf", replicas: 2, delay: &delay, cliques: []cliqueSpec{
+		{name: "leader", replicas: 1, minAvailable: 1}, {name: "worker", replicas: 2, minAvailable: 2}}})
+	w.runAll("inf")
+
+	w.losePod("inf-0-worker")
+	w.waitClique("inf-0-worker", "breached", breached(metav1.ConditionTrue, api.ReasonInsufficientReadyPods))
+	w.waitGone("inf-0-worker", "inf-0-leader")
+	w.mustExist("inf-1-worker", "inf-1-leader")
+
+	ev := w.waitEvent(api.EventGangTerminated, "inf")
+	if ev.Type != "Warning" || !strings.Contains(ev.Note, "replica 0") {
+		t.Errorf("GangTerminated event = %s %q, want a Warning naming replica 0", ev.Type, ev.Note)
+	}
+	if after := counterValue(t, "shepherd_gang_terminations_total", "level", "pcs"); after < before+1 {
+		t.Errorf("shepherd_gang_terminations_total{level=pcs} = %v, want at least %v", after, before+1)
+	}
+}
+
+// Grove e2e: the same inside a PCSG whose minAvailable = replicas: the PCSG
+// falls below minAvailable and the PodCliqueSet replica goes, standalone
+// cliques included.
+func TestGangPCSGCliqueLosesPodTerminatesReplica(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	startShepherd(t, w.ns)
+	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay,
+		cliques: []cliqueSpec{{name: "router", replicas: 1, minAvailable: 1}, {name: "worker", replicas: 2, minAvailable: 2}},
+		groups:  []groupSpec{{name: "sg", cliques: []string{"worker"}, replicas: 2, minAvailable: 2}}})
+	w.runAll("inf")
+
+	w.losePod("inf-0-sg-1-worker")
+	w.waitGone("inf-0-sg-0-worker", "inf-0-sg-1-worker", "inf-0-router")
+	w.waitEvent(api.EventGangTerminated, "inf")
+}
+
+// Grove e2e: 2 pods with minAvailable 1 — losing one does nothing, losing
+// both terminates.
+func TestGangMinAvailableOneOfTwo(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	startShepherd(t, w.ns)
+	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay, cliques: []cliqueSpec{{name: "worker", replicas: 2, minAvailable: 1}}})
+	w.runAll("inf")
+
+	w.losePod("inf-0-worker")
+	w.waitClique("inf-0-worker", "one ready, still sufficient", func(c *grovev1alpha1.PodClique) bool {
+		return c.Status.ReadyReplicas == 1 && breached(metav1.ConditionFalse, api.ReasonSufficientReadyPods)(c)
+	})
+	w.barrier(barrierDelay)
+	w.mustExist("inf-0-worker")
+
+	w.losePod("inf-0-worker")
+	w.waitGone("inf-0-worker")
+}
+
+// Grove e2e: one PCSG replica breached while the PCSG's minAvailable is still
+// met → only that PCSG replica's PodCliques are deleted.
+func TestGangOnePCSGReplicaBreached(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	startShepherd(t, w.ns)
+	before := counterValue(t, "shepherd_gang_terminations_total", "level", "pcsg")
+	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay,
+		cliques: []cliqueSpec{{name: "router", replicas: 1, minAvailable: 1}, {name: "prefill", replicas: 2, minAvailable: 2}, {name: "decode", replicas: 1, minAvailable: 1}},
+		groups:  []groupSpec{{name: "sg", cliques: []string{"prefill", "decode"}, replicas: 2, minAvailable: 1}}})
+	w.runAll("inf")
+
+	w.losePod("inf-0-sg-0-prefill")
+	w.waitGone("inf-0-sg-0-prefill", "inf-0-sg-0-decode")
+	w.barrier(barrierDelay)
+	w.mustExist("inf-0-sg-1-prefill", "inf-0-sg-1-decode", "inf-0-router")
+	w.waitEvent(api.EventGangTerminated, "inf-0-sg")
+	if after := counterValue(t, "shepherd_gang_terminations_total", "level", "pcsg"); after < before+1 {
+		t.Errorf("shepherd_gang_terminations_total{level=pcsg} = %v, want at least %v", after, before+1)
+	}
+}
+
+// Grove e2e: both PCSG replicas breached → below the PCSG's minAvailable →
+// the PodCliqueSet replica is terminated.
+func TestGangBothPCSGReplicasBreached(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	startShepherd(t, w.ns)
+	long := time.Hour
+	w.createSet(setSpec{name: "inf", replicas: 1, delay: &long,
+		cliques: []cliqueSpec{{name: "router", replicas: 1, minAvailable: 1}, {name: "worker", replicas: 2, minAvailable: 2}},
+		// The PCSG's own delay is short; until both replicas breach, the
+		// PCSG is not below minAvailable and terminates nothing (its first
+		// breach is still inside the delay when the second comes).
+		groups: []groupSpec{{name: "sg", cliques: []string{"worker"}, replicas: 2, minAvailable: 1, delay: ptr.To(5 * time.Second)}}})
+	w.runAll("inf")
+
+	w.losePod("inf-0-sg-0-worker")
+	w.losePod("inf-0-sg-1-worker")
+	w.eventually("PCSG breached", func() (bool, error) {
+		var g grovev1alpha1.PodCliqueScalingGroup
+		if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: "inf-0-sg"}, &g); err != nil {
+			return false, err
+		}
+		for _, c := range g.Status.Conditions {
+			if c.Type == api.ConditionMinAvailableBreached {
+				return c.Status == metav1.ConditionTrue && g.Status.AvailableReplicas == 0, nil
+			}
+		}
+		return false, nil
+	})
+	w.waitGone("inf-0-sg-0-worker", "inf-0-sg-1-worker", "inf-0-router")
+	w.waitEvent(api.EventGangTerminated, "inf")
+}
+
+// A pod lost but minAvailable still met → nothing is deleted.
+func TestGangPodLostMinAvailableMet(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	startShepherd(t, w.ns)
+	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay, cliques: []cliqueSpec{{name: "worker", replicas: 3, minAvailable: 2}}})
+	w.runAll("inf")
+
+	w.losePod("inf-0-worker")
+	w.waitClique("inf-0-worker", "two of three ready", func(c *grovev1alpha1.PodClique) bool {
+		return c.Status.ReadyReplicas == 2 && breached(metav1.ConditionFalse, api.ReasonSufficientReadyPods)(c)
+	})
+	w.barrier(barrierDelay)
+	w.mustExist("inf-0-worker")
+}
+
+// A clique that never became available is never terminated.
+func TestGangNeverAvailableNotTerminated(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	startShepherd(t, w.ns)
+	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay, cliques: []cliqueSpec{{name: "worker", replicas: 2, minAvailable: 2}}})
+	// Only one of two pods ever runs.
+	p := w.pods("inf-0-worker")[0]
+	w.kubelet(&p, running)
+	w.waitClique("inf-0-worker", "never available", func(c *grovev1alpha1.PodClique) bool {
+		return c.Status.ReadyReplicas == 1 && !c.Status.WasAvailable && breached(metav1.ConditionFalse, api.ReasonNeverAvailable)(c)
+	})
+	w.kubelet(&p, notReady)
+	w.waitClique("inf-0-worker", "no ready pods, still never available", func(c *grovev1alpha1.PodClique) bool {
+		return c.Status.ReadyReplicas == 0 && breached(metav1.ConditionFalse, api.ReasonNeverAvailable)(c)
+	})
+	w.barrier(barrierDelay)
+	w.mustExist("inf-0-worker")
+}
+
+// A rolling update in progress → Unknown, nothing deleted; when it ends, the
+// breach is detected and acted on.
+func TestGangRollingUpdate(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	startShepherd(t, w.ns)
+	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay, cliques: []cliqueSpec{{name: "worker", replicas: 2, minAvailable: 2}}})
+	w.runAll("inf")
+
+	// Grove starts a rolling update.
+	w.setRollingUpdate("inf-0-worker", false)
+	w.losePod("inf-0-worker")
+	w.waitClique("inf-0-worker", "update in progress", breached(metav1.ConditionUnknown, api.ReasonUpdateInProgress))
+	w.barrier(barrierDelay)
+	w.mustExist("inf-0-worker")
+
+	// The update ends with the clique still short: now it is a breach.
+	w.setRollingUpdate("inf-0-worker", true)
+	w.waitGone("inf-0-worker")
+}
+
+// setRollingUpdate plays Grove writing rollingUpdateProgress.
+func (w *world) setRollingUpdate(name string, ended bool) {
+	w.t.Helper()
+	var c grovev1alpha1.PodClique
+	if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: name}, &c); err != nil {
+		w.t.Fatal(err)
+	}
+	now := metav1.Now()
+	patch := `{"status":{"rollingUpdateProgress":{"updateStartedAt":"` + now.UTC().Format(time.RFC3339) + `"}}}`
+	if ended {
+		patch = `{"status":{"rollingUpdateProgress":{"updateStartedAt":"` + now.UTC().Format(time.RFC3339) + `","updateEndedAt":"` + now.UTC().Format(time.RFC3339) + `"}}}`
+	}
+	if err := w.c.Status().Patch(w.ctx, &c, rawMerge(patch)); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// terminationDelay unset → conditions still set, nothing deleted.
+func TestGangNoTerminationDelay(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	startShepherd(t, w.ns)
+	w.createSet(setSpec{name: "inf", replicas: 1, cliques: []cliqueSpec{{name: "worker", replicas: 2, minAvailable: 2}},
+		groups: nil})
+	w.runAll("inf")
+	w.losePod("inf-0-worker")
+	w.waitClique("inf-0-worker", "breached", breached(metav1.ConditionTrue, api.ReasonInsufficientReadyPods))
+	w.barrier(barrierDelay)
+	w.mustExist("inf-0-worker")
+}
+
+// A PCSG override shorter than the PodCliqueSet delay is honoured: the PCSG
+// replica goes after the override although the set's delay is an hour.
+func TestGangPCSGOverrideShorter(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	startShepherd(t, w.ns)
+	long := time.Hour
+	w.createSet(setSpec{name: "inf", replicas: 1, delay: &long,
+		cliques: []cliqueSpec{{name: "worker", replicas: 1, minAvailable: 1}},
+		groups:  []groupSpec{{name: "sg", cliques: []string{"worker"}, replicas: 2, minAvailable: 1, delay: &delay}}})
+	w.runAll("inf")
+	w.losePod("inf-0-sg-1-worker")
+	w.waitGone("inf-0-sg-1-worker")
+	w.mustExist("inf-0-sg-0-worker")
+}
