@@ -1,0 +1,401 @@
+// Package workload tests the Workload and PodGroup controller (R-WL,
+// KEP-3015) on real kube-apiservers serving scheduling.k8s.io/v1beta1,
+// v1alpha3, and no Workload API at all. There is no garbage collector in
+// these control planes, so deletion is asserted through ownerReferences.
+package workload
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	"github.com/shepherd-k8s/shepherd/api/install"
+	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
+	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/reconcile/workload"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
+)
+
+const timeout = 60 * time.Second
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(funcr.New(func(prefix, args string) {
+		fmt.Fprintln(os.Stderr, prefix, args)
+	}, funcr.Options{}))
+	os.Exit(m.Run())
+}
+
+// startShepherd runs the workload controller against c until the test ends.
+func startShepherd(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
+		Scheme:                 install.NewScheme(),
+		Metrics:                server.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatalf("creating manager: %v", err)
+	}
+	if err := workload.Setup(mgr, clock.RealClock{}); err != nil {
+		t.Fatalf("setting up the workload controller: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	})
+}
+
+func replicatedJob(name, step string) jobsetv1alpha2.ReplicatedJob {
+	rj := jobsetv1alpha2.ReplicatedJob{Name: name, Template: batchv1.JobTemplateSpec{
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "c", Image: "busybox"}},
+		}}},
+	}}
+	if step != "" {
+		rj.Template.Labels = map[string]string{api.LabelTrainJobAncestorStep: step}
+	}
+	return rj
+}
+
+// createRuntime creates a ClusterTrainingRuntime using the Workload API with
+// the given replicatedJobs and mlPolicy.numNodes.
+func createRuntime(t *testing.T, c *cluster.Cluster, numNodes int32, mpi bool, jobs ...jobsetv1alpha2.ReplicatedJob) *trainerv1alpha1.ClusterTrainingRuntime {
+	t.Helper()
+	rt := &trainerv1alpha1.ClusterTrainingRuntime{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "ctr-"},
+		Spec: trainerv1alpha1.TrainingRuntimeSpec{
+			MLPolicy:       &trainerv1alpha1.MLPolicy{NumNodes: ptr.To(numNodes)},
+			PodGroupPolicy: &trainerv1alpha1.PodGroupPolicy{Workload: &trainerv1alpha1.WorkloadPodGroupPolicySource{}},
+			Template:       trainerv1alpha1.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: jobs}},
+		},
+	}
+	if mpi {
+		rt.Spec.MLPolicy.MPI = &trainerv1alpha1.MPIMLPolicySource{NumProcPerNode: ptr.To[int32](4)}
+	} else {
+		rt.Spec.MLPolicy.Torch = &trainerv1alpha1.TorchMLPolicySource{}
+	}
+	if err := c.Client.Create(context.Background(), rt); err != nil {
+		t.Fatalf("creating ClusterTrainingRuntime: %v", err)
+	}
+	return rt
+}
+
+func createTrainJob(t *testing.T, c *cluster.Cluster, ns, name, runtime string, numNodes *int32) *trainerv1alpha1.TrainJob {
+	t.Helper()
+	tj := &trainerv1alpha1.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec:       trainerv1alpha1.TrainJobSpec{RuntimeRef: trainerv1alpha1.RuntimeRef{Name: runtime}},
+	}
+	if numNodes != nil {
+		tj.Spec.Trainer = &trainerv1alpha1.Trainer{NumNodes: numNodes}
+	}
+	if err := c.Client.Create(context.Background(), tj); err != nil {
+		t.Fatalf("creating TrainJob: %v", err)
+	}
+	return tj
+}
+
+func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func get(ctx context.Context, c *cluster.Cluster, version, kind, ns, name string) (*unstructured.Unstructured, error) {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(api.SchedulingGroup + "/" + version)
+	u.SetKind(kind)
+	err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
+	return u, err
+}
+
+func list(t *testing.T, c *cluster.Cluster, version, kind, ns string) []unstructured.Unstructured {
+	t.Helper()
+	l := &unstructured.UnstructuredList{}
+	l.SetAPIVersion(api.SchedulingGroup + "/" + version)
+	l.SetKind(kind + "List")
+	if err := c.Client.List(context.Background(), l, client.InNamespace(ns)); err != nil {
+		t.Fatalf("listing %ss: %v", kind, err)
+	}
+	return l.Items
+}
+
+// wantTemplate is one podGroupTemplate the test expects.
+type wantTemplate struct {
+	name     string
+	minCount int64 // 0: basic
+}
+
+func policyOf(w wantTemplate) map[string]any {
+	if w.minCount == 0 {
+		return map[string]any{"basic": map[string]any{}}
+	}
+	return map[string]any{"gang": map[string]any{"minCount": w.minCount}}
+}
+
+// podGroupNamesFromRuntime is what the webhook's schedulingGroup injection
+// computes for the runtime's replicatedJobs: api.PodGroupTemplateFor picks
+// each replicatedJob's template, api.PodGroupName names its PodGroup.
+func podGroupNamesFromRuntime(tj *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.ClusterTrainingRuntime) map[string]string {
+	out := map[string]string{}
+	for _, rj := range rt.Spec.Template.Spec.ReplicatedJobs {
+		out[rj.Name] = api.PodGroupName(tj.Name, tj.UID, api.PodGroupTemplateFor(rj.Name, rj.Template.Labels))
+	}
+	return out
+}
+
+// assertWorkload waits for tj's Workload and PodGroups in version and checks
+// every field shepherd sets.
+func assertWorkload(t *testing.T, c *cluster.Cluster, version string, tj *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.ClusterTrainingRuntime, want []wantTemplate) {
+	t.Helper()
+	ctx := context.Background()
+	var wl *unstructured.Unstructured
+	eventually(t, "the Workload", func(ctx context.Context) (bool, error) {
+		var err error
+		wl, err = get(ctx, c, version, api.KindWorkload, tj.Namespace, tj.Name)
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	trainJobOwner := metav1.OwnerReference{
+		APIVersion: trainerv1alpha1.GroupVersion.String(), Kind: api.KindTrainJob, Name: tj.Name, UID: tj.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}
+	if got := wl.GetOwnerReferences(); len(got) != 1 || !equalOwner(got[0], trainJobOwner) {
+		t.Errorf("Workload ownerReferences = %+v, want only %+v", got, trainJobOwner)
+	}
+	ref, _, _ := unstructured.NestedStringMap(wl.Object, "spec", "controllerRef")
+	if want := map[string]string{"apiGroup": api.TrainerGroup, "kind": api.KindTrainJob, "name": tj.Name}; fmt.Sprint(ref) != fmt.Sprint(want) {
+		t.Errorf("Workload spec.controllerRef = %v, want %v", ref, want)
+	}
+	templates, _, _ := unstructured.NestedSlice(wl.Object, "spec", "podGroupTemplates")
+	if len(templates) != len(want) {
+		t.Fatalf("Workload has %d podGroupTemplates, want %d: %v", len(templates), len(want), templates)
+	}
+	for i, w := range want {
+		tm := templates[i].(map[string]any)
+		if tm["name"] != w.name {
+			t.Errorf("podGroupTemplates[%d].name = %v, want %s", i, tm["name"], w.name)
+		}
+		if fmt.Sprint(tm["schedulingPolicy"]) != fmt.Sprint(policyOf(w)) {
+			t.Errorf("podGroupTemplates[%d].schedulingPolicy = %v, want %v", i, tm["schedulingPolicy"], policyOf(w))
+		}
+	}
+
+	// One PodGroup per template, under the name the webhook injects.
+	injected := podGroupNamesFromRuntime(tj, rt)
+	for _, w := range want {
+		name := api.PodGroupName(tj.Name, tj.UID, w.name)
+		var pg *unstructured.Unstructured
+		eventually(t, "PodGroup "+name, func(ctx context.Context) (bool, error) {
+			var err error
+			pg, err = get(ctx, c, version, api.KindPodGroup, tj.Namespace, name)
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return err == nil, err
+		})
+		workloadOwner := metav1.OwnerReference{
+			APIVersion: api.SchedulingGroup + "/" + version, Kind: api.KindWorkload, Name: wl.GetName(), UID: wl.GetUID(),
+		}
+		owners := pg.GetOwnerReferences()
+		if len(owners) != 2 || !equalOwner(owners[0], workloadOwner) || !equalOwner(owners[1], trainJobOwner) {
+			t.Errorf("PodGroup %s ownerReferences = %+v, want [%+v %+v]", name, owners, workloadOwner, trainJobOwner)
+		}
+		if ctl := metav1.GetControllerOf(pg); ctl == nil || ctl.UID != tj.UID {
+			t.Errorf("PodGroup %s controller = %+v, want the TrainJob", name, ctl)
+		}
+		wref, _, _ := unstructured.NestedStringMap(pg.Object, "spec", "workloadRef")
+		if want := map[string]string{"workloadName": wl.GetName(), "templateName": w.name}; fmt.Sprint(wref) != fmt.Sprint(want) {
+			t.Errorf("PodGroup %s spec.workloadRef = %v, want %v", name, wref, want)
+		}
+		policy, _, _ := unstructured.NestedMap(pg.Object, "spec", "schedulingPolicy")
+		if fmt.Sprint(policy) != fmt.Sprint(policyOf(w)) {
+			t.Errorf("PodGroup %s spec.schedulingPolicy = %v, want %v", name, policy, policyOf(w))
+		}
+	}
+	// Every replicatedJob's injected name is one of the created PodGroups.
+	for rj, name := range injected {
+		if _, err := get(ctx, c, version, api.KindPodGroup, tj.Namespace, name); err != nil {
+			t.Errorf("replicatedJob %s would join PodGroup %s, which does not exist: %v", rj, name, err)
+		}
+	}
+	if n := len(list(t, c, version, api.KindPodGroup, tj.Namespace)); n != len(want) {
+		t.Errorf("namespace holds %d PodGroups, want %d", n, len(want))
+	}
+
+	eventually(t, "WorkloadReady=True", func(ctx context.Context) (bool, error) {
+		var got trainerv1alpha1.TrainJob
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(tj), &got); err != nil {
+			return false, err
+		}
+		cond := meta.FindStatusCondition(got.Status.Conditions, api.TrainJobWorkloadReady)
+		return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == api.ReasonWorkloadCreated, nil
+	})
+}
+
+func equalOwner(a, b metav1.OwnerReference) bool {
+	return a.APIVersion == b.APIVersion && a.Kind == b.Kind && a.Name == b.Name && a.UID == b.UID &&
+		ptr.Deref(a.Controller, false) == ptr.Deref(b.Controller, false) &&
+		ptr.Deref(a.BlockOwnerDeletion, false) == ptr.Deref(b.BlockOwnerDeletion, false)
+}
+
+func hasEvent(t *testing.T, c *cluster.Cluster, tj *trainerv1alpha1.TrainJob, reason, typ string) {
+	t.Helper()
+	eventually(t, "a "+reason+" event on the TrainJob", func(ctx context.Context) (bool, error) {
+		var evs eventsv1.EventList
+		if err := c.Client.List(ctx, &evs, client.InNamespace(tj.Namespace)); err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == tj.Name && e.Reason == reason && e.Type == typ {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// testServedVersion runs the R-WL scenarios against a control plane serving
+// the Workload API at version.
+func testServedVersion(t *testing.T, setting cluster.WorkloadAPI) {
+	version := string(setting)
+	c := cluster.Start(t, cluster.Options{WorkloadAPI: setting})
+	startShepherd(t, c)
+
+	t.Run("initializers and trainer", func(t *testing.T) {
+		ns := c.Namespace(t)
+		rt := createRuntime(t, c, 1, false,
+			replicatedJob("dataset-initializer", api.AncestorDatasetInitializer),
+			replicatedJob("model-initializer", api.AncestorModelInitializer),
+			replicatedJob("node", api.AncestorTrainer))
+		tj := createTrainJob(t, c, ns, "llm", rt.Name, ptr.To[int32](8))
+		assertWorkload(t, c, version, tj, rt, []wantTemplate{{name: "initializer"}, {name: "trainer", minCount: 8}})
+		hasEvent(t, c, tj, api.EventWorkloadCreated, corev1.EventTypeNormal)
+
+		// Suspension keeps the objects; the reconcile it triggers (a spec
+		// change) creates nothing more.
+		patch := []byte(`{"spec":{"suspend":true}}`)
+		if err := c.Client.Patch(context.Background(), tj, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+			t.Fatalf("suspending: %v", err)
+		}
+		deadline := time.Now().Add(3 * time.Second)
+		for time.Now().Before(deadline) {
+			if n := len(list(t, c, version, api.KindWorkload, ns)); n != 1 {
+				t.Fatalf("after suspension the namespace holds %d Workloads, want 1", n)
+			}
+			if n := len(list(t, c, version, api.KindPodGroup, ns)); n != 2 {
+				t.Fatalf("after suspension the namespace holds %d PodGroups, want 2", n)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		assertWorkload(t, c, version, tj, rt, []wantTemplate{{name: "initializer"}, {name: "trainer", minCount: 8}})
+	})
+
+	t.Run("MPI launcher and nodes share the trainer gang, minCount from mlPolicy", func(t *testing.T) {
+		ns := c.Namespace(t)
+		rt := createRuntime(t, c, 4, true,
+			replicatedJob("launcher", api.AncestorTrainer),
+			replicatedJob("node", ""))
+		tj := createTrainJob(t, c, ns, "mpi", rt.Name, nil)
+		assertWorkload(t, c, version, tj, rt, []wantTemplate{{name: "trainer", minCount: 4}})
+	})
+
+	t.Run("runtime created after the TrainJob", func(t *testing.T) {
+		ns := c.Namespace(t)
+		tj := createTrainJob(t, c, ns, "early", "late-runtime-"+version, ptr.To[int32](2))
+		rt := &trainerv1alpha1.ClusterTrainingRuntime{
+			ObjectMeta: metav1.ObjectMeta{Name: "late-runtime-" + version},
+			Spec: trainerv1alpha1.TrainingRuntimeSpec{
+				PodGroupPolicy: &trainerv1alpha1.PodGroupPolicy{Workload: &trainerv1alpha1.WorkloadPodGroupPolicySource{}},
+				Template: trainerv1alpha1.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{
+					ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{replicatedJob("node", api.AncestorTrainer)},
+				}},
+			},
+		}
+		if err := c.Client.Create(context.Background(), rt); err != nil {
+			t.Fatalf("creating the runtime: %v", err)
+		}
+		assertWorkload(t, c, version, tj, rt, []wantTemplate{{name: "trainer", minCount: 2}})
+	})
+
+	t.Run("runtime without podGroupPolicy.workload: nothing created", func(t *testing.T) {
+		ns := c.Namespace(t)
+		rt := createRuntime(t, c, 1, false, replicatedJob("node", api.AncestorTrainer))
+		patch := []byte(`{"spec":{"podGroupPolicy":null}}`)
+		if err := c.Client.Patch(context.Background(), rt, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+			t.Fatalf("removing podGroupPolicy: %v", err)
+		}
+		tj := createTrainJob(t, c, ns, "plain", rt.Name, ptr.To[int32](2))
+		// A marker job in the same namespace, on a Workload runtime, proves
+		// the controller has processed this namespace's jobs.
+		wrt := createRuntime(t, c, 1, false, replicatedJob("node", api.AncestorTrainer))
+		marker := createTrainJob(t, c, ns, "marker", wrt.Name, ptr.To[int32](1))
+		assertWorkload(t, c, version, marker, wrt, []wantTemplate{{name: "trainer", minCount: 1}})
+		if _, err := get(context.Background(), c, version, api.KindWorkload, ns, tj.Name); !apierrors.IsNotFound(err) {
+			t.Errorf("Workload for a TrainJob whose runtime has no podGroupPolicy.workload: err = %v, want NotFound", err)
+		}
+	})
+}
+
+func TestWorkloadV1beta1(t *testing.T) { testServedVersion(t, cluster.WorkloadAPIV1beta1) }
+
+func TestWorkloadV1alpha3(t *testing.T) { testServedVersion(t, cluster.WorkloadAPIV1alpha3) }
+
+func TestNoWorkloadAPI(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{})
+	startShepherd(t, c)
+	ns := c.Namespace(t)
+	rt := createRuntime(t, c, 1, false, replicatedJob("node", api.AncestorTrainer))
+	tj := createTrainJob(t, c, ns, "no-api", rt.Name, ptr.To[int32](2))
+
+	eventually(t, "WorkloadReady=False reason WorkloadAPIUnavailable", func(ctx context.Context) (bool, error) {
+		var got trainerv1alpha1.TrainJob
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(tj), &got); err != nil {
+			return false, err
+		}
+		cond := meta.FindStatusCondition(got.Status.Conditions, api.TrainJobWorkloadReady)
+		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == api.ReasonWorkloadAPIUnavailable, nil
+	})
+	hasEvent(t, c, tj, api.EventWorkloadAPIMissing, corev1.EventTypeWarning)
+	// Nothing created: no version of the API is served, so nothing can be.
+	for _, v := range workload.Versions {
+		for _, r := range []string{"workloads", "podgroups"} {
+			served, err := c.Serves(api.SchedulingGroup+"/"+v, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if served {
+				t.Errorf("%s/%s %s served on a control plane without the Workload API", api.SchedulingGroup, v, r)
+			}
+		}
+	}
+}
