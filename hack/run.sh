@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# make run: today a stub that proves the binary and the control plane build.
-# The admission webhook server issue turns this into a local control plane
-# with shepherd serving it.
+# make run: a local control plane (the test harness's kube-apiserver + etcd,
+# Workload API on) with shepherd's CRDs and webhooks installed, `shepherd
+# serve` answering them, and examples/ applied. Ctrl-C stops everything.
+# The Makefile has built bin/shepherd and the control plane already.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./bin/shepherd version
-echo "control plane binaries: $(./hack/build-controlplane.sh)"
-echo "shepherd serve is not implemented yet; see README.md."
+export KUBEBUILDER_ASSETS="${KUBEBUILDER_ASSETS:-$(./hack/build-controlplane.sh)}"
+go build -o bin/devcluster ./hack/devcluster
+exec ./bin/devcluster -shepherd bin/shepherd -examples examples -state bin/run "$@"

@@ -1,0 +1,223 @@
+package app
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/shepherd-k8s/shepherd/webhook/audit"
+)
+
+type auditOptions struct {
+	server     string
+	token      string
+	tokenFile  string
+	kubeconfig string
+	caFile     string
+	insecure   bool
+	timeout    time.Duration
+	output     string
+
+	namespace, rule, user, since string
+	limit                        int
+}
+
+func init() {
+	subcommands = append(subcommands, newAuditCommand)
+}
+
+func newAuditCommand() *cobra.Command {
+	o := &auditOptions{server: "https://localhost:8443", timeout: 30 * time.Second, output: "table"}
+	cmd := &cobra.Command{
+		Use:   "audit",
+		Short: "Print the recent admission verdicts of a shepherd server",
+		Long: `audit reads the ring of recent Deny, Warn and Audit verdicts that shepherd serve
+keeps in memory and serves at /audit on its metrics server, and prints it as a
+table (oldest first) or as JSON.
+
+The metrics server authenticates callers with a bearer token and authorizes
+them with a SubjectAccessReview for "get" on the non-resource URL /audit. The
+token is --token, --token-file, or the bearer token of the kubeconfig's
+current user. Against a server run with --metrics-secure=false (make run)
+no token is needed.
+
+Examples:
+  shepherd audit --server https://localhost:8443 --insecure-skip-tls-verify
+  shepherd audit --server http://127.0.0.1:8080 -n research --since 1h -o json
+  shepherd audit --rule V-TJ-1 --user alice@example.com`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runAudit(cmd.Context(), o, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.server, "server", o.server, "Base URL of shepherd's metrics server (http:// or https://).")
+	f.StringVar(&o.token, "token", o.token, "Bearer token to authenticate with.")
+	f.StringVar(&o.tokenFile, "token-file", o.tokenFile, "File holding the bearer token.")
+	f.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Kubeconfig whose current user's bearer token is used when no --token is given (default: $KUBECONFIG or ~/.kube/config, if present).")
+	f.StringVar(&o.caFile, "certificate-authority", o.caFile, "CA bundle to verify the metrics server's certificate.")
+	f.BoolVar(&o.insecure, "insecure-skip-tls-verify", o.insecure, "Do not verify the metrics server's certificate (it is self-signed unless configured otherwise).")
+	f.DurationVar(&o.timeout, "request-timeout", o.timeout, "Timeout of the request.")
+	f.StringVarP(&o.output, "output", "o", o.output, "Output format: table or json.")
+	f.StringVarP(&o.namespace, "namespace", "n", o.namespace, "Only verdicts on objects in this namespace.")
+	f.StringVar(&o.rule, "rule", o.rule, "Only verdicts of this rule (V-TJ-1, or a WorkloadPolicy's name).")
+	f.StringVar(&o.user, "user", o.user, "Only verdicts on requests of this user.")
+	f.StringVar(&o.since, "since", o.since, `Only verdicts since an RFC 3339 time or for a duration back from now ("1h").`)
+	f.IntVar(&o.limit, "limit", o.limit, "Only the newest N verdicts (0: all the ring holds).")
+	return cmd
+}
+
+func runAudit(ctx context.Context, o *auditOptions, out io.Writer) error {
+	if o.output != "table" && o.output != "json" {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--output %q: want table or json", o.output)}
+	}
+	q := audit.Query{Namespace: o.namespace, Rule: o.rule, User: o.user, Limit: o.limit}
+	if o.since != "" {
+		t, err := audit.ParseSince(o.since, time.Now())
+		if err != nil {
+			return &ExitError{Code: 2, Err: fmt.Errorf("--since: %w", err)}
+		}
+		q.Since = t
+	}
+	base, err := url.Parse(o.server)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--server %q: want a URL such as https://localhost:8443", o.server)}
+	}
+	u := base.JoinPath("audit")
+	u.RawQuery = q.Values().Encode()
+
+	httpClient, token, err := o.client()
+	if err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", u.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", u.Redacted(), err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		hint := ""
+		switch resp.StatusCode {
+		case http.StatusUnauthorized:
+			hint = " (pass a bearer token: --token, --token-file or a kubeconfig user with a token)"
+		case http.StatusForbidden:
+			hint = ` (the token's user needs RBAC "get" on the non-resource URL /audit)`
+		}
+		return fmt.Errorf("%s answered %s: %s%s", u.Redacted(), resp.Status, strings.TrimSpace(string(body)), hint)
+	}
+	var list audit.List
+	if err := json.Unmarshal(body, &list); err != nil {
+		return fmt.Errorf("%s did not answer with an audit list: %w", u.Redacted(), err)
+	}
+	if o.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(list)
+	}
+	return printAuditTable(out, list.Items)
+}
+
+// client builds the HTTP client and finds the bearer token.
+func (o *auditOptions) client() (*http.Client, string, error) {
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: o.insecure} //nolint:gosec // opt-in flag for self-signed metrics certificates
+	if o.caFile != "" {
+		pem, err := os.ReadFile(o.caFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("--certificate-authority: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, "", fmt.Errorf("--certificate-authority %s holds no PEM certificate", o.caFile)
+		}
+		tlsCfg.RootCAs = pool
+	}
+	token := o.token
+	if token == "" && o.tokenFile != "" {
+		b, err := os.ReadFile(o.tokenFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("--token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	if token == "" {
+		token = o.kubeconfigToken()
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment}}, token, nil
+}
+
+// kubeconfigToken is the bearer token of the kubeconfig's current user, if
+// any; without a kubeconfig the request goes out unauthenticated.
+func (o *auditOptions) kubeconfigToken() string {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.kubeconfig != "" {
+		rules.ExplicitPath = o.kubeconfig
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return ""
+	}
+	if cfg.BearerToken != "" {
+		return cfg.BearerToken
+	}
+	if cfg.BearerTokenFile != "" {
+		if b, err := os.ReadFile(cfg.BearerTokenFile); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	return ""
+}
+
+func printAuditTable(out io.Writer, items []audit.Record) error {
+	if len(items) == 0 {
+		_, err := fmt.Fprintln(out, "No verdicts recorded.")
+		return err
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tACTION\tRULE\tOPERATION\tKIND\tOBJECT\tUSER\tDRY-RUN\tFIELD\tMESSAGE")
+	for _, r := range items {
+		obj := r.Name
+		if r.Namespace != "" {
+			obj = r.Namespace + "/" + r.Name
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%t\t%s\t%s\n",
+			r.Time.UTC().Format(time.RFC3339), r.Action, r.Rule, r.Operation, r.Kind, obj, r.User, r.DryRun, dash(r.Field), oneLine(r.Message))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
