@@ -9,6 +9,7 @@ import (
 
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 )
 
@@ -19,6 +20,7 @@ func AddToScheme(s *runtime.Scheme) error {
 		trainerv1alpha1.AddToScheme,
 		grovev1alpha1.AddToScheme,
 		jobsetv1alpha2.AddToScheme,
+		shepherdv1alpha1.AddToScheme,
 	} {
 		if err := add(s); err != nil {
 			return err

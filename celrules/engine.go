@@ -1,0 +1,209 @@
+package celrules
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"sync"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+)
+
+// Engine holds the compiled built-in rules and WorkloadPolicies and
+// evaluates them. It is safe for concurrent use: evaluations read an
+// immutable snapshot while SetPolicy and DeletePolicy swap it.
+type Engine struct {
+	schemas *Schemas
+	tc      *typeChecker
+
+	builtins []*compiledRule // enabled built-ins, in library order
+	infos    []RuleInfo      // every built-in, enabled or not
+
+	mu       sync.RWMutex
+	policies map[string]*compiledRule
+	// failed caches the errors of a policy version that did not compile, so
+	// a resync of the same resourceVersion does not compile it again.
+	failed map[string]failedPolicy
+	// ordered is the snapshot evaluations read: built-ins then policies by
+	// name. It is replaced, never mutated.
+	ordered []*compiledRule
+}
+
+type failedPolicy struct {
+	resourceVersion string
+	errs            field.ErrorList
+}
+
+// NewEngine compiles the built-in library (once per process; the result is
+// shared) and switches rules on and off per cfg.
+func NewEngine(cfg Config) (*Engine, error) {
+	s, err := LoadSchemas()
+	if err != nil {
+		return nil, err
+	}
+	all, err := builtinRules()
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{schemas: s, tc: newTypeChecker(s), policies: map[string]*compiledRule{}, failed: map[string]failedPolicy{}}
+	for _, cr := range all {
+		enabled := cfg.Enabled(cr.rule.ID)
+		if enabled {
+			e.builtins = append(e.builtins, cr)
+		}
+		info := cr.info()
+		info.Enabled = enabled
+		e.infos = append(e.infos, info)
+	}
+	e.ordered = slices.Clone(e.builtins)
+	return e, nil
+}
+
+func (cr *compiledRule) info() RuleInfo {
+	return RuleInfo{
+		ID:          cr.rule.ID,
+		Kinds:       cr.rule.kinds(),
+		Action:      string(cr.action),
+		Exportable:  true,
+		Source:      cr.source,
+		Description: cr.rule.Description,
+		Enabled:     true,
+	}
+}
+
+// SetPolicy compiles and type-checks a WorkloadPolicy and, when it compiles,
+// makes it active in place of its previous version. When it does not, the
+// policy is not applied at all (its previous version is removed too) and
+// the errors are returned for its status, one per expression. A version
+// already seen (same name and resourceVersion) is not compiled again.
+func (e *Engine) SetPolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
+	rv := p.ResourceVersion
+	e.mu.RLock()
+	if cur, ok := e.policies[p.Name]; ok && rv != "" && cur.resourceVersion == rv {
+		e.mu.RUnlock()
+		return nil
+	}
+	if f, ok := e.failed[p.Name]; ok && rv != "" && f.resourceVersion == rv {
+		e.mu.RUnlock()
+		return f.errs
+	}
+	e.mu.RUnlock()
+
+	cr, errs := compileRule(RuleFromPolicy(p), SourcePolicy, environment.NewExpressions, e.tc)
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(errs) > 0 {
+		delete(e.policies, p.Name)
+		e.failed[p.Name] = failedPolicy{resourceVersion: rv, errs: errs}
+	} else {
+		cr.resourceVersion = rv
+		e.policies[p.Name] = cr
+		delete(e.failed, p.Name)
+	}
+	e.reorder()
+	return errs
+}
+
+// DeletePolicy removes a WorkloadPolicy.
+func (e *Engine) DeletePolicy(name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.policies, name)
+	delete(e.failed, name)
+	e.reorder()
+}
+
+// reorder rebuilds the evaluation snapshot; e.mu must be held.
+func (e *Engine) reorder() {
+	names := make([]string, 0, len(e.policies))
+	for n := range e.policies {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	ordered := slices.Clone(e.builtins)
+	for _, n := range names {
+		ordered = append(ordered, e.policies[n])
+	}
+	e.ordered = ordered
+}
+
+func (e *Engine) snapshot() []*compiledRule {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.ordered
+}
+
+// Rules lists every built-in rule (enabled or not) and every active policy.
+func (e *Engine) Rules() []RuleInfo {
+	out := slices.Clone(e.infos)
+	for _, cr := range e.snapshot() {
+		if cr.source == SourcePolicy {
+			out = append(out, cr.info())
+		}
+	}
+	return out
+}
+
+// Export renders every enabled built-in rule and every active policy as a
+// ValidatingAdmissionPolicy and binding, in evaluation order.
+func (e *Engine) Export() ([]*admissionregistrationv1.ValidatingAdmissionPolicy, []*admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	var vaps []*admissionregistrationv1.ValidatingAdmissionPolicy
+	var bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
+	for _, cr := range e.snapshot() {
+		v, b := exportRule(cr.rule, cr.source, e.schemas)
+		vaps = append(vaps, v)
+		bindings = append(bindings, b)
+	}
+	return vaps, bindings
+}
+
+// Schemas returns the schemas the engine type-checks with.
+func (e *Engine) Schemas() *Schemas { return e.schemas }
+
+// Input is one admission request as the engine sees it.
+type Input struct {
+	Operation string // CREATE, UPDATE, DELETE, CONNECT
+	Group     string
+	Version   string
+	Kind      string
+	Resource  string
+	Namespace string
+	Name      string
+	// Object and OldObject are the decoded JSON (numbers as int64/float64,
+	// as apimachinery decodes them); nil when absent.
+	Object    map[string]any
+	OldObject map[string]any
+	// NamespaceObject is the request's namespace, for namespaceSelector and
+	// namespaceObject; nil when unknown or cluster-scoped.
+	NamespaceObject *corev1.Namespace
+	UserInfo        authenticationv1.UserInfo
+	DryRun          bool
+	UID             string
+}
+
+// Result is one failed validation (or evaluation failure) of one rule.
+type Result struct {
+	Rule    string
+	Action  shepherdv1alpha1.Action
+	Field   string
+	Message string
+	// Reason is the field error type: FieldValueInvalid or
+	// FieldValueForbidden.
+	Reason string
+	// EvalError is set when the rule could not be evaluated (runtime error,
+	// cost limit, budget) rather than failing a validation.
+	EvalError bool
+}
+
+// Evaluate runs every enabled rule that matches in against it and returns
+// every failed validation, in rule order.
+func (e *Engine) Evaluate(ctx context.Context, in *Input) []Result {
+	return evaluate(ctx, e.snapshot(), in)
+}

@@ -1,0 +1,157 @@
+package celrules
+
+import (
+	"slices"
+	"strings"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+)
+
+// LabelRule marks exported policies and bindings with the rule they carry.
+const LabelRule = "shepherd.dev/rule"
+
+// PolicyName is the name of the ValidatingAdmissionPolicy (and binding) a
+// rule exports as: shepherd-v-tj-1 for built-in rule V-TJ-1,
+// shepherd-policy-<name> for a WorkloadPolicy.
+func PolicyName(id string, source Source) string {
+	if source == SourcePolicy {
+		return "shepherd-policy-" + id
+	}
+	return "shepherd-" + strings.ToLower(id)
+}
+
+// exportRule renders a rule as a ValidatingAdmissionPolicy and its binding.
+// A ValidatingAdmissionPolicy validation has no field path: fieldPath and
+// fieldPathsExpression are shepherd's own and are not exported (the message
+// is, and verdicts are the same).
+// Resources are listed with the CRD's explicit versions (not "*"), so the
+// apiserver type-checks the exported expressions against the schemas.
+func exportRule(r Rule, source Source, s *Schemas) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+	name := PolicyName(r.ID, source)
+	meta := metav1.ObjectMeta{
+		Name:   name,
+		Labels: map[string]string{"app.kubernetes.io/managed-by": api.FieldManager},
+	}
+	if len(r.ID) <= 63 {
+		meta.Labels[LabelRule] = r.ID
+	}
+	fail := admissionregistrationv1.Fail
+	if r.failurePolicy() == shepherdv1alpha1.FailurePolicyIgnore {
+		fail = admissionregistrationv1.Ignore
+	}
+	equivalent := admissionregistrationv1.Equivalent
+	mc := &admissionregistrationv1.MatchResources{
+		NamespaceSelector: r.Match.NamespaceSelector.DeepCopy(),
+		ObjectSelector:    r.Match.ObjectSelector.DeepCopy(),
+		MatchPolicy:       &equivalent,
+	}
+	if mc.NamespaceSelector == nil {
+		mc.NamespaceSelector = &metav1.LabelSelector{}
+	}
+	if mc.ObjectSelector == nil {
+		mc.ObjectSelector = &metav1.LabelSelector{}
+	}
+	for _, rr := range r.Match.Resources {
+		mc.ResourceRules = append(mc.ResourceRules, exportResourceRule(rr, s))
+	}
+	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
+		ObjectMeta: *meta.DeepCopy(),
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			FailurePolicy:    &fail,
+			MatchConstraints: mc,
+		},
+	}
+	for _, c := range r.MatchConditions {
+		vap.Spec.MatchConditions = append(vap.Spec.MatchConditions, admissionregistrationv1.MatchCondition{Name: c.Name, Expression: c.Expression})
+	}
+	for _, v := range r.Variables {
+		vap.Spec.Variables = append(vap.Spec.Variables, admissionregistrationv1.Variable{Name: v.Name, Expression: v.Expression})
+	}
+	for _, v := range r.Validations {
+		vap.Spec.Validations = append(vap.Spec.Validations, admissionregistrationv1.Validation{
+			Expression:        v.Expression,
+			Message:           v.Message,
+			MessageExpression: v.MessageExpression,
+			Reason:            v.Reason,
+		})
+	}
+	var actions []admissionregistrationv1.ValidationAction
+	switch r.action() {
+	case shepherdv1alpha1.ActionWarn:
+		actions = []admissionregistrationv1.ValidationAction{admissionregistrationv1.Warn}
+	case shepherdv1alpha1.ActionAudit:
+		actions = []admissionregistrationv1.ValidationAction{admissionregistrationv1.Audit}
+	default:
+		actions = []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}
+	}
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
+		ObjectMeta: meta,
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
+			PolicyName:        name,
+			ValidationActions: actions,
+		},
+	}
+	return vap, binding
+}
+
+func exportResourceRule(rr shepherdv1alpha1.ResourceRule, s *Schemas) admissionregistrationv1.NamedRuleWithOperations {
+	ops := rr.Operations
+	if len(ops) == 0 {
+		ops = []string{"CREATE", "UPDATE"}
+	}
+	var resources, versions []string
+	add := func(list *[]string, v string) {
+		if !slices.Contains(*list, v) {
+			*list = append(*list, v)
+		}
+	}
+	wildcardVersion := false
+	for _, g := range rr.APIGroups {
+		for _, k := range rr.Kinds {
+			if k == "*" || g == "*" {
+				add(&resources, "*")
+				wildcardVersion = true
+				continue
+			}
+			gk := schema.GroupKind{Group: g, Kind: k}
+			add(&resources, s.Resource(gk))
+			vs := s.Versions(gk)
+			if len(vs) == 0 {
+				wildcardVersion = true
+			}
+			for _, v := range vs {
+				add(&versions, v)
+			}
+		}
+	}
+	for _, r := range rr.Resources {
+		add(&resources, r)
+		wildcardVersion = true
+	}
+	if wildcardVersion || len(versions) == 0 {
+		versions = []string{"*"}
+	}
+	var operations []admissionregistrationv1.OperationType
+	for _, op := range ops {
+		operations = append(operations, admissionregistrationv1.OperationType(op))
+	}
+	scope := admissionregistrationv1.AllScopes
+	return admissionregistrationv1.NamedRuleWithOperations{
+		RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+			Operations: operations,
+			Rule: admissionregistrationv1.Rule{
+				APIGroups:   slices.Clone(rr.APIGroups),
+				APIVersions: versions,
+				Resources:   resources,
+				Scope:       &scope,
+			},
+		},
+	}
+}
