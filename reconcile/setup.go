@@ -7,6 +7,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
+	"github.com/shepherd-k8s/shepherd/reconcile/training"
 	"github.com/shepherd-k8s/shepherd/reconcile/trainjob"
 	"github.com/shepherd-k8s/shepherd/reconcile/workload"
 )
@@ -29,6 +30,7 @@ var controllers = []controller{
 	{name: "trainjob", setup: func(mgr ctrl.Manager, o Options) error { return trainjob.Setup(mgr, o.Clock) }},
 	{name: "workload", setup: func(mgr ctrl.Manager, o Options) error { return workload.Setup(mgr, o.Clock) }},
 	{name: "gang", setup: func(mgr ctrl.Manager, o Options) error { return gang.Setup(mgr, o.Clock) }},
+	{name: "training", setup: func(mgr ctrl.Manager, o Options) error { return training.Setup(mgr, o.Clock) }},
 }
 
 // SetupAll registers every controller with mgr.

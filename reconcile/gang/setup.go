@@ -38,7 +38,7 @@ const conflictRetry = 200 * time.Millisecond
 func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &corev1.Pod{}, IndexPodOwner, podOwnerIndex); err != nil {
+	if err := idx.IndexField(ctx, &corev1.Pod{}, IndexPodOwner, PodOwners); err != nil {
 		return fmt.Errorf("indexing pods by owning PodClique: %w", err)
 	}
 	partOf := func(o client.Object) []string {
@@ -78,8 +78,9 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 	return nil
 }
 
-// podOwnerIndex returns the names of the PodCliques that own a pod.
-func podOwnerIndex(o client.Object) []string {
+// PodOwners returns the names of the PodCliques that own a pod: the index
+// function of IndexPodOwner, for other packages' indexes of the same key.
+func PodOwners(o client.Object) []string {
 	var out []string
 	for _, ref := range o.GetOwnerReferences() {
 		if ref.Kind == api.KindPodClique && groupOf(ref.APIVersion) == api.GroveGroup {

@@ -1,0 +1,92 @@
+package training
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/reconcile/gang"
+)
+
+// Cache indexes this package registers (its own names, so it can run beside
+// package gang on one manager, or without it).
+const (
+	indexPodOwner  = "training.shepherd.dev/pod-owner-podclique"
+	indexPodPartOf = "training.shepherd.dev/pod-part-of"
+	indexPartOf    = "training.shepherd.dev/part-of"
+)
+
+const conflictRetry = 200 * time.Millisecond
+
+// Setup registers the Training PodClique and PodCliqueSet controllers.
+func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
+	ctx := context.Background()
+	idx := mgr.GetFieldIndexer()
+	partOf := func(o client.Object) []string {
+		if v := o.GetLabels()[api.LabelPartOf]; v != "" {
+			return []string{v}
+		}
+		return nil
+	}
+	if err := idx.IndexField(ctx, &corev1.Pod{}, indexPodOwner, gang.PodOwners); err != nil {
+		return fmt.Errorf("indexing pods by owning PodClique: %w", err)
+	}
+	if err := idx.IndexField(ctx, &corev1.Pod{}, indexPodPartOf, partOf); err != nil {
+		return fmt.Errorf("indexing pods by PodCliqueSet: %w", err)
+	}
+	if err := idx.IndexField(ctx, &grovev1alpha1.PodClique{}, indexPartOf, partOf); err != nil {
+		return fmt.Errorf("indexing PodCliques by PodCliqueSet: %w", err)
+	}
+	c := mgr.GetClient()
+	if err := ctrl.NewControllerManagedBy(mgr).Named("training-podclique").
+		For(&grovev1alpha1.PodClique{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &grovev1alpha1.PodClique{})).
+		Complete(&cliqueReconciler{client: c, clock: clk}); err != nil {
+		return fmt.Errorf("building the Training PodClique controller: %w", err)
+	}
+	toSet := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if v := o.GetLabels()[api.LabelPartOf]; v != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: v}}}
+		}
+		return nil
+	})
+	if err := ctrl.NewControllerManagedBy(mgr).Named("training-podcliqueset").
+		For(&grovev1alpha1.PodCliqueSet{}).
+		Watches(&grovev1alpha1.PodClique{}, toSet).
+		Watches(&corev1.Pod{}, toSet).
+		Complete(&setReconciler{client: c, clock: clk, recorder: mgr.GetEventRecorder("shepherd-training")}); err != nil {
+		return fmt.Errorf("building the Training PodCliqueSet controller: %w", err)
+	}
+	return nil
+}
+
+// trainingSet fetches the PodCliqueSet an object is part of, nil unless it
+// exists and is a Training workload.
+func trainingSet(ctx context.Context, c client.Reader, o client.Object) (*grovev1alpha1.PodCliqueSet, error) {
+	name := o.GetLabels()[api.LabelPartOf]
+	if name == "" {
+		return nil, nil
+	}
+	var pcs grovev1alpha1.PodCliqueSet
+	if err := c.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: name}, &pcs); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("getting PodCliqueSet %s/%s: %w", o.GetNamespace(), name, err)
+	}
+	if !gang.IsTraining(&pcs) {
+		return nil, nil
+	}
+	return &pcs, nil
+}
