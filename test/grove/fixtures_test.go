@@ -25,6 +25,7 @@ import (
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/api/install"
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
+	"github.com/shepherd-k8s/shepherd/reconcile/training"
 )
 
 // pollTimeout is generous: the machine is shared by several engineers.
@@ -50,6 +51,9 @@ func startShepherd(t testing.TB, ns string) *shepherd {
 		t.Fatalf("creating manager: %v", err)
 	}
 	if err := gang.Setup(mgr, clock.RealClock{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := training.Setup(mgr, clock.RealClock{}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
