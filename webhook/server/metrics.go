@@ -28,8 +28,8 @@ var (
 	}, []string{"webhook", "kind", "operation", "verdict"})
 
 	ruleEvaluation = prometheus.NewHistogramVec(prometheus.HistogramOpts{
-		Name: "shepherd_rule_evaluation_duration_seconds",
-		Help: "Time the admission chain spends evaluating its rules for one request: phase default (the D-* defaulters) or validate (CEL rules, WorkloadPolicies and lookups), by kind.",
+		Name:    "shepherd_rule_evaluation_duration_seconds",
+		Help:    "Time the admission chain spends evaluating its rules for one request: phase default (the D-* defaulters) or validate (CEL rules, WorkloadPolicies and lookups), by kind.",
 		Buckets: []float64{10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 50e-3, 250e-3, 1},
 	}, []string{"phase", "kind"})
 

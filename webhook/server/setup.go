@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -51,9 +52,11 @@ func NewWorkloadAPIProbe(mgr manager.Manager, interval time.Duration) (*Workload
 }
 
 // LookupObjects are the kinds the chain's Go lookups read (a TrainJob's
-// runtime, a JobSet's TrainJob, a PodClique's PodCliqueSet).
+// runtime, a JobSet's TrainJob, a PodClique's PodCliqueSet, and the
+// request's Namespace for WorkloadPolicies' namespaceSelector).
 func LookupObjects() []client.Object {
 	return []client.Object{
+		&corev1.Namespace{},
 		&trainerv1alpha1.TrainingRuntime{},
 		&trainerv1alpha1.ClusterTrainingRuntime{},
 		&trainerv1alpha1.TrainJob{},

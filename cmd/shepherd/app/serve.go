@@ -1,0 +1,259 @@
+package app
+
+import (
+	"context"
+	goflag "flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/shepherd-k8s/shepherd/api/install"
+	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/reconcile"
+	"github.com/shepherd-k8s/shepherd/webhook/audit"
+	"github.com/shepherd-k8s/shepherd/webhook/server"
+)
+
+// serveOptions are `shepherd serve`'s flags.
+type serveOptions struct {
+	kubeconfig string
+
+	webhookHost  string
+	webhookPort  int
+	certDir      string
+	enableHTTP2  bool
+	maxBodyBytes int64
+
+	metricsAddr     string
+	metricsSecure   bool
+	metricsCertDir  string
+	healthAddr      string
+	shutdownTimeout time.Duration
+
+	leaderElect             bool
+	leaderElectionID        string
+	leaderElectionNamespace string
+
+	auditRingSize     int
+	auditDryRun       bool
+	discoveryInterval time.Duration
+	disableReconcile  bool
+
+	disabledRules               []string
+	disableStartupPolicyRewrite bool
+	inferenceTerminationDelay   time.Duration
+
+	zap zap.Options
+}
+
+func defaultServeOptions() *serveOptions {
+	return &serveOptions{
+		webhookPort:       9443,
+		certDir:           "/tmp/k8s-webhook-server/serving-certs",
+		maxBodyBytes:      server.DefaultMaxBodyBytes,
+		metricsAddr:       ":8443",
+		metricsSecure:     true,
+		healthAddr:        ":8081",
+		shutdownTimeout:   30 * time.Second,
+		leaderElect:       true,
+		leaderElectionID:  "shepherd.shepherd.dev",
+		auditRingSize:     4096,
+		auditDryRun:       true,
+		discoveryInterval: 30 * time.Second,
+	}
+}
+
+func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to a kubeconfig. Empty: $KUBECONFIG, the in-cluster service account, then ~/.kube/config.")
+
+	fs.StringVar(&o.webhookHost, "webhook-host", o.webhookHost, "Address the admission webhook server listens on (empty: all addresses).")
+	fs.IntVar(&o.webhookPort, "webhook-port", o.webhookPort, "Port of the admission webhook server (HTTPS). It serves /mutate and /validate.")
+	fs.StringVar(&o.certDir, "cert-dir", o.certDir, "Directory holding the webhook serving certificate tls.crt and key tls.key. The files are watched: a renewed certificate is served without a restart.")
+	fs.BoolVar(&o.enableHTTP2, "enable-http2", o.enableHTTP2, "Offer HTTP/2 on the webhook and metrics servers. Off by default: the apiserver does not need it and HTTP/2 stream resets have been a denial-of-service vector.")
+	fs.Int64Var(&o.maxBodyBytes, "max-request-bytes", o.maxBodyBytes, "Largest AdmissionReview accepted; larger requests are answered 413.")
+
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, `Address of the metrics server, which serves /metrics and the audit ring at /audit. "0" disables it.`)
+	fs.BoolVar(&o.metricsSecure, "metrics-secure", o.metricsSecure, "Serve metrics over HTTPS and require a bearer token that the apiserver authenticates (TokenReview) and authorizes (SubjectAccessReview: get on the non-resource URL /metrics or /audit). --metrics-secure=false serves plain HTTP with no authentication: for local development only.")
+	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", o.metricsCertDir, "Directory with tls.crt/tls.key for the metrics server; empty: a self-signed certificate generated at start.")
+	fs.StringVar(&o.healthAddr, "health-probe-bind-address", o.healthAddr, "Address serving /healthz and /readyz. /readyz is ready once the webhook server serves its certificate, the caches have synced, WorkloadPolicies are compiled and Workload API discovery has run.")
+	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", o.shutdownTimeout, "How long shutdown waits for in-flight admission requests and reconciles to finish.")
+
+	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Run the reconcilers only on the elected leader replica. Admission webhooks run on every replica regardless.")
+	fs.StringVar(&o.leaderElectionID, "leader-election-id", o.leaderElectionID, "Name of the Lease used for leader election.")
+	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", o.leaderElectionNamespace, "Namespace of the leader-election Lease (empty: the namespace shepherd runs in).")
+
+	fs.IntVar(&o.auditRingSize, "audit-ring-size", o.auditRingSize, "Number of recent verdicts kept in memory and served at /audit (oldest dropped first).")
+	fs.BoolVar(&o.auditDryRun, "audit-dry-run", o.auditDryRun, "Audit the verdicts of dry-run requests too (marked dryRun; they never produce Events).")
+	fs.DurationVar(&o.discoveryInterval, "workload-api-discovery-interval", o.discoveryInterval, "How often discovery re-checks whether the cluster serves the Workload API (rule V-TR-7 and the Workload reconciler).")
+	fs.BoolVar(&o.disableReconcile, "disable-reconcilers", o.disableReconcile, "Serve admission only, without the lifecycle reconcilers.")
+
+	fs.StringSliceVar(&o.disabledRules, "disable-rules", o.disabledRules, "Comma-separated built-in rule IDs to switch off, e.g. V-JS-5,D-PCS-6 (shepherd export lists them).")
+	fs.BoolVar(&o.disableStartupPolicyRewrite, "disable-startup-policy-rewrite", o.disableStartupPolicyRewrite, "Switch D-JS-2 to a warning only: a JobSet's startupPolicy InOrder is no longer rewritten into dependsOn.")
+	fs.DurationVar(&o.inferenceTerminationDelay, "inference-termination-delay", o.inferenceTerminationDelay, "D-PCS-5: terminationDelay given to Inference PodCliqueSets that set none. 0 leaves it unset (gang termination stays opt-in).")
+}
+
+func init() {
+	subcommands = append(subcommands, newServeCommand)
+}
+
+func newServeCommand() *cobra.Command {
+	o := defaultServeOptions()
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the admission webhook server and the lifecycle reconcilers",
+		Long: `serve answers the kube-apiserver's admission calls for TrainJobs, (Cluster)TrainingRuntimes,
+JobSets, PodCliqueSets, PodCliques and PodCliqueScalingGroups: the mutating webhook
+(/mutate) applies the defaults as a JSON patch, the validating webhook (/validate)
+runs the built-in CEL rules, the cluster's WorkloadPolicies (hot-reloaded) and the
+lookups, and answers every violation at once as one 422 Invalid.
+
+Every Deny, Warn and Audit verdict is audited: a log line, the metric
+shepherd_policy_verdicts_total, a PolicyViolation Event and the ring served at
+/audit on the metrics server (read it with ` + "`shepherd audit`" + `).
+
+The lifecycle reconcilers (deadlines, TTL, Workloads, gang termination, training)
+run on the leader replica only.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return runServe(ctx, o)
+		},
+	}
+	o.addFlags(cmd.Flags())
+	zfs := goflag.NewFlagSet("zap", goflag.ContinueOnError)
+	o.zap.BindFlags(zfs)
+	cmd.Flags().AddGoFlagSet(zfs)
+	return cmd
+}
+
+func (o *serveOptions) restConfig() (*rest.Config, error) {
+	if o.kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err)
+		}
+		return cfg, nil
+	}
+	return ctrl.GetConfig()
+}
+
+// rulesConfig is the built-in rules' configuration from the flags.
+func (o *serveOptions) rulesConfig() celrules.Config {
+	c := celrules.Config{
+		DisabledRules:               o.disabledRules,
+		DisableStartupPolicyRewrite: o.disableStartupPolicyRewrite,
+	}
+	if o.inferenceTerminationDelay > 0 {
+		c.InferenceTerminationDelay = &metav1.Duration{Duration: o.inferenceTerminationDelay}
+	}
+	return c
+}
+
+func runServe(ctx context.Context, o *serveOptions) error {
+	log := zap.New(zap.UseFlagOptions(&o.zap))
+	ctrl.SetLogger(log)
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	for _, id := range o.disabledRules {
+		if strings.TrimSpace(id) == "" {
+			return &ExitError{Code: 2, Err: fmt.Errorf("--disable-rules has an empty rule ID")}
+		}
+	}
+	cfg, err := o.restConfig()
+	if err != nil {
+		return err
+	}
+
+	metricsOpts := metricsserver.Options{
+		BindAddress:   o.metricsAddr,
+		SecureServing: o.metricsSecure,
+		CertDir:       o.metricsCertDir,
+		TLSOpts:       server.TLSOptions(o.enableHTTP2),
+	}
+	if o.metricsSecure {
+		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	}
+	mgr, err := ctrl.NewManager(cfg, manager.Options{
+		Scheme:  install.NewScheme(),
+		Metrics: metricsOpts,
+		WebhookServer: crwebhook.NewServer(crwebhook.Options{
+			Host:    o.webhookHost,
+			Port:    o.webhookPort,
+			CertDir: o.certDir,
+			TLSOpts: server.TLSOptions(o.enableHTTP2),
+		}),
+		HealthProbeBindAddress:        o.healthAddr,
+		LeaderElection:                o.leaderElect,
+		LeaderElectionID:              o.leaderElectionID,
+		LeaderElectionNamespace:       o.leaderElectionNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &o.shutdownTimeout,
+		Logger:                        log,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+
+	// --- Certificates: the one place serving certificates hook in. ---
+	// Today the webhook server serves the files in --cert-dir (mounted from
+	// a Secret, or written by `make run`), hot-reloaded by certwatcher.
+	// The certs package's self-signed mode plugs in here:
+	// certs.Setup(mgr, certsOptions) writes the pair into --cert-dir and
+	// injects the CA bundle into the webhook configurations.
+	// --- end certificates ---
+
+	probe, err := server.NewWorkloadAPIProbe(mgr, o.discoveryInterval)
+	if err != nil {
+		return err
+	}
+	if err := server.WatchLookupObjects(ctx, mgr); err != nil {
+		return err
+	}
+	chain, err := newChain(mgr, probe, o.rulesConfig())
+	if err != nil {
+		return err
+	}
+	rec := audit.NewRecorder(o.auditRingSize, mgr.GetEventRecorder("shepherd-webhook"), clock.RealClock{})
+	rec.SkipDryRun = !o.auditDryRun
+	if err := server.Register(mgr, chain, rec, probe, server.Options{MaxBodyBytes: o.maxBodyBytes}); err != nil {
+		return err
+	}
+	if err := setupPolicyReload(mgr, chain); err != nil {
+		return err
+	}
+	if !o.disableReconcile {
+		if err := reconcile.SetupAll(mgr, reconcile.Options{Clock: clock.RealClock{}}); err != nil {
+			return err
+		}
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return fmt.Errorf("adding the health check: %w", err)
+	}
+
+	log.Info("starting shepherd", "version", Version(), "webhookPort", o.webhookPort, "certDir", o.certDir,
+		"metrics", o.metricsAddr, "metricsSecure", o.metricsSecure, "health", o.healthAddr, "leaderElection", o.leaderElect)
+	// Start returns once ctx is cancelled and every runnable has stopped:
+	// the webhook server drains in-flight admissions first.
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("running the manager: %w", err)
+	}
+	return nil
+}

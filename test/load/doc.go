@@ -1,0 +1,13 @@
+// Package load holds shepherd's admission load benchmarks. They are
+// Benchmarks, so `make test` never runs them; run them explicitly:
+//
+//	# in-process handler: decode → default → validate → encode, p50/p99
+//	go test -run '^$' -bench Handler ./test/load/
+//
+//	# `shepherd serve` over TLS on loopback: 32 keep-alive clients, mixed kinds
+//	KUBEBUILDER_ASSETS=$(./hack/build-controlplane.sh) \
+//	  go test -run '^$' -bench TLSLoad -benchtime 1x -timeout 20m ./test/load/
+//
+// Each reports its figures with b.ReportMetric: admissions/s, latency
+// percentiles, errors, and for the TLS run the server process's CPU and RSS.
+package load

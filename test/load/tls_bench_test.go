@@ -1,0 +1,248 @@
+package load
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/shepherd-k8s/shepherd/test/cluster"
+)
+
+const (
+	clients      = 32
+	warmup       = 3 * time.Second
+	loadDuration = 15 * time.Second
+)
+
+// BenchmarkTLSLoad runs `shepherd serve` (the binary, as deployed, against
+// a real apiserver for its caches) and drives its webhooks over TLS on
+// loopback with 32 concurrent keep-alive clients sending a mix of every
+// kind through both webhooks. Targets: ≥ 3,000 admissions/s, p99 ≤ 5 ms,
+// zero errors. It runs its scenario once whatever b.N is.
+func BenchmarkTLSLoad(b *testing.B) {
+	c, err := cluster.New(cluster.Options{
+		WorkloadAPI: cluster.WorkloadAPIV1beta1,
+		// Registered so the fixture below is admitted by shepherd like any
+		// object; the load itself goes straight to the webhook server.
+		Webhooks: envtest.WebhookInstallOptions{
+			Paths:            []string{filepath.Join(cluster.RepoRoot(), "deploy", "webhook")},
+			LocalServingHost: "127.0.0.1",
+		},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		if err := c.Stop(); err != nil {
+			b.Errorf("stopping the control plane: %v", err)
+		}
+	}()
+	dir := b.TempDir()
+	bin := filepath.Join(dir, "shepherd")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/shepherd")
+	build.Dir = cluster.RepoRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building shepherd: %v\n%s", err, out)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, c.Env.KubeConfig, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	wh := c.Env.WebhookInstallOptions
+	healthAddr := freeAddr(b)
+	logf, err := os.Create(filepath.Join(dir, "shepherd.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer logf.Close()
+	srv := exec.Command(bin, "serve",
+		"--kubeconfig="+kubeconfig,
+		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(wh.LocalServingPort),
+		"--cert-dir="+wh.LocalServingCertDir,
+		"--metrics-bind-address="+freeAddr(b), "--metrics-secure=false",
+		"--health-probe-bind-address="+healthAddr,
+		"--leader-elect=false", "--disable-reconcilers")
+	srv.Stdout, srv.Stderr = logf, logf
+	if err := srv.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		_ = srv.Process.Signal(os.Interrupt)
+		_ = srv.Wait()
+	}()
+	if err := waitReady("http://"+healthAddr+"/readyz", 2*time.Minute); err != nil {
+		log, _ := os.ReadFile(logf.Name())
+		b.Fatalf("%v\n%s", err, log)
+	}
+
+	ctx := context.Background()
+	if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: loadNamespace}}); err != nil {
+		b.Fatal(err)
+	}
+	rt := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(runtimeFixture), &rt.Object); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Client.Create(ctx, rt); err != nil {
+		b.Fatalf("creating the runtime fixture: %v", err)
+	}
+
+	calls := mix(b)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(wh.LocalServingCAData)
+	base := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(wh.LocalServingPort))
+
+	// Warm up: caches, connection setup, CEL programs; and check every call
+	// of the mix is answered with an allowed AdmissionReview.
+	for _, cl := range calls {
+		resp, err := post(newClient(pool), base, cl)
+		if err != nil {
+			b.Fatalf("%s: %v", cl.name, err)
+		}
+		if !resp.Allowed {
+			b.Fatalf("%s is denied: %+v", cl.name, resp.Result)
+		}
+	}
+
+	var (
+		ok, failed atomic.Int64
+		mu         sync.Mutex
+		lat        []time.Duration
+		firstErr   atomic.Value
+	)
+	stopAt := time.Now().Add(warmup + loadDuration)
+	measureFrom := time.Now().Add(warmup)
+	var cpuStart time.Duration
+	var wg sync.WaitGroup
+	go func() {
+		time.Sleep(time.Until(measureFrom))
+		cpuStart, _ = procCPU(srv.Process.Pid)
+	}()
+	for w := 0; w < clients; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			hc := newClient(pool)
+			local := make([]time.Duration, 0, 8192)
+			for i := w; time.Now().Before(stopAt); i++ {
+				cl := calls[i%len(calls)]
+				start := time.Now()
+				resp, err := post(hc, base, cl)
+				d := time.Since(start)
+				if start.Before(measureFrom) {
+					continue
+				}
+				if err != nil || !resp.Allowed {
+					failed.Add(1)
+					if err == nil {
+						err = fmt.Errorf("%s denied: %+v", cl.name, resp.Result)
+					}
+					firstErr.CompareAndSwap(nil, err)
+					continue
+				}
+				ok.Add(1)
+				local = append(local, d)
+			}
+			mu.Lock()
+			lat = append(lat, local...)
+			mu.Unlock()
+		}(w)
+	}
+	wg.Wait()
+	cpuEnd, err := procCPU(srv.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rss, peak, err := procRSS(srv.Process.Pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sortDurations(lat)
+	rate := float64(ok.Load()) / loadDuration.Seconds()
+	b.ReportMetric(rate, "admissions/s")
+	b.ReportMetric(float64(percentile(lat, 0.5).Microseconds())/1e3, "p50-ms")
+	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1e3, "p99-ms")
+	b.ReportMetric(float64(failed.Load()), "errors")
+	b.ReportMetric((cpuEnd-cpuStart).Seconds()/loadDuration.Seconds(), "server-cpu-cores")
+	b.ReportMetric(rss, "server-rss-MiB")
+	b.ReportMetric(peak, "server-peak-rss-MiB")
+	if e := firstErr.Load(); e != nil {
+		b.Errorf("%d errors; first: %v", failed.Load(), e)
+	}
+}
+
+func newClient(pool *x509.CertPool) *http.Client {
+	return &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig:     &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12},
+			MaxIdleConnsPerHost: 1,
+			MaxConnsPerHost:     1,
+			IdleConnTimeout:     time.Minute,
+		},
+	}
+}
+
+func post(hc *http.Client, base string, cl call) (*admissionv1.AdmissionResponse, error) {
+	resp, err := hc.Post(base+cl.path, "application/json", bytes.NewReader(cl.body))
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, body)
+	}
+	var rv admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &rv); err != nil || rv.Response == nil {
+		return nil, fmt.Errorf("not an AdmissionReview: %v: %s", err, body)
+	}
+	return rv.Response, nil
+}
+
+func freeAddr(b *testing.B) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitReady(url string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("shepherd was not ready at %s within %s", url, within)
+}

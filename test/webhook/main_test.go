@@ -1,0 +1,167 @@
+// Package webhook tests `shepherd serve` end to end: a real kube-apiserver
+// with shepherd's webhook configurations (deploy/webhook) registered through
+// envtest calls the real serve command, running in this process with its
+// production flags (TLS webhooks, authenticated metrics, WorkloadPolicy hot
+// reload). Every assertion is on what the apiserver answers a client, on
+// the stored objects, or on the served /audit and /metrics.
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/shepherd-k8s/shepherd/cmd/shepherd/app"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
+)
+
+// timeout bounds every wait: the machine is small and shared.
+const timeout = 60 * time.Second
+
+var (
+	env *cluster.Cluster
+	// k is a client whose admission warnings are collected per call.
+	k        client.Client
+	warns    = &warningLog{}
+	kube     kubernetes.Interface
+	metrics  string // base URL of shepherd's (authenticated) metrics server
+	webhookA string // host:port of shepherd's webhook server
+	serveLog bytes.Buffer
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	c, err := cluster.New(cluster.Options{
+		WorkloadAPI: cluster.WorkloadAPIV1beta1,
+		Webhooks: envtest.WebhookInstallOptions{
+			Paths:            []string{filepath.Join(cluster.RepoRoot(), "deploy", "webhook")},
+			LocalServingHost: "127.0.0.1",
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+		}
+	}()
+	env = c
+
+	dir, err := os.MkdirTemp("", "shepherd-webhook-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	if err := os.WriteFile(kubeconfig, c.Env.KubeConfig, 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WarningHandler = warns
+	if k, err = client.New(cfg, client.Options{Scheme: c.Client.Scheme()}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if kube, err = kubernetes.NewForConfig(c.Config); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	wh := c.Env.WebhookInstallOptions
+	webhookA = net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort))
+	metricsAddr, healthAddr := freeAddr(), freeAddr()
+	metrics = "https://" + metricsAddr
+
+	ctx, cancel := context.WithCancel(context.Background())
+	root := app.NewRootCommand(&serveLog, &serveLog)
+	root.SetArgs([]string{"serve",
+		"--kubeconfig=" + kubeconfig,
+		"--webhook-host=" + wh.LocalServingHost,
+		"--webhook-port=" + strconv.Itoa(wh.LocalServingPort),
+		"--cert-dir=" + wh.LocalServingCertDir,
+		"--metrics-bind-address=" + metricsAddr,
+		"--health-probe-bind-address=" + healthAddr,
+		"--leader-elect=false",
+		// The reconcilers have their own suites; here they would only add
+		// load and status writes unrelated to admission.
+		"--disable-reconcilers",
+		"--workload-api-discovery-interval=2s",
+		"--zap-log-level=error",
+	})
+	served := make(chan error, 1)
+	go func() { served <- root.ExecuteContext(ctx) }()
+	defer func() {
+		cancel()
+		select {
+		case err := <-served:
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "shepherd serve:", err)
+			}
+		case <-time.After(time.Minute):
+			fmt.Fprintln(os.Stderr, "shepherd serve did not stop within a minute of cancellation")
+		}
+	}()
+	if err := waitReady("http://"+healthAddr+"/readyz", served); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, serveLog.String())
+		return 1
+	}
+	return m.Run()
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func waitReady(url string, served chan error) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	var last string
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url + "?verbose")
+		if err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = string(b)
+		}
+		select {
+		case err := <-served:
+			return fmt.Errorf("shepherd serve exited before it was ready: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("shepherd serve was not ready after 2 minutes: %s", last)
+}
+
+// insecureTLS talks to shepherd's self-signed metrics server.
+func insecureTLS() *tls.Config {
+	return &tls.Config{InsecureSkipVerify: true} //nolint:gosec // test client of a self-signed local server
+}
