@@ -13,9 +13,12 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/shepherd-k8s/shepherd/api"
@@ -36,13 +39,17 @@ const maxConcurrentReconciles = 8
 
 // Reconciler enforces a TrainJob's active deadline and its runtime's TTL.
 type Reconciler struct {
-	Client client.Client
-	// APIReader reads JobSets uncached: shepherd never needs them otherwise,
-	// so it keeps no informer (and no memory) for them.
-	APIReader client.Reader
-	Clock     clock.PassiveClock
-	Recorder  events.EventRecorder
+	Client   client.Client
+	Clock    clock.PassiveClock
+	Recorder events.EventRecorder
 }
+
+// Permissions the controller needs (for RBAC generation).
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/status,verbs=get;patch
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Setup registers the controller with mgr.
 func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
@@ -50,10 +57,9 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 		clk = clock.RealClock{}
 	}
 	r := &Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Clock:     clk,
-		Recorder:  mgr.GetEventRecorder(ControllerName),
+		Client:   mgr.GetClient(),
+		Clock:    clk,
+		Recorder: mgr.GetEventRecorder(ControllerName),
 	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &trainerv1alpha1.TrainJob{}, runtimeIndex,
 		func(o client.Object) []string {
@@ -68,6 +74,16 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		For(&trainerv1alpha1.TrainJob{}).
+		// JobSets are read from a metadata-only cache (names, UIDs and
+		// owners are all the deadline needs), so deleting a failed job's
+		// JobSet costs no extra read. A JobSet that appears after its
+		// TrainJob already failed brings the TrainJob back for cleanup.
+		Owns(jobSetMetadata(), builder.WithPredicates(predicate.Funcs{
+			CreateFunc:  func(event.CreateEvent) bool { return true },
+			UpdateFunc:  func(event.UpdateEvent) bool { return false },
+			DeleteFunc:  func(event.DeleteEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		})).
 		Watches(&trainerv1alpha1.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfRuntime)).
 		Watches(&trainerv1alpha1.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfRuntime)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
@@ -174,15 +190,21 @@ func (r *Reconciler) exceed(ctx context.Context, tj *trainerv1alpha1.TrainJob, d
 	return r.deleteJobSet(ctx, tj)
 }
 
+// jobSetMetadata is an empty metadata-only JobSet.
+func jobSetMetadata() *metav1.PartialObjectMetadata {
+	js := &metav1.PartialObjectMetadata{}
+	js.SetGroupVersionKind(jobsetv1alpha2.GroupVersion.WithKind(api.KindJobSet))
+	return js
+}
+
 // deleteJobSet deletes the JobSet Trainer runs tj with: same name, same
 // namespace. A JobSet controlled by something else (e.g. an older TrainJob
 // of the same name) is left alone, and the UID precondition keeps a JobSet
 // recreated meanwhile from being deleted by mistake.
 func (r *Reconciler) deleteJobSet(ctx context.Context, tj *trainerv1alpha1.TrainJob) error {
-	js := &metav1.PartialObjectMetadata{}
-	js.SetGroupVersionKind(jobsetv1alpha2.GroupVersion.WithKind(api.KindJobSet))
+	js := jobSetMetadata()
 	key := types.NamespacedName{Namespace: tj.Namespace, Name: tj.Name}
-	if err := r.APIReader.Get(ctx, key, js); err != nil {
+	if err := r.Client.Get(ctx, key, js); err != nil {
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 			return nil
 		}

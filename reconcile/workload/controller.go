@@ -49,6 +49,16 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 }
 
+// Permissions the controller needs (for RBAC generation). Setting
+// blockOwnerDeletion on ownerReferences to a TrainJob needs update on
+// trainjobs/finalizers.
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/status,verbs=get;patch
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/finalizers,verbs=update
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=scheduling.k8s.io,resources=workloads;podgroups,verbs=get;create
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
 // Setup registers the controller with mgr.
 func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 	if clk == nil {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
+	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 )
 
@@ -203,4 +204,47 @@ func TestRestartBeforeDeadlineEnforcesOnTime(t *testing.T) {
 	if early := c.LastTransitionTime.Sub(tj.CreationTimestamp.Time); early < 5*time.Second {
 		t.Errorf("Failed %v after creation, before the 5s deadline", early)
 	}
+}
+
+// A JobSet that appears after its TrainJob already failed by the deadline
+// (Trainer lagging behind) is deleted too: shepherd watches JobSets.
+func TestJobSetCreatedAfterDeadlineIsDeleted(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startShepherd(t, ns)
+	rt := createClusterRuntime(t, nil)
+	tj := newTrainJob(ns, "late-jobset", rt.Name, ptr.To[int64](1))
+	create(t, tj)
+	eventually(t, "Failed=True reason DeadlineExceeded", func(ctx context.Context) (bool, error) {
+		return isDeadlineFailed(ctx, tj)
+	})
+	js := createJobSet(t, tj)
+	eventually(t, "the late JobSet deleted", gone(js))
+}
+
+// A JobSet of the same name controlled by something else is not shepherd's
+// to delete.
+func TestDeadlineLeavesForeignJobSet(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startShepherd(t, ns)
+	rt := createClusterRuntime(t, nil)
+	tj := newTrainJob(ns, "foreign-jobset", rt.Name, ptr.To[int64](1))
+	create(t, tj)
+	// Owned by another (nonexistent) controller from the start.
+	js := &jobsetv1alpha2.JobSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: tj.Name,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "example.com/v1", Kind: "Other", Name: "x",
+				UID: "00000000-0000-0000-0000-000000000001", Controller: ptr.To(true),
+			}},
+		},
+		Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: jobTemplate()}}},
+	}
+	create(t, js)
+	eventually(t, "Failed=True reason DeadlineExceeded", func(ctx context.Context) (bool, error) {
+		return isDeadlineFailed(ctx, tj)
+	})
+	consistently(t, "the foreign JobSet kept", 3*time.Second, exists(js))
 }
