@@ -104,6 +104,8 @@ func run(shepherdBin, examples, state string, exitAfterApply bool) (err error) {
 		"--webhook-host="+wh.LocalServingHost,
 		"--webhook-port="+strconv.Itoa(wh.LocalServingPort),
 		"--cert-dir="+wh.LocalServingCertDir,
+		// envtest issued the certificate and injected its CA: serve the files.
+		"--cert-mode=cert-manager",
 		"--metrics-bind-address="+metricsAddr,
 		"--metrics-secure=false",
 		"--health-probe-bind-address="+healthAddr,

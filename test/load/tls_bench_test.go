@@ -79,7 +79,7 @@ func BenchmarkTLSLoad(b *testing.B) {
 	srv := exec.Command(bin, "serve",
 		"--kubeconfig="+kubeconfig,
 		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(wh.LocalServingPort),
-		"--cert-dir="+wh.LocalServingCertDir,
+		"--cert-dir="+wh.LocalServingCertDir, "--cert-mode=cert-manager",
 		"--metrics-bind-address="+freeAddr(b), "--metrics-secure=false",
 		"--health-probe-bind-address="+healthAddr,
 		"--leader-elect=false", "--disable-reconcilers")

@@ -100,6 +100,8 @@ func run(m *testing.M) int {
 		"--webhook-host=" + wh.LocalServingHost,
 		"--webhook-port=" + strconv.Itoa(wh.LocalServingPort),
 		"--cert-dir=" + wh.LocalServingCertDir,
+		// envtest issued the certificate and injected its CA: serve the files.
+		"--cert-mode=cert-manager",
 		"--metrics-bind-address=" + metricsAddr,
 		"--health-probe-bind-address=" + healthAddr,
 		"--leader-elect=false",

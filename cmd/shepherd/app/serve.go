@@ -26,6 +26,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api/install"
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/certs"
 	"github.com/shepherd-k8s/shepherd/reconcile"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
@@ -60,13 +61,15 @@ type serveOptions struct {
 	disableStartupPolicyRewrite bool
 	inferenceTerminationDelay   time.Duration
 
+	certs certs.Options
+
 	zap zap.Options
 }
 
 func defaultServeOptions() *serveOptions {
 	return &serveOptions{
 		webhookPort:       9443,
-		certDir:           "/tmp/k8s-webhook-server/serving-certs",
+		certDir:           certs.DefaultCertDir,
 		maxBodyBytes:      server.DefaultMaxBodyBytes,
 		metricsAddr:       ":8443",
 		metricsSecure:     true,
@@ -85,7 +88,7 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 
 	fs.StringVar(&o.webhookHost, "webhook-host", o.webhookHost, "Address the admission webhook server listens on (empty: all addresses).")
 	fs.IntVar(&o.webhookPort, "webhook-port", o.webhookPort, "Port of the admission webhook server (HTTPS). It serves /mutate and /validate.")
-	fs.StringVar(&o.certDir, "cert-dir", o.certDir, "Directory holding the webhook serving certificate tls.crt and key tls.key. The files are watched: a renewed certificate is served without a restart.")
+	fs.StringVar(&o.certDir, "cert-dir", o.certDir, "Directory holding the webhook serving certificate tls.crt and key tls.key. Self-signed mode writes them there (it must be writable); cert-manager mode expects them mounted there. The files are watched: a renewed certificate is served without a restart.")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", o.enableHTTP2, "Offer HTTP/2 on the webhook and metrics servers. Off by default: the apiserver does not need it and HTTP/2 stream resets have been a denial-of-service vector.")
 	fs.Int64Var(&o.maxBodyBytes, "max-request-bytes", o.maxBodyBytes, "Largest AdmissionReview accepted; larger requests are answered 413.")
 
@@ -107,6 +110,10 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.disabledRules, "disable-rules", o.disabledRules, "Comma-separated built-in rule IDs to switch off, e.g. V-JS-5,D-PCS-6 (shepherd export lists them).")
 	fs.BoolVar(&o.disableStartupPolicyRewrite, "disable-startup-policy-rewrite", o.disableStartupPolicyRewrite, "Switch D-JS-2 to a warning only: a JobSet's startupPolicy InOrder is no longer rewritten into dependsOn.")
 	fs.DurationVar(&o.inferenceTerminationDelay, "inference-termination-delay", o.inferenceTerminationDelay, "D-PCS-5: terminationDelay given to Inference PodCliqueSets that set none. 0 leaves it unset (gang termination stays opt-in).")
+
+	// The certificate flags (--cert-mode, --cert-secret, ...); --cert-dir
+	// above is shared and copied into o.certs at start.
+	o.certs.AddFlags(fs)
 }
 
 func init() {
@@ -212,13 +219,19 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
 
-	// --- Certificates: the one place serving certificates hook in. ---
-	// Today the webhook server serves the files in --cert-dir (mounted from
-	// a Secret, or written by `make run`), hot-reloaded by certwatcher.
-	// The certs package's self-signed mode plugs in here:
-	// certs.Setup(mgr, certsOptions) writes the pair into --cert-dir and
-	// injects the CA bundle into the webhook configurations.
-	// --- end certificates ---
+	// Certificates: the one place serving certificates hook in. In
+	// self-signed mode certs.Setup makes sure --cert-dir holds a valid pair
+	// before the webhook server starts, then keeps it rotated and the CA
+	// bundle injected; in cert-manager mode the files are mounted. Either
+	// way certwatcher hot-reloads them.
+	o.certs.CertDir = o.certDir
+	certsReady, err := certs.Setup(mgr, o.certs, clock.RealClock{})
+	if err != nil {
+		return fmt.Errorf("setting up serving certificates: %w", err)
+	}
+	if err := mgr.AddReadyzCheck("certificates", certsReady); err != nil {
+		return fmt.Errorf("adding the certificates readiness check: %w", err)
+	}
 
 	probe, err := server.NewWorkloadAPIProbe(mgr, o.discoveryInterval)
 	if err != nil {

@@ -1,0 +1,278 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/webhook/audit"
+)
+
+const runtimeManifest = `
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata:
+  name: %s
+spec:
+  mlPolicy:
+    numNodes: 1
+    torch: {}
+  template:
+    spec:
+      replicatedJobs:
+      - name: node
+        template:
+          metadata:
+            labels:
+              trainer.kubeflow.org/trainjob-ancestor-step: trainer
+          spec:
+            template:
+              spec:
+                containers:
+                - name: node
+                  image: pytorch/pytorch
+`
+
+const trainJobManifest = `
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  generateName: tj-
+spec:
+  runtimeRef:
+    apiGroup: trainer.kubeflow.org
+    kind: ClusterTrainingRuntime
+    name: %s
+  activeDeadlineSeconds: %d
+  trainer:
+    image: docker.io/torch-run
+    numNodes: 2
+`
+
+// policyFixture is a namespace labelled for the test's policies and a
+// runtime its TrainJobs can reference.
+type policyFixture struct {
+	id, ns, runtime string
+}
+
+func newPolicyFixture(t *testing.T) *policyFixture {
+	t.Helper()
+	f := &policyFixture{id: rand.String(6)}
+	f.ns = namespace(t, map[string]string{"policy-test": f.id})
+	f.runtime = "rt-" + f.id
+	if err := k.Create(context.Background(), object(t, "", fmt.Sprintf(runtimeManifest, f.runtime))); err != nil {
+		t.Fatalf("creating runtime: %v", err)
+	}
+	return f
+}
+
+func (f *policyFixture) createTrainJob(t *testing.T, deadline int64) error {
+	t.Helper()
+	return k.Create(context.Background(), object(t, f.ns, fmt.Sprintf(trainJobManifest, f.runtime, deadline)))
+}
+
+// policy builds a WorkloadPolicy on TrainJobs in the fixture's namespace.
+func (f *policyFixture) policy(t *testing.T, name, action, failurePolicy, expression, message string) *shepherdv1alpha1.WorkloadPolicy {
+	t.Helper()
+	manifest := fmt.Sprintf(`
+apiVersion: shepherd.dev/v1alpha1
+kind: WorkloadPolicy
+metadata:
+  name: %s
+spec:
+  action: %s
+  failurePolicy: %s
+  match:
+    resources:
+    - apiGroups: ["trainer.kubeflow.org"]
+      kinds: ["TrainJob"]
+      operations: ["CREATE", "UPDATE"]
+    namespaceSelector:
+      matchLabels: {policy-test: %s}
+  validations:
+  - expression: %q
+    message: %q
+    fieldPath: spec.activeDeadlineSeconds
+`, name, action, failurePolicy, f.id, expression, message)
+	p := &shepherdv1alpha1.WorkloadPolicy{}
+	if err := yaml.UnmarshalStrict([]byte(manifest), p); err != nil {
+		t.Fatalf("policy manifest: %v", err)
+	}
+	t.Cleanup(func() { _ = k.Delete(context.Background(), p) })
+	return p
+}
+
+// waitPolicy waits until the policy's status describes its current
+// generation with Ready = want, and returns it.
+func waitPolicy(t *testing.T, name string, want metav1.ConditionStatus) *shepherdv1alpha1.WorkloadPolicy {
+	t.Helper()
+	p := &shepherdv1alpha1.WorkloadPolicy{}
+	eventually(t, fmt.Sprintf("WorkloadPolicy %s Ready=%s", name, want), func() (bool, error) {
+		if err := k.Get(context.Background(), client.ObjectKey{Name: name}, p); err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, api.ConditionPolicyReady)
+		return c != nil && c.Status == want && c.ObservedGeneration == p.Generation && p.Status.ObservedGeneration == p.Generation, nil
+	})
+	return p
+}
+
+const maxDayExpr = "object.spec.?activeDeadlineSeconds.orValue(0) > 0 && object.spec.activeDeadlineSeconds <= 86400"
+const maxDayMsg = "research TrainJobs must set activeDeadlineSeconds of at most one day"
+
+func TestWorkloadPolicyHotReload(t *testing.T) {
+	ctx := context.Background()
+	f := newPolicyFixture(t)
+	deadlines := "deadlines-" + f.id
+	labels := "warn-short-" + f.id
+
+	// Before any policy: a week-long deadline is fine.
+	if err := f.createTrainJob(t, 7*86400); err != nil {
+		t.Fatalf("before the policy: %v", err)
+	}
+
+	// Create → enforced.
+	p := f.policy(t, deadlines, "Deny", "Fail", maxDayExpr, maxDayMsg)
+	if err := k.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	waitPolicy(t, deadlines, metav1.ConditionTrue)
+	causes := statusError(t, f.createTrainJob(t, 7*86400))
+	if !hasCause(causes, "spec.activeDeadlineSeconds", maxDayMsg) {
+		t.Errorf("denial causes %+v lack the policy's message on spec.activeDeadlineSeconds", causes)
+	}
+	if err := f.createTrainJob(t, 3600); err != nil {
+		t.Errorf("a compliant TrainJob is denied: %v", err)
+	}
+
+	// A second, Warn policy.
+	w := f.policy(t, labels, "Warn", "Fail", "object.spec.activeDeadlineSeconds >= 600", "deadlines under ten minutes rarely finish")
+	if err := k.Create(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	waitPolicy(t, labels, metav1.ConditionTrue)
+
+	// Break the first policy: it reports every compile error and is no
+	// longer applied at all; the Warn policy keeps working.
+	if err := k.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Validations[0].Expression = "object.spec.noSuchField > 1"
+	if err := k.Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	broken := waitPolicy(t, deadlines, metav1.ConditionFalse)
+	c := meta.FindStatusCondition(broken.Status.Conditions, api.ConditionPolicyReady)
+	if c.Reason != api.ReasonCompileError || !strings.Contains(c.Message, "noSuchField") {
+		t.Errorf("Ready condition %+v: want reason CompileError naming the field", c)
+	}
+	if len(broken.Status.CompileErrors) != 1 || broken.Status.CompileErrors[0].FieldPath != "spec.validations[0].expression" {
+		t.Errorf("compileErrors %+v: want one on spec.validations[0].expression", broken.Status.CompileErrors)
+	}
+	warns.take()
+	if err := f.createTrainJob(t, 7*86400); err != nil {
+		t.Errorf("a broken policy still denies: %v", err)
+	}
+	warns.take()
+	if err := f.createTrainJob(t, 60); err != nil {
+		t.Errorf("create with a short deadline: %v", err)
+	}
+	if got := warns.take(); !containsPart(got, "deadlines under ten minutes rarely finish") {
+		t.Errorf("the Warn policy was disturbed by the broken one: warnings %q", got)
+	}
+
+	// Fix it → enforced again.
+	if err := k.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Validations[0].Expression = maxDayExpr
+	if err := k.Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	fixed := waitPolicy(t, deadlines, metav1.ConditionTrue)
+	if len(fixed.Status.CompileErrors) != 0 {
+		t.Errorf("compileErrors left after the fix: %+v", fixed.Status.CompileErrors)
+	}
+	statusError(t, f.createTrainJob(t, 7*86400))
+
+	// Delete → no longer enforced.
+	if err := k.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "deleted policy no longer enforced", func() (bool, error) {
+		err := f.createTrainJob(t, 7*86400)
+		if err != nil && !apierrors.IsInvalid(err) {
+			return false, err
+		}
+		return err == nil, nil
+	})
+
+	// Every denial of the policy is in the audit trail.
+	recs := auditRecords(t, "rule="+deadlines+"&namespace="+f.ns, func(rs []audit.Record) bool { return len(rs) >= 2 })
+	for _, r := range recs {
+		if r.Action != "Deny" || r.Kind != "TrainJob" || r.Field != "spec.activeDeadlineSeconds" || r.Message != maxDayMsg {
+			t.Errorf("audit record %+v", r)
+		}
+	}
+}
+
+func TestCELRuntimeErrorAsTheAPIServerShowsIt(t *testing.T) {
+	ctx := context.Background()
+	f := newPolicyFixture(t)
+	// Type-checks (int / int) but divides by zero at run time.
+	const divByZero = "object.spec.trainer.numNodes / (object.spec.trainer.numNodes - object.spec.trainer.numNodes) > 0"
+
+	failing := "div-fail-" + f.id
+	p := f.policy(t, failing, "Deny", "Fail", divByZero, "unreachable")
+	if err := k.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	waitPolicy(t, failing, metav1.ConditionTrue)
+	err := f.createTrainJob(t, 3600)
+	statusError(t, err)
+	if !strings.Contains(err.Error(), failing) || !strings.Contains(strings.ToLower(err.Error()), "division by zero") {
+		t.Errorf("the apiserver's error does not name the rule and the CEL error: %v", err)
+	}
+	if err := k.Delete(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+
+	ignoring := "div-ignore-" + f.id
+	q := f.policy(t, ignoring, "Deny", "Ignore", divByZero, "unreachable")
+	if err := k.Create(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	waitPolicy(t, ignoring, metav1.ConditionTrue)
+	// The failing policy may take a moment to leave every code path; wait
+	// for the Ignore one to be the only one that answers.
+	eventually(t, "failurePolicy Ignore admits", func() (bool, error) {
+		warns.take()
+		err := f.createTrainJob(t, 3600)
+		if err != nil && !apierrors.IsInvalid(err) {
+			return false, err
+		}
+		return err == nil, nil
+	})
+	if got := warns.take(); !containsPart(got, ignoring) {
+		t.Errorf("failurePolicy Ignore: warnings %q do not name the rule", got)
+	}
+}
+
+func containsPart(list []string, part string) bool {
+	for _, s := range list {
+		if strings.Contains(s, part) {
+			return true
+		}
+	}
+	return false
+}
