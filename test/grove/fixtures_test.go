@@ -37,16 +37,20 @@ type shepherd struct{ stop func() }
 
 // startShepherd runs the gang and training controllers against ns until the
 // test ends or stop is called.
-func startShepherd(t testing.TB, ns string) *shepherd {
+func startShepherd(t testing.TB, ns string, tweaks ...func(*ctrl.Options)) *shepherd {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	opts := ctrl.Options{
 		Scheme:                 install.NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
 		// Every test runs its own instance; names repeat across them.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}
+	for _, tw := range tweaks {
+		tw(&opts)
+	}
+	mgr, err := ctrl.NewManager(env.Config, opts)
 	if err != nil {
 		t.Fatalf("creating manager: %v", err)
 	}
@@ -77,15 +81,17 @@ func startShepherd(t testing.TB, ns string) *shepherd {
 
 // world is one scenario's namespace and the Grove objects the test made.
 type world struct {
-	t   testing.TB
-	ctx context.Context
-	ns  string
-	c   client.Client
+	// timeout bounds every wait; pollTimeout unless a test needs longer.
+	timeout time.Duration
+	t       testing.TB
+	ctx     context.Context
+	ns      string
+	c       client.Client
 }
 
 func newWorld(t testing.TB) *world {
 	t.Helper()
-	return &world{t: t, ctx: context.Background(), ns: env.Namespace(t), c: env.Client}
+	return &world{timeout: pollTimeout, t: t, ctx: context.Background(), ns: env.Namespace(t), c: env.Client}
 }
 
 // cliqueSpec describes one clique of a PodCliqueSet template.
@@ -337,7 +343,7 @@ func (w *world) losePod(clique string) {
 // timeout.
 func (w *world) eventually(what string, cond func() (bool, error)) {
 	w.t.Helper()
-	err := wait.PollUntilContextTimeout(w.ctx, 100*time.Millisecond, pollTimeout, true, func(context.Context) (bool, error) { return cond() })
+	err := wait.PollUntilContextTimeout(w.ctx, 100*time.Millisecond, w.timeout, true, func(context.Context) (bool, error) { return cond() })
 	if err != nil {
 		w.t.Fatalf("waiting for %s: %v", what, err)
 	}

@@ -1,0 +1,215 @@
+package grove
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/watch"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/api/install"
+)
+
+// BenchmarkGangTermination measures gang termination at scale on the real
+// apiserver: SHEPHERD_BENCH_SETS PodCliqueSets (default 300) × 3 cliques × 4
+// pods, one pod lost per set at once, terminationDelay 5 s. It reports the lag
+// from each set's delay expiry (the breach condition's lastTransitionTime +
+// delay, exactly what shepherd computes) to the moment a watch sees the last
+// PodClique of that replica deleted — p50 and p99 — and the resident memory
+// of this process (shepherd's controllers plus the harness's client and
+// watch). Targets: p99 ≤ 1 s, RSS ≤ 256 MiB. Run once:
+//
+//	KUBEBUILDER_ASSETS=$(./hack/build-controlplane.sh) go test -run '^$' -bench GangTermination -benchtime=1x ./test/grove/
+func BenchmarkGangTermination(b *testing.B) {
+	sets := 300
+	if v := os.Getenv("SHEPHERD_BENCH_SETS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("SHEPHERD_BENCH_SETS=%q: want a positive integer", v)
+		}
+		sets = n
+	}
+	const cliquesPerSet, podsPerClique = 3, 4
+	delay := 5 * time.Second
+	for range b.N {
+		b.StopTimer()
+		w := newWorld(b)
+		w.timeout = 15 * time.Minute // setup of thousands of objects on 2 cores
+		startShepherd(b, w.ns, func(o *ctrl.Options) { o.Controller.MaxConcurrentReconciles = 8 })
+
+		start := time.Now()
+		parallel(b, sets, func(i int) {
+			name := fmt.Sprintf("s%03d", i)
+			spec := setSpec{name: name, replicas: 1, delay: &delay}
+			for c := range cliquesPerSet {
+				spec.cliques = append(spec.cliques, cliqueSpec{name: fmt.Sprintf("c%d", c), replicas: podsPerClique, minAvailable: podsPerClique})
+			}
+			w.createSet(spec)
+		})
+		var pods corev1.PodList
+		if err := w.c.List(w.ctx, &pods, client.InNamespace(w.ns)); err != nil {
+			b.Fatal(err)
+		}
+		parallel(b, len(pods.Items), func(i int) { w.kubelet(&pods.Items[i], running) })
+		w.eventually("every clique available", func() (bool, error) {
+			var l grovev1alpha1.PodCliqueList
+			if err := w.c.List(w.ctx, &l, client.InNamespace(w.ns)); err != nil {
+				return false, err
+			}
+			n := 0
+			for _, c := range l.Items {
+				if c.Status.WasAvailable {
+					n++
+				}
+			}
+			return n == sets*cliquesPerSet, nil
+		})
+		b.Logf("setup: %d sets, %d cliques, %d pods in %s", sets, sets*cliquesPerSet, len(pods.Items), time.Since(start).Round(time.Second))
+
+		rec := watchCliques(b, w)
+		parallel(b, sets, func(i int) { w.losePod(fmt.Sprintf("s%03d-0-c0", i)) })
+		b.StartTimer()
+		w.eventually("every breached replica terminated", func() (bool, error) { return rec.deletedSets() == sets, nil })
+		b.StopTimer()
+
+		lags := rec.lags(delay)
+		if len(lags) != sets {
+			b.Fatalf("measured %d lags, want %d", len(lags), sets)
+		}
+		slices.Sort(lags)
+		p50, p99 := lags[len(lags)*50/100], lags[min(len(lags)-1, len(lags)*99/100)]
+		rss, hwm := procStatus("VmRSS"), procStatus("VmHWM")
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(p50.Milliseconds()), "p50-lag-ms")
+		b.ReportMetric(float64(p99.Milliseconds()), "p99-lag-ms")
+		b.ReportMetric(float64(lags[len(lags)-1].Milliseconds()), "max-lag-ms")
+		b.ReportMetric(rss, "rss-MiB")
+		b.ReportMetric(hwm, "peak-rss-MiB")
+		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
+		b.Logf("lag p50 %s p99 %s max %s; RSS %.0f MiB (peak %.0f MiB)", p50, p99, lags[len(lags)-1], rss, hwm)
+	}
+}
+
+// parallel runs f(0..n-1) on a few workers.
+func parallel(b *testing.B, n int, f func(int)) {
+	b.Helper()
+	var wg sync.WaitGroup
+	// Buffered and filled up front: a worker stopped by a failed check can
+	// never leave the producer blocked.
+	next := make(chan int, n)
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	for range 16 {
+		wg.Go(func() {
+			for i := range next {
+				f(i)
+			}
+		})
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+}
+
+// recorder remembers, per set, when its clique 0 was last seen breached and
+// when each of its cliques was seen deleted.
+type cliqueRecorder struct {
+	mu      sync.Mutex
+	since   map[string]time.Time   // set → breach lastTransitionTime of clique 0
+	deleted map[string][]time.Time // set → deletion observations
+}
+
+func watchCliques(b *testing.B, w *world) *cliqueRecorder {
+	b.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: install.NewScheme()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	watcher, err := wc.Watch(w.ctx, &grovev1alpha1.PodCliqueList{}, client.InNamespace(w.ns))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(watcher.Stop)
+	r := &cliqueRecorder{since: map[string]time.Time{}, deleted: map[string][]time.Time{}}
+	go func() {
+		for ev := range watcher.ResultChan() {
+			now := time.Now()
+			c, ok := ev.Object.(*grovev1alpha1.PodClique)
+			if !ok {
+				continue
+			}
+			set := c.Labels[api.LabelPartOf]
+			r.mu.Lock()
+			switch ev.Type {
+			case watch.Deleted:
+				r.deleted[set] = append(r.deleted[set], now)
+			case watch.Modified, watch.Added:
+				cond := meta.FindStatusCondition(c.Status.Conditions, api.ConditionMinAvailableBreached)
+				if strings.HasSuffix(c.Name, "-0-c0") && cond != nil && cond.Status == "True" {
+					r.since[set] = cond.LastTransitionTime.Time
+				}
+			}
+			r.mu.Unlock()
+		}
+	}()
+	return r
+}
+
+func (r *cliqueRecorder) deletedSets() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, ts := range r.deleted {
+		if len(ts) == 3 {
+			n++
+		}
+	}
+	return n
+}
+
+// lags returns, per set, the time from delay expiry to the last of its
+// cliques being seen deleted.
+func (r *cliqueRecorder) lags(delay time.Duration) []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []time.Duration
+	for set, ts := range r.deleted {
+		since, ok := r.since[set]
+		if !ok {
+			continue
+		}
+		out = append(out, slices.MaxFunc(ts, func(a, b time.Time) int { return a.Compare(b) }).Sub(since.Add(delay)))
+	}
+	return out
+}
+
+// procStatus reads a memory line of /proc/self/status in MiB (0 if absent).
+func procStatus(key string) float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, key+":"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
