@@ -192,6 +192,7 @@ func BenchmarkTrainJobDeadline(b *testing.B) {
 		}
 	}()
 
+	b.Logf("load average at start: %s", loadavg())
 	b.ResetTimer()
 	start := time.Now()
 	windowStart := start.Add(lead)
@@ -251,6 +252,7 @@ func BenchmarkTrainJobDeadline(b *testing.B) {
 	case <-time.After(time.Until(windowStart.Add(spread + 2*time.Minute))):
 	}
 	b.StopTimer()
+	b.Logf("load average at end: %s (the machine is shared; lag includes CPU contention)", loadavg())
 
 	mu.Lock()
 	lags := make([]float64, 0, len(seen))
@@ -304,4 +306,17 @@ func decisionLagWithin(le float64) (within, n float64, ok bool) {
 		}
 	}
 	return 0, 0, false
+}
+
+// loadavg is /proc/loadavg's 1, 5 and 15 minute load averages.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
