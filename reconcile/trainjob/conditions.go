@@ -63,7 +63,9 @@ func Suspended(tj *trainerv1alpha1.TrainJob) bool {
 // StartTime is when the TrainJob's active deadline window began: the
 // lastTransitionTime of Suspended=False with reason Resumed when present —
 // each resume restarts the full window, and a job created suspended starts
-// at its first resume — else its creationTimestamp.
+// at its first resume — else its creationTimestamp. A job created suspended
+// whose resume Trainer never reported (no Suspended condition at all) is
+// indistinguishable from one never suspended and counts from creation.
 func StartTime(tj *trainerv1alpha1.TrainJob) time.Time {
 	c := meta.FindStatusCondition(tj.Status.Conditions, api.TrainJobSuspended)
 	if c != nil && c.Status == metav1.ConditionFalse && c.Reason == api.ReasonResumed {

@@ -6,12 +6,14 @@ package workload
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	admissionv1 "k8s.io/api/admission/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -33,6 +35,7 @@ import (
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/reconcile/workload"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/webhook"
 )
 
 const timeout = 60 * time.Second
@@ -300,6 +303,7 @@ func testServedVersion(t *testing.T, setting cluster.WorkloadAPI) {
 		tj := createTrainJob(t, c, ns, "llm", rt.Name, ptr.To[int32](8))
 		assertWorkload(t, c, version, tj, rt, []wantTemplate{{name: "initializer"}, {name: "trainer", minCount: 8}})
 		hasEvent(t, c, tj, api.EventWorkloadCreated, corev1.EventTypeNormal)
+		assertWebhookJoinsCreatedPodGroups(t, c, version, tj, rt)
 
 		// Suspension keeps the objects; the reconcile it triggers (a spec
 		// change) creates nothing more.
@@ -396,6 +400,54 @@ func TestNoWorkloadAPI(t *testing.T) {
 			if served {
 				t.Errorf("%s/%s %s served on a control plane without the Workload API", api.SchedulingGroup, v, r)
 			}
+		}
+	}
+}
+
+// assertWebhookJoinsCreatedPodGroups runs shepherd's mutating admission
+// chain (rule D-WL-1, looking up the TrainJob and runtime on this apiserver)
+// on the JobSet Trainer would create for tj, and checks that every pod
+// template's injected spec.schedulingGroup.podGroupName is a PodGroup the
+// reconciler created.
+func assertWebhookJoinsCreatedPodGroups(t *testing.T, c *cluster.Cluster, version string, tj *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.ClusterTrainingRuntime) {
+	t.Helper()
+	ctx := context.Background()
+	chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: webhook.NewClientLookups(c.Client, func() bool { return true })})
+	if err != nil {
+		t.Fatalf("creating the admission chain: %v", err)
+	}
+	js := &jobsetv1alpha2.JobSet{
+		TypeMeta: metav1.TypeMeta{APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: api.KindJobSet},
+		ObjectMeta: metav1.ObjectMeta{Namespace: tj.Namespace, Name: tj.Name, OwnerReferences: []metav1.OwnerReference{{
+			APIVersion: trainerv1alpha1.GroupVersion.String(), Kind: api.KindTrainJob, Name: tj.Name, UID: tj.UID, Controller: ptr.To(true),
+		}}},
+		Spec: *rt.Spec.Template.Spec.DeepCopy(),
+	}
+	raw, err := json.Marshal(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := chain.Default(ctx, &webhook.Request{
+		UID: "u", Operation: admissionv1.Create, Namespace: tj.Namespace, Name: tj.Name, Object: raw,
+		Kind:     metav1.GroupVersionKind{Group: api.JobSetGroup, Version: "v1alpha2", Kind: api.KindJobSet},
+		Resource: metav1.GroupVersionResource{Group: api.JobSetGroup, Version: "v1alpha2", Resource: "jobsets"},
+	})
+	if !v.Allowed {
+		t.Fatalf("the mutating chain denied the JobSet: %+v", v.Violations)
+	}
+	rjs, _, _ := unstructured.NestedSlice(v.Object, "spec", "replicatedJobs")
+	if len(rjs) != len(rt.Spec.Template.Spec.ReplicatedJobs) {
+		t.Fatalf("defaulted JobSet has %d replicatedJobs, want %d", len(rjs), len(rt.Spec.Template.Spec.ReplicatedJobs))
+	}
+	for _, r := range rjs {
+		rj := r.(map[string]any)
+		name, _, _ := unstructured.NestedString(rj, "template", "spec", "template", "spec", "schedulingGroup", "podGroupName")
+		if name == "" {
+			t.Errorf("replicatedJob %v: no schedulingGroup.podGroupName injected", rj["name"])
+			continue
+		}
+		if _, err := get(ctx, c, version, api.KindPodGroup, tj.Namespace, name); err != nil {
+			t.Errorf("replicatedJob %v joins PodGroup %s, which the reconciler did not create: %v", rj["name"], name, err)
 		}
 	}
 }
