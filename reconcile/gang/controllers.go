@@ -104,19 +104,20 @@ func (r *groupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		}
 	}
 	for _, idx := range d.Terminate {
+		var victims []*grovev1alpha1.PodClique
 		var gone []string
 		for i := range list.Items {
 			c := &list.Items[i]
-			if PCSGReplicaIndex(c.Labels) != idx || c.DeletionTimestamp != nil {
-				continue
+			if PCSGReplicaIndex(c.Labels) == idx && c.DeletionTimestamp == nil {
+				victims = append(victims, c)
+				gone = append(gone, c.Name)
 			}
-			if err := DeleteExact(ctx, r.client, c); err != nil {
-				return ctrl.Result{}, err
-			}
-			gone = append(gone, c.Name)
 		}
-		if len(gone) == 0 {
+		if len(victims) == 0 {
 			continue
+		}
+		if err := DeleteAllExact(ctx, r.client, victims); err != nil {
+			return ctrl.Result{}, err
 		}
 		terminations.WithLabelValues(LevelPCSG).Inc()
 		r.recorder.Eventf(&g, nil, corev1.EventTypeWarning, api.EventGangTerminated, "Terminate",
@@ -153,16 +154,16 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	live := slices.DeleteFunc(cliques.Items, func(c grovev1alpha1.PodClique) bool { return c.DeletionTimestamp != nil })
 	d := DecideSet(r.clock, SetInput{Set: &pcs, Cliques: live, Groups: groups.Items})
 	for _, b := range d.Terminate {
+		var victims []*grovev1alpha1.PodClique
 		var gone []string
 		for i := range live {
-			c := &live[i]
-			if PCSReplicaIndex(c.Labels) != b.Replica {
-				continue
+			if c := &live[i]; PCSReplicaIndex(c.Labels) == b.Replica {
+				victims = append(victims, c)
+				gone = append(gone, c.Name)
 			}
-			if err := DeleteExact(ctx, r.client, c); err != nil {
-				return ctrl.Result{}, err
-			}
-			gone = append(gone, c.Name)
+		}
+		if err := DeleteAllExact(ctx, r.client, victims); err != nil {
+			return ctrl.Result{}, err
 		}
 		terminations.WithLabelValues(LevelPCS).Inc()
 		r.recorder.Eventf(&pcs, nil, corev1.EventTypeWarning, api.EventGangTerminated, "Terminate",

@@ -2,7 +2,9 @@ package gang
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -28,6 +31,13 @@ const (
 	// PodCliqueSet they are part of (Grove's app.kubernetes.io/part-of).
 	IndexPartOf = "gang.shepherd.dev/part-of"
 )
+
+// workers is each gang controller's MaxConcurrentReconciles. Breach
+// conditions carry second-precision timestamps, so every set that breached in
+// the same second expires at the same instant; with one worker their
+// terminations would queue behind each other (measured by
+// BenchmarkGangTermination in test/grove).
+const workers = 8
 
 // conflictRetry is how soon a reconcile whose optimistic-lock patch lost a
 // race looks again; the next read sees the winner's write.
@@ -58,18 +68,21 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 
 	if err := ctrl.NewControllerManagedBy(mgr).Named("gang-podclique").
 		For(&grovev1alpha1.PodClique{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &grovev1alpha1.PodClique{})).
 		Complete(&cliqueReconciler{client: c, clock: clk}); err != nil {
 		return fmt.Errorf("building the PodClique controller: %w", err)
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("gang-podcliquescalinggroup").
 		For(&grovev1alpha1.PodCliqueScalingGroup{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Watches(&grovev1alpha1.PodClique{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPodCliqueScalingGroup))).
 		Complete(&groupReconciler{client: c, clock: clk, recorder: rec}); err != nil {
 		return fmt.Errorf("building the PodCliqueScalingGroup controller: %w", err)
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("gang-podcliqueset").
 		For(&grovev1alpha1.PodCliqueSet{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Watches(&grovev1alpha1.PodClique{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPartOf))).
 		Watches(&grovev1alpha1.PodCliqueScalingGroup{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPartOf))).
 		Complete(&setReconciler{client: c, clock: clk, recorder: rec}); err != nil {
@@ -164,6 +177,19 @@ func DeleteExact(ctx context.Context, c client.Client, o client.Object) error {
 		return nil
 	}
 	return fmt.Errorf("deleting %T %s/%s: %w", o, o.GetNamespace(), o.GetName(), err)
+}
+
+// DeleteAllExact deletes every object with DeleteExact at once: a gang goes
+// as one, and one round trip instead of one per object keeps the lag from
+// delay expiry to deletion short.
+func DeleteAllExact[T client.Object](ctx context.Context, c client.Client, objs []T) error {
+	errs := make([]error, len(objs))
+	var wg sync.WaitGroup
+	for i, o := range objs {
+		wg.Go(func() { errs[i] = DeleteExact(ctx, c, o) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // result turns a wait into a controller result.

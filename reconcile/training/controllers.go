@@ -137,10 +137,12 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		failures.WithLabelValues(d.Failure).Inc()
 	}
 	// 4. Pod deletions.
+	victims := make([]*corev1.Pod, 0, len(d.DeletePods))
 	for _, p := range d.DeletePods {
-		if err := gang.DeleteExact(ctx, r.client, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pcs.Namespace, Name: p.Name, UID: p.UID}}); err != nil {
-			return ctrl.Result{}, err
-		}
+		victims = append(victims, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pcs.Namespace, Name: p.Name, UID: p.UID}})
+	}
+	if err := gang.DeleteAllExact(ctx, r.client, victims); err != nil {
+		return ctrl.Result{}, err
 	}
 	// 5. Restarts that are done lose their markers.
 	for _, name := range d.Unmarks {

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/watch"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
@@ -47,7 +46,7 @@ func BenchmarkGangTermination(b *testing.B) {
 		b.StopTimer()
 		w := newWorld(b)
 		w.timeout = 15 * time.Minute // setup of thousands of objects on 2 cores
-		startShepherd(b, w.ns, func(o *ctrl.Options) { o.Controller.MaxConcurrentReconciles = 8 })
+		startShepherd(b, w.ns)
 
 		start := time.Now()
 		parallel(b, sets, func(i int) {

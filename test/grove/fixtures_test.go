@@ -37,7 +37,7 @@ type shepherd struct{ stop func() }
 
 // startShepherd runs the gang and training controllers against ns until the
 // test ends or stop is called.
-func startShepherd(t testing.TB, ns string, tweaks ...func(*ctrl.Options)) *shepherd {
+func startShepherd(t testing.TB, ns string) *shepherd {
 	t.Helper()
 	opts := ctrl.Options{
 		Scheme:                 install.NewScheme(),
@@ -46,9 +46,6 @@ func startShepherd(t testing.TB, ns string, tweaks ...func(*ctrl.Options)) *shep
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
 		// Every test runs its own instance; names repeat across them.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	}
-	for _, tw := range tweaks {
-		tw(&opts)
 	}
 	mgr, err := ctrl.NewManager(env.Config, opts)
 	if err != nil {
