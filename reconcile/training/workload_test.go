@@ -271,3 +271,23 @@ func TestStatusChanged(t *testing.T) {
 		t.Error("the same decision twice reports a change")
 	}
 }
+
+func TestCliqueDelay(t *testing.T) {
+	pcs := set(1, nil, nil)
+	standalone := mkClique(0, cliqueState{})
+	grouped := mkClique(0, cliqueState{})
+	grouped.Labels[api.LabelPodCliqueScalingGroup] = "pcs-0-sg"
+	g := grovev1alpha1.PodCliqueScalingGroup{ObjectMeta: metav1.ObjectMeta{Name: "pcs-0-sg", Labels: map[string]string{api.LabelPodCliqueSetReplicaIndex: "0"}}}
+	in := Input{Set: pcs, Groups: []grovev1alpha1.PodCliqueScalingGroup{g}}
+	if d := cliqueDelay(in, &standalone); d != 0 {
+		t.Errorf("unset delay on Training = %v, want 0 (D-PCS-2)", d)
+	}
+	pcs.Spec.Template.TerminationDelay = &metav1.Duration{Duration: time.Minute}
+	pcs.Spec.Template.PodCliqueScalingGroupConfigs = []grovev1alpha1.PodCliqueScalingGroupConfig{{Name: "sg", TerminationDelay: &metav1.Duration{Duration: 5 * time.Second}}}
+	if d := cliqueDelay(in, &standalone); d != time.Minute {
+		t.Errorf("standalone clique delay = %v, want the set's 1m", d)
+	}
+	if d := cliqueDelay(in, &grouped); d != 5*time.Second {
+		t.Errorf("PCSG clique delay = %v, want the PCSG override 5s", d)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -270,4 +271,25 @@ func TestGangPCSGOverrideShorter(t *testing.T) {
 	w.losePod("inf-0-sg-1-worker")
 	w.waitGone("inf-0-sg-1-worker")
 	w.mustExist("inf-0-sg-0-worker")
+}
+
+// SPEC §2 stateless: shepherd stopped after the breach and started again once
+// the delay has run out acts at once — the delay lives in the condition's
+// lastTransitionTime, not in memory.
+func TestGangShepherdRestartDuringDelay(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	first := startShepherd(t, w.ns)
+	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay, cliques: []cliqueSpec{{name: "worker", replicas: 2, minAvailable: 2}}})
+	w.runAll("inf")
+	w.losePod("inf-0-worker")
+	c := w.waitClique("inf-0-worker", "breached", breached(metav1.ConditionTrue, api.ReasonInsufficientReadyPods))
+	first.stop()
+
+	since := meta.FindStatusCondition(c.Status.Conditions, api.ConditionMinAvailableBreached).LastTransitionTime.Time
+	w.eventually("the delay to run out", func() (bool, error) { return time.Now().After(since.Add(delay + time.Second)), nil })
+	w.mustExist("inf-0-worker")
+
+	startShepherd(t, w.ns)
+	w.waitGone("inf-0-worker")
 }
