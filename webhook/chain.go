@@ -1,0 +1,273 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"gomodules.xyz/jsonpatch/v2"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	"github.com/shepherd-k8s/shepherd/api/install"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/celrules"
+)
+
+var scheme = install.NewScheme()
+
+// RuleDecode names the violation of a request whose object cannot be
+// decoded.
+const RuleDecode = "decode"
+
+// ChainOptions configures the admission chain.
+type ChainOptions struct {
+	// Lookups answers the Go checks' questions about other objects and
+	// discovery. Nil means nothing can be found and the Workload API is
+	// served (the offline default).
+	Lookups Lookups
+	// Rules switches built-in rules on and off and configures defaulting.
+	Rules celrules.Config
+}
+
+// Chain is shepherd's admission chain: the kind's defaulter, then the CEL
+// rules of celrules and the Go checks that need lookups. It is safe for
+// concurrent use, also while policies are set and deleted.
+type Chain struct {
+	lookups Lookups
+	cfg     celrules.Config
+	engine  *celrules.Engine
+}
+
+var _ Admitter = (*Chain)(nil)
+
+// NewChain compiles the built-in library and returns the chain.
+func NewChain(opts ChainOptions) (*Chain, error) {
+	e, err := celrules.NewEngine(opts.Rules)
+	if err != nil {
+		return nil, fmt.Errorf("compiling the built-in rules: %w", err)
+	}
+	l := opts.Lookups
+	if l == nil {
+		l = NewObjectLookups(nil, true)
+	}
+	return &Chain{lookups: l, cfg: opts.Rules, engine: e}, nil
+}
+
+// SetPolicy compiles and type-checks a WorkloadPolicy. When it compiles it
+// replaces the previous version of the policy atomically; when it does not,
+// the policy is not applied at all (its previous version is removed too)
+// and the errors, one per expression, are returned for its status.
+func (c *Chain) SetPolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
+	return c.engine.SetPolicy(p)
+}
+
+// DeletePolicy removes a WorkloadPolicy.
+func (c *Chain) DeletePolicy(name string) { c.engine.DeletePolicy(name) }
+
+// Engine is the CEL engine of the chain (for export).
+func (c *Chain) Engine() *celrules.Engine { return c.engine }
+
+// Rules lists every rule: the CEL rules (built-in and WorkloadPolicies),
+// then the Go checks and defaulters, which cannot be exported.
+func (c *Chain) Rules() []celrules.RuleInfo {
+	out := c.engine.Rules()
+	for _, g := range goRules {
+		g.Enabled = c.cfg.Enabled(g.ID)
+		out = append(out, g)
+	}
+	return out
+}
+
+const (
+	reasonLookup    = "needs a lookup of another object; a ValidatingAdmissionPolicy sees only the request"
+	reasonDiscovery = "needs API discovery; a ValidatingAdmissionPolicy sees only the request"
+	reasonDefaulter = "defaulting (mutating webhook); a ValidatingAdmissionPolicy cannot mutate"
+)
+
+// goRules are the rules written in Go: not exportable.
+var goRules = []celrules.RuleInfo{
+	{ID: "D-PCS-1", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "workloadType unset -> Inference"},
+	{ID: "D-PCS-2", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "Training: template.terminationDelay unset -> 0s"},
+	{ID: "D-PCS-3", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "Training: clique podSpec.restartPolicy unset -> Never"},
+	{ID: "D-PCS-4", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "Training: trainingSpec.maxRestarts unset -> 0"},
+	{ID: "D-PCS-5", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "Inference: template.terminationDelay unset -> the configured default (none shipped)"},
+	{ID: "D-PCS-6", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "clique and scaling-group minAvailable unset -> replicas"},
+	{ID: "D-JS-1", Kinds: []string{api.KindJobSet}, Action: "Default", Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "startupPolicy without order -> AnyOrder"},
+	{ID: "D-JS-2", Kinds: []string{api.KindJobSet}, Action: "Default", Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "startupPolicy InOrder without dependsOn -> the equivalent dependsOn chain, with a deprecation warning"},
+	{ID: "D-WL-1", Kinds: []string{api.KindJobSet}, Action: "Default", Reason: reasonDefaulter + "; " + reasonLookup, Source: celrules.SourceGo, Description: "JobSet of a TrainJob whose runtime uses podGroupPolicy.workload: inject spec.schedulingGroup.podGroupName into pod templates"},
+	{ID: "V-TJ-3", Kinds: []string{api.KindTrainJob}, Action: "Deny", Reason: reasonLookup, Source: celrules.SourceGo, Description: "runtimeRef resolves to an existing TrainingRuntime (same namespace) or ClusterTrainingRuntime (CREATE)"},
+	{ID: "V-TJ-4", Kinds: []string{api.KindTrainJob}, Action: "Deny", Reason: reasonLookup, Source: celrules.SourceGo, Description: "trainer.numNodes is immutable when the runtime uses podGroupPolicy.workload"},
+	{ID: "V-TR-7", Kinds: []string{api.KindTrainingRuntime, api.KindClusterTrainingRuntime}, Action: "Deny", Reason: reasonDiscovery, Source: celrules.SourceGo, Description: "podGroupPolicy.workload needs a cluster that serves the Workload API"},
+	{ID: "V-PCLQ-1", Kinds: []string{api.KindPodClique, api.KindPodCliqueScalingGroup}, Action: "Deny", Reason: reasonLookup, Source: celrules.SourceGo, Description: "when the owning PodCliqueSet is Training: replicas immutable, no autoscaling config"},
+}
+
+// decode parses a request object. The error names what is wrong and where
+// (the JSON decoder reports the offset).
+func decode(raw []byte, what string) (map[string]any, *Violation) {
+	var m map[string]any
+	if err := utiljson.Unmarshal(raw, &m); err != nil {
+		return nil, &Violation{Rule: RuleDecode, Action: ActionDeny, Message: fmt.Sprintf("cannot decode the %s: %v", what, err)}
+	}
+	if m == nil {
+		return nil, &Violation{Rule: RuleDecode, Action: ActionDeny, Message: fmt.Sprintf("cannot decode the %s: it is not a JSON object", what)}
+	}
+	return m, nil
+}
+
+func denied(v *Violation) *Verdict {
+	return &Verdict{Allowed: false, Violations: []Violation{*v}}
+}
+
+// Default runs the kind's defaulter (the mutating webhook) and returns the
+// JSON patch of the defaulted paths.
+func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
+	if len(req.Object) == 0 || req.Operation == admissionv1.Delete || req.Operation == admissionv1.Connect {
+		return &Verdict{Allowed: true}
+	}
+	obj, bad := decode(req.Object, "object")
+	if bad != nil {
+		return denied(bad)
+	}
+	var old map[string]any
+	if len(req.OldObject) > 0 {
+		if old, bad = decode(req.OldObject, "old object"); bad != nil {
+			return denied(bad)
+		}
+	}
+	v := &Verdict{Allowed: true, Object: obj}
+	var changed bool
+	switch (schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}) {
+	case schema.GroupKind{Group: api.GroveGroup, Kind: api.KindPodCliqueSet}:
+		changed = defaultPodCliqueSet(obj, c.cfg)
+	case schema.GroupKind{Group: api.JobSetGroup, Kind: api.KindJobSet}:
+		var warnings []string
+		var viol *Violation
+		changed, warnings = defaultJobSetStartup(obj, old, req.Operation, c.cfg)
+		v.Warnings = append(v.Warnings, warnings...)
+		wl, wlWarnings, viol := c.defaultSchedulingGroup(ctx, obj, req.Namespace)
+		changed = changed || wl
+		v.Warnings = append(v.Warnings, wlWarnings...)
+		if viol != nil {
+			v.Allowed = false
+			v.Violations = append(v.Violations, *viol)
+		}
+	}
+	if !changed {
+		return v
+	}
+	mutated, err := json.Marshal(obj)
+	if err != nil {
+		return denied(&Violation{Rule: RuleDecode, Action: ActionDeny, Message: fmt.Sprintf("encoding the defaulted object: %v", err)})
+	}
+	patch, err := jsonpatch.CreatePatch(req.Object, mutated)
+	if err != nil {
+		return denied(&Violation{Rule: RuleDecode, Action: ActionDeny, Message: fmt.Sprintf("computing the defaulting patch: %v", err)})
+	}
+	// A stable order keeps responses and `shepherd check` output diffable.
+	slices.SortStableFunc(patch, func(a, b jsonpatch.JsonPatchOperation) int { return strings.Compare(a.Path, b.Path) })
+	v.Patch = patch
+	return v
+}
+
+// Validate runs the CEL rules and the Go checks on the (already defaulted)
+// object and reports every violation at once.
+func (c *Chain) Validate(ctx context.Context, req *Request) *Verdict {
+	var obj, old map[string]any
+	var bad *Violation
+	if len(req.Object) > 0 {
+		if obj, bad = decode(req.Object, "object"); bad != nil {
+			return denied(bad)
+		}
+	}
+	if len(req.OldObject) > 0 {
+		if old, bad = decode(req.OldObject, "old object"); bad != nil {
+			return denied(bad)
+		}
+	}
+	in := &celrules.Input{
+		Operation: string(req.Operation),
+		Group:     req.Kind.Group,
+		Version:   req.Kind.Version,
+		Kind:      req.Kind.Kind,
+		Resource:  req.Resource.Resource,
+		Namespace: req.Namespace,
+		Name:      req.Name,
+		Object:    obj,
+		OldObject: old,
+		UserInfo:  req.UserInfo,
+		DryRun:    req.DryRun,
+		UID:       string(req.UID),
+	}
+	if in.Resource == "" {
+		in.Resource = c.engine.Schemas().Resource(schema.GroupKind{Group: in.Group, Kind: in.Kind})
+	}
+	if req.Namespace != "" {
+		in.NamespaceObject = c.namespace(ctx, req.Namespace)
+	}
+	v := &Verdict{Allowed: true, Object: obj}
+	for _, r := range c.engine.Evaluate(ctx, in) {
+		v.Violations = append(v.Violations, Violation{Rule: r.Rule, Field: r.Field, Message: r.Message, Action: Action(r.Action), Reason: r.Reason})
+	}
+	v.Violations = append(v.Violations, c.goChecks(ctx, req, obj, old)...)
+	for _, viol := range v.Violations {
+		switch viol.Action {
+		case ActionDeny:
+			v.Allowed = false
+		case ActionWarn:
+			v.Warnings = append(v.Warnings, warningText(viol))
+		}
+	}
+	return v
+}
+
+// warningText renders a Warn violation as an admission warning.
+func warningText(v Violation) string {
+	if v.Field == "" {
+		return v.Message
+	}
+	return v.Field + ": " + v.Message
+}
+
+func (c *Chain) namespace(ctx context.Context, name string) *corev1.Namespace {
+	nl, ok := c.lookups.(NamespaceLookup)
+	if !ok {
+		return nil
+	}
+	ns, err := nl.Namespace(ctx, name)
+	if err != nil {
+		return nil
+	}
+	return ns
+}
+
+// Admit runs Default, then Validate on the defaulted object, as the
+// apiserver does with shepherd's mutating and validating webhooks.
+func (c *Chain) Admit(ctx context.Context, req *Request) *Verdict {
+	d := c.Default(ctx, req)
+	if !d.Allowed {
+		return d
+	}
+	vreq := *req
+	if len(d.Patch) > 0 {
+		b, err := json.Marshal(d.Object)
+		if err != nil {
+			return denied(&Violation{Rule: RuleDecode, Action: ActionDeny, Message: fmt.Sprintf("encoding the defaulted object: %v", err)})
+		}
+		vreq.Object = b
+	}
+	v := c.Validate(ctx, &vreq)
+	v.Violations = append(d.Violations, v.Violations...)
+	v.Warnings = append(d.Warnings, v.Warnings...)
+	v.Patch = d.Patch
+	if d.Object != nil {
+		v.Object = d.Object
+	}
+	return v
+}

@@ -1,0 +1,213 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/celrules"
+)
+
+const (
+	warnStartupRewritten = "spec.startupPolicy: startupPolicyOrder InOrder is deprecated and was rewritten to the equivalent replicatedJobs[].dependsOn chain (each replicatedJob waits for the previous one to be Ready)"
+	warnStartupDeprecated = "spec.startupPolicy: startupPolicyOrder InOrder is deprecated: use replicatedJobs[].dependsOn (each replicatedJob depending on the previous one with status Ready)"
+)
+
+// defaultJobSetStartup applies D-JS-1 and D-JS-2 and reports whether it
+// changed anything, with D-JS-2's warning.
+func defaultJobSetStartup(o, old map[string]any, op admissionv1.Operation, cfg celrules.Config) (bool, []string) {
+	spec := obj(o, "spec")
+	if spec == nil {
+		return false, nil
+	}
+	changed := false
+	sp := obj(spec, "startupPolicy")
+	// D-JS-1: a startupPolicy without order means AnyOrder.
+	if cfg.Enabled("D-JS-1") && sp != nil {
+		changed = setDefault(sp, "startupPolicyOrder", "AnyOrder")
+	}
+	if !cfg.Enabled("D-JS-2") || sp == nil || str(sp, "startupPolicyOrder") != "InOrder" {
+		return changed, nil
+	}
+	rjs := items(spec, "replicatedJobs")
+	// The rewrite applies when no dependsOn is set — or, on UPDATE, when the
+	// dependsOn already are exactly the chain (the object was rewritten
+	// before and a client re-sent startupPolicy): that keeps it idempotent.
+	// A stored object that still has InOrder is left alone: rewriting it
+	// would change immutable fields (V-JS-2, V-JS-4).
+	none := true
+	for _, rj := range rjs {
+		if l, _ := rj["dependsOn"].([]any); len(l) > 0 {
+			none = false
+		}
+	}
+	chain := none
+	if !none && op == admissionv1.Update {
+		chain = isStartupChain(rjs)
+	}
+	if !chain || (op == admissionv1.Update && obj(obj(old, "spec"), "startupPolicy") != nil) {
+		return changed, nil
+	}
+	if cfg.DisableStartupPolicyRewrite {
+		return changed, []string{warnStartupDeprecated}
+	}
+	for i := 1; i < len(rjs); i++ {
+		rjs[i]["dependsOn"] = []any{map[string]any{"name": str(rjs[i-1], "name"), "status": "Ready"}}
+	}
+	delete(spec, "startupPolicy")
+	return true, []string{warnStartupRewritten}
+}
+
+// isStartupChain reports whether every replicatedJob after the first
+// depends exactly on its predecessor being Ready, and the first on nothing.
+func isStartupChain(rjs []map[string]any) bool {
+	for i, rj := range rjs {
+		l, _ := rj["dependsOn"].([]any)
+		if i == 0 {
+			if len(l) > 0 {
+				return false
+			}
+			continue
+		}
+		want := []any{map[string]any{"name": str(rjs[i-1], "name"), "status": "Ready"}}
+		if !reflect.DeepEqual(l, want) {
+			return false
+		}
+	}
+	return true
+}
+
+// defaultSchedulingGroup applies D-WL-1: the JobSet of a TrainJob whose
+// runtime uses podGroupPolicy.workload gets spec.schedulingGroup.podGroupName
+// on every pod template, named by api.PodGroupName exactly as the
+// reconciler names the PodGroups. A TrainJob or runtime that cannot be found
+// skips the injection with a warning; any other lookup error denies so the
+// JobSet's creator retries rather than running pods outside their gang.
+func (c *Chain) defaultSchedulingGroup(ctx context.Context, o map[string]any, namespace string) (bool, []string, *Violation) {
+	if !c.cfg.Enabled("D-WL-1") {
+		return false, nil, nil
+	}
+	owner := trainJobOwner(o)
+	if owner == nil {
+		return false, nil, nil
+	}
+	tj, err := c.lookups.TrainJob(ctx, namespace, owner.name)
+	if apierrors.IsNotFound(err) {
+		return false, []string{fmt.Sprintf("spec.replicatedJobs: the owning TrainJob %q was not found: no scheduling group injected", owner.name)}, nil
+	}
+	if err != nil {
+		return false, nil, &Violation{Rule: "D-WL-1", Action: ActionDeny, Field: "metadata.ownerReferences",
+			Message: fmt.Sprintf("could not look up the owning TrainJob %q: %v", owner.name, err)}
+	}
+	pgp, err := c.runtimePodGroupPolicy(ctx, tj.Spec.RuntimeRef, namespace)
+	if apierrors.IsNotFound(err) {
+		return false, []string{fmt.Sprintf("spec.replicatedJobs: the runtime of TrainJob %q was not found: no scheduling group injected", owner.name)}, nil
+	}
+	if err != nil {
+		return false, nil, &Violation{Rule: "D-WL-1", Action: ActionDeny, Field: "metadata.ownerReferences",
+			Message: fmt.Sprintf("could not look up the runtime of TrainJob %q: %v", owner.name, err)}
+	}
+	if pgp == nil || pgp.Workload == nil {
+		return false, nil, nil
+	}
+	uid := owner.uid
+	if uid == "" {
+		uid = tj.UID
+	}
+	changed := false
+	for _, rj := range items(obj(o, "spec"), "replicatedJobs") {
+		jobTemplate := obj(rj, "template")
+		if jobTemplate == nil {
+			continue
+		}
+		var labels map[string]string
+		if l := path(jobTemplate, "metadata", "labels"); l != nil {
+			labels = map[string]string{}
+			for k, v := range l {
+				if s, ok := v.(string); ok {
+					labels[k] = s
+				}
+			}
+		}
+		name := api.PodGroupName(owner.name, uid, api.PodGroupTemplateFor(str(rj, "name"), labels))
+		js := ensure(jobTemplate, "spec")
+		if js == nil {
+			continue
+		}
+		pt := ensure(js, "template")
+		if pt == nil {
+			continue
+		}
+		ps := ensure(pt, "spec")
+		if ps == nil {
+			continue
+		}
+		sg := ensure(ps, "schedulingGroup")
+		if sg == nil {
+			continue
+		}
+		if str(sg, "podGroupName") != name {
+			sg["podGroupName"] = name
+			changed = true
+		}
+	}
+	return changed, nil, nil
+}
+
+type ownerRef struct {
+	name string
+	uid  types.UID
+}
+
+// trainJobOwner returns the controller ownerReference to a TrainJob.
+func trainJobOwner(o map[string]any) *ownerRef {
+	refs, _ := obj(o, "metadata")["ownerReferences"].([]any)
+	for _, r := range refs {
+		m, ok := r.(map[string]any)
+		if !ok {
+			continue
+		}
+		gv, _ := schema.ParseGroupVersion(str(m, "apiVersion"))
+		ctrl, _ := m["controller"].(bool)
+		if ctrl && gv.Group == api.TrainerGroup && str(m, "kind") == api.KindTrainJob {
+			return &ownerRef{name: str(m, "name"), uid: types.UID(str(m, "uid"))}
+		}
+	}
+	return nil
+}
+
+// runtimePodGroupPolicy looks up the runtime a TrainJob references.
+func (c *Chain) runtimePodGroupPolicy(ctx context.Context, ref trainerv1alpha1.RuntimeRef, namespace string) (*trainerv1alpha1.PodGroupPolicy, error) {
+	if !ref.IsTrainerRuntime() {
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: derefString(ref.APIGroup)}, ref.Name)
+	}
+	switch ref.EffectiveKind() {
+	case api.KindTrainingRuntime:
+		rt, err := c.lookups.TrainingRuntime(ctx, namespace, ref.Name)
+		if err != nil {
+			return nil, err
+		}
+		return rt.Spec.PodGroupPolicy, nil
+	case api.KindClusterTrainingRuntime:
+		rt, err := c.lookups.ClusterTrainingRuntime(ctx, ref.Name)
+		if err != nil {
+			return nil, err
+		}
+		return rt.Spec.PodGroupPolicy, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Group: api.TrainerGroup, Resource: ref.EffectiveKind()}, ref.Name)
+}
+
+func derefString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,158 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+)
+
+// Lookups is everything the admission chain needs beyond the request: the
+// other objects the Go checks read (V-TJ-3, V-TJ-4, V-PCLQ-1, D-WL-1) and
+// discovery (V-TR-7). Absent objects are apierrors NotFound.
+type Lookups interface {
+	TrainingRuntime(ctx context.Context, namespace, name string) (*trainerv1alpha1.TrainingRuntime, error)
+	ClusterTrainingRuntime(ctx context.Context, name string) (*trainerv1alpha1.ClusterTrainingRuntime, error)
+	TrainJob(ctx context.Context, namespace, name string) (*trainerv1alpha1.TrainJob, error)
+	PodCliqueSet(ctx context.Context, namespace, name string) (*grovev1alpha1.PodCliqueSet, error)
+	WorkloadAPIServed() bool
+}
+
+// NamespaceLookup is implemented by Lookups that can also return the
+// request's Namespace, for WorkloadPolicies with a namespaceSelector or that
+// read namespaceObject. Without it such a policy sees a namespace without
+// labels.
+type NamespaceLookup interface {
+	Namespace(ctx context.Context, name string) (*corev1.Namespace, error)
+}
+
+// NewClientLookups reads through a controller-runtime reader (the server's
+// cache); workloadAPIServed reports the current discovery result.
+func NewClientLookups(r client.Reader, workloadAPIServed func() bool) Lookups {
+	return &clientLookups{r: r, served: workloadAPIServed}
+}
+
+type clientLookups struct {
+	r      client.Reader
+	served func() bool
+}
+
+func (l *clientLookups) TrainingRuntime(ctx context.Context, namespace, name string) (*trainerv1alpha1.TrainingRuntime, error) {
+	var o trainerv1alpha1.TrainingRuntime
+	return &o, l.r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &o)
+}
+
+func (l *clientLookups) ClusterTrainingRuntime(ctx context.Context, name string) (*trainerv1alpha1.ClusterTrainingRuntime, error) {
+	var o trainerv1alpha1.ClusterTrainingRuntime
+	return &o, l.r.Get(ctx, client.ObjectKey{Name: name}, &o)
+}
+
+func (l *clientLookups) TrainJob(ctx context.Context, namespace, name string) (*trainerv1alpha1.TrainJob, error) {
+	var o trainerv1alpha1.TrainJob
+	return &o, l.r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &o)
+}
+
+func (l *clientLookups) PodCliqueSet(ctx context.Context, namespace, name string) (*grovev1alpha1.PodCliqueSet, error) {
+	var o grovev1alpha1.PodCliqueSet
+	return &o, l.r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &o)
+}
+
+func (l *clientLookups) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	var o corev1.Namespace
+	return &o, l.r.Get(ctx, client.ObjectKey{Name: name}, &o)
+}
+
+func (l *clientLookups) WorkloadAPIServed() bool { return l.served != nil && l.served() }
+
+// NewObjectLookups answers lookups from a fixed set of objects, typed or
+// unstructured — the --context manifests of `shepherd check`. Objects of
+// other kinds are ignored.
+func NewObjectLookups(objs []runtime.Object, workloadAPIServed bool) Lookups {
+	l := &objectLookups{objs: map[objectKey]*unstructured.Unstructured{}, served: workloadAPIServed}
+	for _, o := range objs {
+		u, err := toUnstructured(o)
+		if err != nil {
+			continue
+		}
+		gvk := u.GroupVersionKind()
+		l.objs[objectKey{gk: gvk.GroupKind(), namespace: u.GetNamespace(), name: u.GetName()}] = u
+	}
+	return l
+}
+
+type objectKey struct {
+	gk              schema.GroupKind
+	namespace, name string
+}
+
+type objectLookups struct {
+	objs   map[objectKey]*unstructured.Unstructured
+	served bool
+}
+
+func toUnstructured(o runtime.Object) (*unstructured.Unstructured, error) {
+	if u, ok := o.(*unstructured.Unstructured); ok {
+		return u, nil
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	if u.GetKind() == "" {
+		gvks, _, err := scheme.ObjectKinds(o)
+		if err != nil || len(gvks) == 0 {
+			return nil, fmt.Errorf("unknown kind of %T", o)
+		}
+		u.SetGroupVersionKind(gvks[0])
+	}
+	return u, nil
+}
+
+// find converts the stored object of kind gk into out.
+func (l *objectLookups) find(gk schema.GroupKind, resource, namespace, name string, out any) error {
+	u, ok := l.objs[objectKey{gk: gk, namespace: namespace, name: name}]
+	if !ok {
+		return apierrors.NewNotFound(schema.GroupResource{Group: gk.Group, Resource: resource}, name)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
+		return fmt.Errorf("decoding %s %s/%s: %w", gk.Kind, namespace, name, err)
+	}
+	return nil
+}
+
+func (l *objectLookups) TrainingRuntime(_ context.Context, namespace, name string) (*trainerv1alpha1.TrainingRuntime, error) {
+	var o trainerv1alpha1.TrainingRuntime
+	return &o, l.find(schema.GroupKind{Group: api.TrainerGroup, Kind: api.KindTrainingRuntime}, "trainingruntimes", namespace, name, &o)
+}
+
+func (l *objectLookups) ClusterTrainingRuntime(_ context.Context, name string) (*trainerv1alpha1.ClusterTrainingRuntime, error) {
+	var o trainerv1alpha1.ClusterTrainingRuntime
+	return &o, l.find(schema.GroupKind{Group: api.TrainerGroup, Kind: api.KindClusterTrainingRuntime}, "clustertrainingruntimes", "", name, &o)
+}
+
+func (l *objectLookups) TrainJob(_ context.Context, namespace, name string) (*trainerv1alpha1.TrainJob, error) {
+	var o trainerv1alpha1.TrainJob
+	return &o, l.find(schema.GroupKind{Group: api.TrainerGroup, Kind: api.KindTrainJob}, "trainjobs", namespace, name, &o)
+}
+
+func (l *objectLookups) PodCliqueSet(_ context.Context, namespace, name string) (*grovev1alpha1.PodCliqueSet, error) {
+	var o grovev1alpha1.PodCliqueSet
+	return &o, l.find(schema.GroupKind{Group: api.GroveGroup, Kind: api.KindPodCliqueSet}, "podcliquesets", namespace, name, &o)
+}
+
+func (l *objectLookups) Namespace(_ context.Context, name string) (*corev1.Namespace, error) {
+	var o corev1.Namespace
+	return &o, l.find(schema.GroupKind{Kind: "Namespace"}, "namespaces", "", name, &o)
+}
+
+func (l *objectLookups) WorkloadAPIServed() bool { return l.served }
