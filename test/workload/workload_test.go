@@ -251,8 +251,17 @@ func assertWorkload(t *testing.T, c *cluster.Cluster, version string, tj *traine
 			t.Errorf("replicatedJob %s would join PodGroup %s, which does not exist: %v", rj, name, err)
 		}
 	}
-	if n := len(list(t, c, version, api.KindPodGroup, tj.Namespace)); n != len(want) {
-		t.Errorf("namespace holds %d PodGroups, want %d", n, len(want))
+	// PodGroups carry the scheduling.k8s.io/podgroup-protection finalizer,
+	// which kube-controller-manager (absent here) removes: deleted ones
+	// linger as terminating and are not counted.
+	var live []string
+	for _, pg := range list(t, c, version, api.KindPodGroup, tj.Namespace) {
+		if pg.GetDeletionTimestamp() == nil {
+			live = append(live, pg.GetName())
+		}
+	}
+	if len(live) != len(want) {
+		t.Errorf("namespace holds %d live PodGroups, want %d: %v", len(live), len(want), live)
 	}
 
 	eventually(t, "WorkloadReady=True", func(ctx context.Context) (bool, error) {
@@ -349,6 +358,46 @@ func testServedVersion(t *testing.T, setting cluster.WorkloadAPI) {
 			t.Fatalf("creating the runtime: %v", err)
 		}
 		assertWorkload(t, c, version, tj, rt, []wantTemplate{{name: "trainer", minCount: 2}})
+	})
+
+	t.Run("TrainJob recreated before the garbage collector ran", func(t *testing.T) {
+		ctx := context.Background()
+		ns := c.Namespace(t)
+		rt := createRuntime(t, c, 1, false, replicatedJob("node", api.AncestorTrainer))
+		old := createTrainJob(t, c, ns, "again", rt.Name, ptr.To[int32](2))
+		assertWorkload(t, c, version, old, rt, []wantTemplate{{name: "trainer", minCount: 2}})
+		if err := c.Client.Delete(ctx, old); err != nil {
+			t.Fatalf("deleting the TrainJob: %v", err)
+		}
+		fresh := createTrainJob(t, c, ns, "again", rt.Name, ptr.To[int32](3))
+
+		// No garbage collector here: the old Workload stays, and shepherd
+		// must not adopt it or hang PodGroups of the new job under it.
+		deadline := time.Now().Add(2 * time.Second)
+		for time.Now().Before(deadline) {
+			wl, err := get(ctx, c, version, api.KindWorkload, ns, "again")
+			if err != nil {
+				t.Fatalf("reading the old Workload: %v", err)
+			}
+			if ctl := metav1.GetControllerOf(wl); ctl == nil || ctl.UID != old.UID {
+				t.Fatalf("Workload controller = %+v, want the deleted TrainJob %s", ctl, old.UID)
+			}
+			if n := len(list(t, c, version, api.KindPodGroup, ns)); n != 1 {
+				t.Fatalf("namespace holds %d PodGroups, want only the old job's 1", n)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+
+		// Play the garbage collector (the old PodGroup stays terminating
+		// behind its protection finalizer): the new job then gets its own.
+		for _, kind := range []string{api.KindWorkload, api.KindPodGroup} {
+			for _, o := range list(t, c, version, kind, ns) {
+				if err := c.Client.Delete(ctx, &o); err != nil {
+					t.Fatalf("deleting %s %s: %v", kind, o.GetName(), err)
+				}
+			}
+		}
+		assertWorkload(t, c, version, fresh, rt, []wantTemplate{{name: "trainer", minCount: 3}})
 	})
 
 	t.Run("runtime without podGroupPolicy.workload: nothing created", func(t *testing.T) {
