@@ -340,11 +340,26 @@ func defaulted(sent, got *unstructured.Unstructured) []string {
 		v, _ := json.Marshal(op.Value)
 		switch op.Operation {
 		case "remove":
-			out = append(out, fmt.Sprintf("spec%s removed", strings.ReplaceAll(op.Path, "/", ".")))
+			out = append(out, fmt.Sprintf("%s removed", fieldPath(op.Path)))
 		default:
-			out = append(out, fmt.Sprintf("spec%s = %s", strings.ReplaceAll(op.Path, "/", "."), v))
+			out = append(out, fmt.Sprintf("%s = %s", fieldPath(op.Path), v))
 		}
 	}
 	sort.Strings(out)
 	return out
+}
+
+// fieldPath turns a JSON pointer under spec into a field path:
+// /template/cliques/0/spec -> spec.template.cliques[0].spec.
+func fieldPath(ptr string) string {
+	var b strings.Builder
+	b.WriteString("spec")
+	for _, seg := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
+		if _, err := strconv.Atoi(seg); err == nil {
+			b.WriteString("[" + seg + "]")
+			continue
+		}
+		b.WriteString("." + strings.ReplaceAll(strings.ReplaceAll(seg, "~1", "/"), "~0", "~"))
+	}
+	return b.String()
 }
