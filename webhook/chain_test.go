@@ -240,4 +240,6 @@ func TestConcurrentAdmissionAndPolicyUpdates(t *testing.T) {
 	wg.Wait()
 }
 
-func celrulesConfig(disabled ...string) celrules.Config { return celrules.Config{DisabledRules: disabled} }
+func celrulesConfig(disabled ...string) celrules.Config {
+	return celrules.Config{DisabledRules: disabled}
+}

@@ -16,7 +16,7 @@ import (
 )
 
 const (
-	warnStartupRewritten = "spec.startupPolicy: startupPolicyOrder InOrder is deprecated and was rewritten to the equivalent replicatedJobs[].dependsOn chain (each replicatedJob waits for the previous one to be Ready)"
+	warnStartupRewritten  = "spec.startupPolicy: startupPolicyOrder InOrder is deprecated and was rewritten to the equivalent replicatedJobs[].dependsOn chain (each replicatedJob waits for the previous one to be Ready)"
 	warnStartupDeprecated = "spec.startupPolicy: startupPolicyOrder InOrder is deprecated: use replicatedJobs[].dependsOn (each replicatedJob depending on the previous one with status Ready)"
 )
 

@@ -174,4 +174,3 @@ func (c *Chain) checkTrainingChild(ctx context.Context, req *Request, o, old map
 	}
 	return out
 }
-
