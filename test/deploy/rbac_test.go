@@ -31,22 +31,9 @@ import (
 // watch, and rotate.
 func TestRBACSufficesForSelfSignedCertificates(t *testing.T) {
 	ctx := context.Background()
-	objs := build(t, deployDir("default"))
-	for _, o := range objs {
-		switch o.GetKind() {
-		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
-			"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
-			if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("deploy-test"), client.ForceOwnership); err != nil {
-				t.Fatalf("applying %s %s: %v", o.GetKind(), o.GetName(), err)
-			}
-		}
-	}
-
+	applyIdentityAndWebhooks(t)
 	cfg := rest.CopyConfig(env.Config)
-	cfg.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + shepherdNS + ":shepherd",
-		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + shepherdNS, "system:authenticated"},
-	}
+	cfg.Impersonate = serviceAccount
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Metrics:                       metricsserver.Options{BindAddress: "0"},
 		LeaderElection:                true,
@@ -136,6 +123,28 @@ func TestRBACSufficesForSelfSignedCertificates(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// serviceAccount is shepherd's ServiceAccount, as the apiserver sees it.
+var serviceAccount = rest.ImpersonationConfig{
+	UserName: "system:serviceaccount:" + shepherdNS + ":shepherd",
+	Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + shepherdNS, "system:authenticated"},
+}
+
+// applyIdentityAndWebhooks applies deploy/default's Namespace,
+// ServiceAccount, RBAC and webhook configurations for real (not the
+// Deployment: there is no kubelet).
+func applyIdentityAndWebhooks(t *testing.T) {
+	t.Helper()
+	for _, o := range build(t, deployDir("default")) {
+		switch o.GetKind() {
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+			"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration":
+			if err := env.Client.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(o.DeepCopy()), client.FieldOwner("deploy-test"), client.ForceOwnership); err != nil {
+				t.Fatalf("applying %s %s: %v", o.GetKind(), o.GetName(), err)
+			}
+		}
+	}
 }
 
 func poll(t *testing.T, what string, cond func() error) {
