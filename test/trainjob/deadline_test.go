@@ -45,6 +45,13 @@ func TestDeadlineFailsJobAndDeletesJobSet(t *testing.T) {
 		t.Errorf("Failed %v after creation, before the 3s deadline", early)
 	}
 	eventually(t, "the JobSet deleted", gone(js))
+	// Other tests run in parallel, so only a lower bound holds.
+	if v := metricValue(t, "shepherd_trainjob_deadline_exceeded_total"); v < 1 {
+		t.Errorf("shepherd_trainjob_deadline_exceeded_total = %v, want >= 1", v)
+	}
+	if v := metricValue(t, "shepherd_trainjob_reconcile_duration_seconds"); v < 1 {
+		t.Errorf("shepherd_trainjob_reconcile_duration_seconds has %v samples, want >= 1", v)
+	}
 	eventually(t, "a DeadlineExceeded event on the TrainJob", func(ctx context.Context) (bool, error) {
 		var evs eventsv1.EventList
 		if err := env.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {

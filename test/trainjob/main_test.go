@@ -26,6 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/shepherd-k8s/shepherd/api"
@@ -271,4 +272,32 @@ func exists(o client.Object) func(ctx context.Context) (bool, error) {
 		err := env.Client.Get(ctx, client.ObjectKeyFromObject(o), o)
 		return err == nil, client.IgnoreNotFound(err)
 	}
+}
+
+// metricValue is the value of a counter, or the sample count of a
+// histogram, named name on controller-runtime's registry (summed over
+// labels) — where shepherd's controllers register their metrics.
+func metricValue(t *testing.T, name string) float64 {
+	t.Helper()
+	mfs, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatalf("gathering metrics: %v", err)
+	}
+	var v float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if c := m.GetCounter(); c != nil {
+				v += c.GetValue()
+			}
+			if h := m.GetHistogram(); h != nil {
+				v += float64(h.GetSampleCount())
+			}
+		}
+		return v
+	}
+	t.Fatalf("metric %s is not registered", name)
+	return 0
 }

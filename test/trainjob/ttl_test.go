@@ -54,6 +54,9 @@ func TestTTLZeroDeletesAtOnce(t *testing.T) {
 	create(t, tj)
 	setCondition(t, tj, api.TrainJobComplete, metav1.ConditionTrue, "JobsCompleted")
 	eventually(t, "the finished TrainJob deleted", gone(tj))
+	if v := metricValue(t, "shepherd_trainjob_ttl_deletions_total"); v < 1 {
+		t.Errorf("shepherd_trainjob_ttl_deletions_total = %v, want >= 1", v)
+	}
 }
 
 // A job failed by its deadline is finished: a TTL of 0 deletes it next.

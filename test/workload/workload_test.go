@@ -27,6 +27,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/shepherd-k8s/shepherd/api"
@@ -312,6 +313,9 @@ func testServedVersion(t *testing.T, setting cluster.WorkloadAPI) {
 		tj := createTrainJob(t, c, ns, "llm", rt.Name, ptr.To[int32](8))
 		assertWorkload(t, c, version, tj, rt, []wantTemplate{{name: "initializer"}, {name: "trainer", minCount: 8}})
 		hasEvent(t, c, tj, api.EventWorkloadCreated, corev1.EventTypeNormal)
+		if v := createdMetric(t, version); v < 1 {
+			t.Errorf("shepherd_workloads_created_total{version=%q} = %v, want >= 1", version, v)
+		}
 		assertWebhookJoinsCreatedPodGroups(t, c, version, tj, rt)
 
 		// Suspension keeps the objects; the reconcile it triggers (a spec
@@ -499,4 +503,27 @@ func assertWebhookJoinsCreatedPodGroups(t *testing.T, c *cluster.Cluster, versio
 			t.Errorf("replicatedJob %v joins PodGroup %s, which the reconciler did not create: %v", rj["name"], name, err)
 		}
 	}
+}
+
+// createdMetric reads shepherd_workloads_created_total{version} from
+// controller-runtime's registry.
+func createdMetric(t *testing.T, version string) float64 {
+	t.Helper()
+	mfs, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatalf("gathering metrics: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "shepherd_workloads_created_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "version" && l.GetValue() == version {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
