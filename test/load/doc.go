@@ -8,6 +8,8 @@
 //	KUBEBUILDER_ASSETS=$(./hack/build-controlplane.sh) \
 //	  go test -run '^$' -bench TLSLoad -benchtime 1x -timeout 20m ./test/load/
 //
+//	# SHEPHERD_LOAD_RATE=0 for saturation (clients back to back)
+//
 // Each reports its figures with b.ReportMetric: admissions/s, latency
 // percentiles, errors, and for the TLS run the server process's CPU and RSS.
 package load
