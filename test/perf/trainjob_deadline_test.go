@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -87,7 +88,8 @@ func quantile(sorted []float64, q float64) float64 {
 // to the moment a watch sees Failed=True/DeadlineExceeded — p50, p99, max —
 // and the process's peak RSS (VmHWM; the harness's own watch and clients
 // are included, the apiserver and etcd are separate processes).
-// Targets: p99 ≤ 1 s, RSS ≤ 256 MiB.
+// Targets: p99 ≤ 1 s, RSS ≤ 256 MiB. SHEPHERD_PERF_QPS and
+// SHEPHERD_PERF_BURST set shepherd's client rate limit (default 500/1000).
 func BenchmarkTrainJobDeadline(b *testing.B) {
 	jobs := envInt(b, "SHEPHERD_PERF_JOBS", 5000)
 	spread := time.Duration(envInt(b, "SHEPHERD_PERF_SPREAD_SECONDS", 60)) * time.Second
@@ -114,7 +116,15 @@ func BenchmarkTrainJobDeadline(b *testing.B) {
 	}
 	rssBefore := procStatus("VmRSS")
 
-	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
+	// shepherd's client rate limit: SHEPHERD_PERF_QPS / SHEPHERD_PERF_BURST,
+	// default the test cluster's 500 / 1000. Each expiry costs one status
+	// patch and one event, so at 5,000 deadlines a minute a limit below
+	// ~170 QPS queues writes and shows up directly as lag.
+	mgrCfg := rest.CopyConfig(c.Config)
+	mgrCfg.QPS = float32(envInt(b, "SHEPHERD_PERF_QPS", int(c.Config.QPS)))
+	mgrCfg.Burst = envInt(b, "SHEPHERD_PERF_BURST", c.Config.Burst)
+	b.Logf("shepherd client rate limit: %.0f QPS, burst %d", mgrCfg.QPS, mgrCfg.Burst)
+	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
 		Scheme:                 install.NewScheme(),
 		Metrics:                server.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
