@@ -59,7 +59,7 @@ func DecideDeadline(tj *trainerv1alpha1.TrainJob, clk clock.PassiveClock) Deadli
 	if ads == nil || Finished(tj) || Suspended(tj) {
 		return DeadlineDecision{Action: DeadlineNone}
 	}
-	deadline := StartTime(tj).Add(time.Duration(*ads) * time.Second)
+	deadline := StartTime(tj).Add(seconds(*ads))
 	now := clk.Now()
 	// Exceeded means past the deadline; at exactly the deadline the time
 	// left is zero, which requeueAfter turns into 1 s.
@@ -67,6 +67,15 @@ func DecideDeadline(tj *trainerv1alpha1.TrainJob, clk clock.PassiveClock) Deadli
 		return DeadlineDecision{Action: DeadlineExceed, Deadline: deadline}
 	}
 	return DeadlineDecision{Action: DeadlineWait, Deadline: deadline, RequeueAfter: requeueAfter(deadline, now)}
+}
+
+// maxDeadlineSeconds caps activeDeadlineSeconds (the CRD sets no maximum) so
+// that converting it to a time.Duration cannot overflow into a negative,
+// already-passed deadline: a century is "never" for a training run.
+const maxDeadlineSeconds = 100 * 365 * 24 * 60 * 60
+
+func seconds(s int64) time.Duration {
+	return time.Duration(min(s, maxDeadlineSeconds)) * time.Second
 }
 
 // failedByDeadline reports whether the job is Failed=True with reason

@@ -1,6 +1,7 @@
 package trainjob
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -148,6 +149,12 @@ func TestDecideDeadline(t *testing.T) {
 			job:  job(deadline(60), cond(api.TrainJobComplete, metav1.ConditionFalse, "Running", sec(30))),
 			now:  sec(120),
 			want: DeadlineDecision{Action: DeadlineExceed, Deadline: sec(60)},
+		},
+		{
+			name: "huge activeDeadlineSeconds does not overflow into a passed deadline",
+			job:  job(deadline(math.MaxInt64)),
+			now:  sec(10),
+			want: DeadlineDecision{Action: DeadlineWait, Deadline: t0.Add(maxDeadlineSeconds * time.Second), RequeueAfter: maxDeadlineSeconds*time.Second - 10*time.Second},
 		},
 		{
 			name: "already failed by the deadline: make sure the JobSet is gone",
