@@ -40,7 +40,7 @@ func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	marker, err := Marker(pclq.Annotations)
+	marker, err := ActiveMarker(pclq.Annotations)
 	if err != nil {
 		// A hand-edited marker must not stop status updates; treat it as
 		// absent and say why.

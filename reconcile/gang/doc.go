@@ -33,10 +33,10 @@
 // answered by a restart (or the Failed phase), owned by package training. Two
 // things of training's are honoured here: a pod that exited 0 counts as
 // available (a worker that finished is not a lost worker), and a PodClique
-// carrying the api.AnnotationRestart marker is being restarted: the pods the
-// marker names do not count, and wasAvailable is held false until the marker
-// is removed, so the restarted replica gets the same startup protection as a
-// new one. Package training writes the PodClique Succeeded condition; both
+// carrying an active api.AnnotationRestart marker is being restarted: the
+// pods the marker names do not count, and wasAvailable is held false until
+// the marker is done, so the restarted replica gets the same startup
+// protection as a new one. Package training writes the PodClique Succeeded condition; both
 // packages write status with optimistic-lock merge patches that carry the
 // whole conditions list as read, so neither drops the other's condition.
 package gang

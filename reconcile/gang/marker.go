@@ -17,7 +17,11 @@ type RestartMarker struct {
 	// Restart is the restartCount this restart brings the PodCliqueSet to.
 	Restart int32 `json:"restart"`
 	// Pods are the UIDs of the pods the restart deletes.
-	Pods []types.UID `json:"pods"`
+	Pods []types.UID `json:"pods,omitempty"`
+	// Done is set once the restart is over for this PodClique. The marker
+	// stays, so that a replica whose other PodCliques are still restarting
+	// can tell "finished restart N" from "not yet marked for restart N".
+	Done bool `json:"done,omitempty"`
 }
 
 // Marker returns the restart marker of a PodClique, or nil when there is none.
@@ -32,6 +36,16 @@ func Marker(annotations map[string]string) (*RestartMarker, error) {
 		return nil, fmt.Errorf("annotation %s=%q is not a restart marker ({\"restart\":N,\"pods\":[uid...]}); remove it to clear the restart: %w", api.AnnotationRestart, v, err)
 	}
 	return &m, nil
+}
+
+// ActiveMarker returns the marker of a restart still in flight, nil when
+// there is none or it is done.
+func ActiveMarker(annotations map[string]string) (*RestartMarker, error) {
+	m, err := Marker(annotations)
+	if err != nil || m == nil || m.Done {
+		return nil, err
+	}
+	return m, nil
 }
 
 // String is the annotation value of m.

@@ -41,7 +41,7 @@ func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	marker, err := gang.Marker(pclq.Annotations)
+	marker, err := gang.ActiveMarker(pclq.Annotations)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "ignoring the restart marker", "podclique", req.NamespacedName)
 		marker = nil
@@ -144,23 +144,19 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if err := gang.DeleteAllExact(ctx, r.client, victims); err != nil {
 		return ctrl.Result{}, err
 	}
-	// 5. Restarts that are done lose their markers.
-	for _, name := range d.Unmarks {
-		if err := r.annotate(ctx, pcs.Namespace, name, ""); err != nil {
+	// 5. Cliques through their restart get a done marker.
+	for _, m := range d.Finishes {
+		if err := r.annotate(ctx, pcs.Namespace, m.Clique, m.Marker.String()); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 }
 
-// annotate sets (value != "") or removes the restart marker of a PodClique
-// with a merge patch of that one annotation.
+// annotate sets the restart marker of a PodClique with a merge patch of that
+// one annotation.
 func (r *setReconciler) annotate(ctx context.Context, ns, name, value string) error {
-	var v any
-	if value != "" {
-		v = value
-	}
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{api.AnnotationRestart: v}}})
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{api.AnnotationRestart: value}}})
 	if err != nil {
 		return fmt.Errorf("encoding the restart marker: %w", err)
 	}

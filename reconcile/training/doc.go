@@ -33,12 +33,15 @@
 //     restart is counted once), event ReplicaRestarting, metric;
 //  3. delete the named pods (UID preconditions);
 //  4. once none of the named pods is left and gang has reset the clique
-//     (wasAvailable false — gang holds it false while the marker is present
-//     and never counts the named pods), remove the marker.
+//     (wasAvailable false — gang holds it false while the marker is active
+//     and never counts the named pods), mark that clique's marker done.
 //
-// A replica with a marker is "restarting": its breaches are not acted on. A
-// crash between any two steps resumes at the step it stopped before, so the
-// count stays exact. A PodClique's Succeeded condition is sticky and written
+// A replica with an active (not done) marker is "restarting": its breaches
+// are not acted on. The done marker stays as history so that, while other
+// PodCliques of the replica are still restarting, a finished PodClique is
+// not mistaken for one that was never marked (whose current pods would be
+// condemned). A crash between any two steps resumes at the step it stopped
+// before, so the count stays exact. A PodClique's Succeeded condition is sticky and written
 // before anything of this package deletes pods.
 //
 // Failure (budget exhausted or maxRuntime exceeded) commits phase Failed and

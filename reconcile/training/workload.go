@@ -56,7 +56,7 @@ type Event struct {
 
 // Decision is everything one reconcile of a Training set does, in order:
 // Marks, then Status (the commit), then Events and metrics, then DeletePods,
-// then Unmarks.
+// then Finishes.
 type Decision struct {
 	Status Status
 	Marks  []Mark
@@ -66,7 +66,8 @@ type Decision struct {
 	Failure    string
 	Events     []Event
 	DeletePods []PodRef
-	Unmarks    []string
+	// Finishes are the done markers of PodCliques whose restart is over.
+	Finishes []Mark
 	// RequeueAfter is when to look again; zero means only on change.
 	RequeueAfter time.Duration
 }
@@ -187,7 +188,7 @@ func (d *Decision) fail(in Input, reason, msg, event string, now time.Time) {
 	d.Failure = reason
 	d.Events = append(d.Events, Event{Type: corev1.EventTypeWarning, Reason: event, Note: msg + "; terminating all pods"})
 	d.DeletePods = livePods(in.Pods)
-	d.Marks, d.Unmarks = nil, nil
+	d.Marks, d.Finishes = nil, nil
 	d.RequeueAfter = 0
 }
 
@@ -219,28 +220,31 @@ func (d *Decision) commitRestart(idx, n, budget int32) {
 func (d *Decision) continueRestart(idx, n int32, cliques []*grovev1alpha1.PodClique, podsOf map[types.UID][]corev1.Pod, budget int32) {
 	for _, c := range cliques {
 		m, _ := gang.Marker(c.Annotations)
-		if m == nil {
-			// Stopped between marking two cliques: mark the rest now,
-			// before anything of theirs was deleted.
+		switch {
+		case m == nil || m.Restart < n:
+			// Stopped between marking two cliques: mark this one now; none
+			// of its pods was deleted yet.
 			nm := gang.RestartMarker{Restart: n}
 			for _, p := range podsOf[c.UID] {
 				nm.Pods = append(nm.Pods, p.UID)
 				d.DeletePods = append(d.DeletePods, PodRef{Name: p.Name, UID: p.UID})
 			}
 			d.Marks = append(d.Marks, Mark{Clique: c.Name, Marker: nm})
-			continue
-		}
-		left := false
-		for _, p := range podsOf[c.UID] {
-			if m.Condemned(p.UID) {
-				left = true
-				if p.DeletionTimestamp == nil {
-					d.DeletePods = append(d.DeletePods, PodRef{Name: p.Name, UID: p.UID})
+		case m.Done:
+			// This clique is through restart n; its pods are the new ones.
+		default:
+			left := false
+			for _, p := range podsOf[c.UID] {
+				if m.Condemned(p.UID) {
+					left = true
+					if p.DeletionTimestamp == nil {
+						d.DeletePods = append(d.DeletePods, PodRef{Name: p.Name, UID: p.UID})
+					}
 				}
 			}
-		}
-		if !left && !c.Status.WasAvailable {
-			d.Unmarks = append(d.Unmarks, c.Name)
+			if !left && !c.Status.WasAvailable {
+				d.Finishes = append(d.Finishes, Mark{Clique: c.Name, Marker: gang.RestartMarker{Restart: n, Done: true}})
+			}
 		}
 	}
 	// The decision to restart was made when the markers were written; a
@@ -296,11 +300,12 @@ func cliqueDelay(in Input, c *grovev1alpha1.PodClique) time.Duration {
 	return base
 }
 
-// inFlight returns the restart number a replica is in the middle of, 0 if none.
+// inFlight returns the restart number a replica is in the middle of, 0 if
+// none: the highest restart named by a marker that is not done.
 func inFlight(cliques []*grovev1alpha1.PodClique) int32 {
 	var n int32
 	for _, c := range cliques {
-		if m, err := gang.Marker(c.Annotations); err == nil && m != nil {
+		if m, err := gang.ActiveMarker(c.Annotations); err == nil && m != nil {
 			n = max(n, m.Restart)
 		}
 	}

@@ -113,7 +113,7 @@ func TestDecide(t *testing.T) {
 		wantEvents  []string
 		wantDeletes []string
 		wantMarks   []string
-		wantUnmarks []string
+		wantFinish  []string
 		wantRequeue time.Duration
 	}{
 		{name: "nothing started: Pending", pcs: set(0, nil, nil), cliques: []cliqueState{{}, {}}, pods: allPods(false),
@@ -169,10 +169,15 @@ func TestDecide(t *testing.T) {
 			cliques:   []cliqueState{{breachedAgo: ago(0), wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
 			pods:      []corev1.Pod{mkPod(1, 0, true), mkPod(1, 1, true)},
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantRequeue: time.Second},
-		{name: "restart done: remove the marker", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
+		{name: "restart done: the marker becomes done", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
 			cliques:   []cliqueState{{marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
 			pods:      []corev1.Pod{mkPod(1, 0, true), mkPod(1, 1, true)},
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantUnmarks: []string{"pcs-0-w"}, wantRequeue: time.Second},
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantFinish: []string{"pcs-0-w"}, wantRequeue: time.Second},
+		{name: "a done marker is history: a new breach restarts again", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
+			cliques: []cliqueState{{breachedAgo: ago(0), wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Done: true}}, {}}, pods: allPods(true),
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 2,
+			wantEvents:  []string{api.EventPodCliqueFailed, api.EventReplicaRestarting},
+			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"}, wantMarks: []string{"pcs-0-w"}, wantRequeue: time.Second},
 		{name: "stopped after marking, before counting: count it now", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques:   []cliqueState{{breachedAgo: ago(0), wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
 			pods:      allPods(true),
@@ -234,8 +239,15 @@ func TestDecide(t *testing.T) {
 			if !slices.Equal(marks, tc.wantMarks) {
 				t.Errorf("marks = %v, want %v", marks, tc.wantMarks)
 			}
-			if !slices.Equal(d.Unmarks, tc.wantUnmarks) {
-				t.Errorf("unmarks = %v, want %v", d.Unmarks, tc.wantUnmarks)
+			var finished []string
+			for _, m := range d.Finishes {
+				finished = append(finished, m.Clique)
+				if !m.Marker.Done || m.Marker.Restart != tc.wantCount || len(m.Marker.Pods) != 0 {
+					t.Errorf("finish marker of %s = %+v, want done restart %d", m.Clique, m.Marker, tc.wantCount)
+				}
+			}
+			if !slices.Equal(finished, tc.wantFinish) {
+				t.Errorf("finished = %v, want %v", finished, tc.wantFinish)
 			}
 			if d.RequeueAfter != tc.wantRequeue {
 				t.Errorf("requeueAfter = %v, want %v", d.RequeueAfter, tc.wantRequeue)
@@ -289,5 +301,27 @@ func TestCliqueDelay(t *testing.T) {
 	}
 	if d := cliqueDelay(in, &grouped); d != 5*time.Second {
 		t.Errorf("PCSG clique delay = %v, want the PCSG override 5s", d)
+	}
+}
+
+// Within one replica, a PodClique through restart n keeps its new pods while
+// another PodClique of the replica is still restarting.
+func TestRestartDoneCliqueLeftAlone(t *testing.T) {
+	pcs := set(2, nil, nil)
+	pcs.Status.Phase, pcs.Status.RestartCount = grovev1alpha1.PhaseRunning, 1
+	a := mkClique(0, cliqueState{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Done: true}})
+	b := mkClique(0, cliqueState{marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"old"}}})
+	b.Name, b.UID = "pcs-0-v", "cv"
+	newA := mkPod(0, 0, true) // owned by a, created after the restart
+	old := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "old-v", UID: "old", OwnerReferences: []metav1.OwnerReference{{Kind: api.KindPodClique, Name: "pcs-0-v", UID: "cv"}}}}
+	d := Decide(clocktesting.NewFakePassiveClock(t0), Input{Set: pcs, Cliques: []grovev1alpha1.PodClique{a, b}, Pods: []corev1.Pod{newA, old}})
+	if len(d.Marks) != 0 {
+		t.Errorf("marks = %+v, want none (a is done, b is marked)", d.Marks)
+	}
+	if got := podNames(d.DeletePods); !slices.Equal(got, []string{"old-v"}) {
+		t.Errorf("deleted = %v, want only b's condemned pod", got)
+	}
+	if len(d.Finishes) != 0 || d.Status.RestartCount != 1 {
+		t.Errorf("finishes %+v, restartCount %d; want none and 1", d.Finishes, d.Status.RestartCount)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/reconcile/gang"
 )
 
 // trainingSet is one replica of a launcher (1 pod) and workers (2 pods).
@@ -173,8 +174,9 @@ func TestTrainingRestartThenSucceed(t *testing.T) {
 		t.Errorf("restartCount %d, startTime %v; want 1 and the first start %v", done.Status.RestartCount, done.Status.StartTime, first.Status.StartTime)
 	}
 	for _, c := range w.cliques("train") {
-		if _, ok := c.Annotations[api.AnnotationRestart]; ok {
-			t.Errorf("PodClique %s still carries the restart marker", c.Name)
+		m, err := gang.Marker(c.Annotations)
+		if err != nil || m == nil || !m.Done || m.Restart != 1 {
+			t.Errorf("PodClique %s restart marker = %+v (%v), want restart 1 done", c.Name, m, err)
 		}
 	}
 	if after := counterValue(t, "shepherd_training_restarts_total", "", ""); after < before+1 {
@@ -219,6 +221,75 @@ func TestTrainingShepherdRestartBetweenBreachAndDelay(t *testing.T) {
 	startShepherd(t, w.ns)
 	w.waitSet("train", "restartCount 1", func(s *grovev1alpha1.PodCliqueSet) bool { return s.Status.RestartCount == 1 })
 	w.regrow("train")
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, c := range w.cliques("train") {
+				t.Logf("state: %s ann=%v was=%v ready=%d conds=%+v", c.Name, c.Annotations, c.Status.WasAvailable, c.Status.ReadyReplicas, c.Status.Conditions)
+			}
+			t.Logf("state: set %+v", w.set("train").Status)
+		}
+	})
+	w.runAll("train")
+	w.exitAll("train", 0)
+	done := w.waitSet("train", "Succeeded", phase(grovev1alpha1.PhaseSucceeded))
+	if done.Status.RestartCount != 1 {
+		t.Errorf("restartCount = %d, want 1", done.Status.RestartCount)
+	}
+}
+
+// A restart touches only the failed PodCliqueSet replica — every pod of every
+// PodClique in it, PCSG-managed ones included — and the count is one total
+// across replicas.
+func TestTrainingRestartOnlyTouchesItsReplica(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	startShepherd(t, w.ns)
+	spec := setSpec{name: "train", replicas: 2, training: true, maxRestarts: ptr.To[int32](2),
+		cliques: []cliqueSpec{{name: "launcher", replicas: 1, minAvailable: 1}, {name: "worker", replicas: 2, minAvailable: 2}},
+		groups:  []groupSpec{{name: "sg", cliques: []string{"worker"}, replicas: 2, minAvailable: 2}}}
+	w.createSet(spec)
+	w.runAll("train")
+	replicaPods := func(idx string) []corev1.Pod {
+		var l corev1.PodList
+		if err := w.c.List(w.ctx, &l, client.InNamespace(w.ns), client.MatchingLabels{api.LabelPartOf: "train", api.LabelPodCliqueSetReplicaIndex: idx}); err != nil {
+			t.Fatal(err)
+		}
+		return l.Items
+	}
+	kept := replicaPods("0")
+	if len(kept) != 5 || len(replicaPods("1")) != 5 {
+		t.Fatalf("replica pods: %d and %d, want 5 each", len(kept), len(replicaPods("1")))
+	}
+
+	p := w.pods("train-1-sg-0-worker")[0]
+	w.kubelet(&p, exited(1))
+	w.waitSet("train", "restartCount 1", func(s *grovev1alpha1.PodCliqueSet) bool { return s.Status.RestartCount == 1 })
+	w.eventually("replica 1's pods deleted", func() (bool, error) { return len(replicaPods("1")) == 0, nil })
+	now := replicaPods("0")
+	if len(now) != len(kept) {
+		t.Fatalf("replica 0 has %d pods, want its %d untouched", len(now), len(kept))
+	}
+	for i := range now {
+		if now[i].DeletionTimestamp != nil {
+			t.Errorf("replica 0 pod %s is being deleted", now[i].Name)
+		}
+	}
+
+	for _, c := range w.cliques("train") {
+		if c.Labels[api.LabelPodCliqueSetReplicaIndex] == "1" {
+			for k := range c.Spec.Replicas {
+				w.createPod(&c, k)
+			}
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, c := range w.cliques("train") {
+				t.Logf("state: %s ann=%v was=%v ready=%d conds=%+v", c.Name, c.Annotations, c.Status.WasAvailable, c.Status.ReadyReplicas, c.Status.Conditions)
+			}
+			t.Logf("state: set %+v", w.set("train").Status)
+		}
+	})
 	w.runAll("train")
 	w.exitAll("train", 0)
 	done := w.waitSet("train", "Succeeded", phase(grovev1alpha1.PhaseSucceeded))
