@@ -179,6 +179,10 @@ func TestWorkloadPolicyHotReload(t *testing.T) {
 	if len(broken.Status.CompileErrors) != 1 || broken.Status.CompileErrors[0].FieldPath != "spec.validations[0].expression" {
 		t.Errorf("compileErrors %+v: want one on spec.validations[0].expression", broken.Status.CompileErrors)
 	}
+	auditor, _ := tokens(t)
+	if _, body := getMetrics(t, "/metrics", auditor); !strings.Contains(string(body), `shepherd_policy_compile_errors_total{policy="`+deadlines+`"} 1`) {
+		t.Errorf("/metrics does not count the compile error of %s", deadlines)
+	}
 	warns.take()
 	if err := f.createTrainJob(t, 7*86400); err != nil {
 		t.Errorf("a broken policy still denies: %v", err)
@@ -216,6 +220,11 @@ func TestWorkloadPolicyHotReload(t *testing.T) {
 		}
 		return err == nil, nil
 	})
+
+	// Every verdict is counted by rule, action and kind.
+	if _, body := getMetrics(t, "/metrics", auditor); !strings.Contains(string(body), `shepherd_policy_verdicts_total{action="Deny",kind="TrainJob",rule="`+deadlines+`"}`) {
+		t.Errorf("/metrics does not count the verdicts of %s", deadlines)
+	}
 
 	// Every denial of the policy is in the audit trail.
 	recs := auditRecords(t, "rule="+deadlines+"&namespace="+f.ns, func(rs []audit.Record) bool { return len(rs) >= 2 })
