@@ -324,3 +324,36 @@ func splitPath(p string) []pathPart {
 	}
 	return out
 }
+
+func TestUndecodableObjectIsDeniedWithTheDecodeError(t *testing.T) {
+	c := webhookClient(t, nil)
+	body := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
+	  "uid":"u-1","kind":{"group":"grove.io","version":"v1alpha1","kind":"PodCliqueSet"},
+	  "resource":{"group":"grove.io","version":"v1alpha1","resource":"podcliquesets"},
+	  "namespace":"default","name":"p","operation":"CREATE","userInfo":{"username":"tester"},
+	  "object":["not","an","object"]}}`
+	for _, path := range []string{"/mutate", "/validate"} {
+		resp, err := c.Post("https://"+webhookA+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rv struct {
+			Response struct {
+				UID     string `json:"uid"`
+				Allowed bool   `json:"allowed"`
+				Status  struct {
+					Code    int    `json:"code"`
+					Message string `json:"message"`
+				} `json:"status"`
+			} `json:"response"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&rv)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: HTTP %d, %v", path, resp.StatusCode, err)
+		}
+		if rv.Response.UID != "u-1" || rv.Response.Allowed || rv.Response.Status.Code != http.StatusUnprocessableEntity || !strings.Contains(rv.Response.Status.Message, "cannot unmarshal array") {
+			t.Errorf("%s: want a 422 denial with the decode error, got %+v", path, rv.Response)
+		}
+	}
+}
