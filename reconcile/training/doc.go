@@ -29,7 +29,8 @@
 //
 //  1. mark every PodClique of the replica with api.AnnotationRestart: the
 //     restart number N and the UIDs of the pods it replaces;
-//  2. commit restartCount = N on the PodCliqueSet status (optimistic lock: a
+//  2. in a later reconcile, one whose cache shows the markers: commit
+//     restartCount = N on the PodCliqueSet status (optimistic lock: a
 //     restart is counted once), event ReplicaRestarting, metric;
 //  3. delete the named pods (UID preconditions);
 //  4. once none of the named pods is left and gang has reset the clique

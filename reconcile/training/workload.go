@@ -166,7 +166,7 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 			continue
 		}
 		if d.Status.RestartCount < maxRestarts(pcs) {
-			d.startRestart(idx, cliques, podsOf, maxRestarts(pcs))
+			d.startRestart(cliques, podsOf)
 			restartedNow = true
 			wait.Add(restartingPoll)
 			continue
@@ -192,18 +192,21 @@ func (d *Decision) fail(in Input, reason, msg, event string, now time.Time) {
 	d.RequeueAfter = 0
 }
 
-// startRestart begins restart number RestartCount+1 of a replica.
-func (d *Decision) startRestart(idx int32, cliques []*grovev1alpha1.PodClique, podsOf map[types.UID][]corev1.Pod, budget int32) {
+// startRestart begins restart number RestartCount+1 of a replica by marking
+// its PodCliques, and only that: the count is committed and the pods deleted
+// by continueRestart in a later reconcile, one that sees the markers in its
+// cache. Committing in the same reconcile would let a following reconcile
+// whose PodClique cache has not caught up with the markers take the same
+// breach for a new one and count it twice.
+func (d *Decision) startRestart(cliques []*grovev1alpha1.PodClique, podsOf map[types.UID][]corev1.Pod) {
 	n := d.Status.RestartCount + 1
 	for _, c := range cliques {
 		m := gang.RestartMarker{Restart: n}
 		for _, p := range podsOf[c.UID] {
 			m.Pods = append(m.Pods, p.UID)
-			d.DeletePods = append(d.DeletePods, PodRef{Name: p.Name, UID: p.UID})
 		}
 		d.Marks = append(d.Marks, Mark{Clique: c.Name, Marker: m})
 	}
-	d.commitRestart(idx, n, budget)
 }
 
 func (d *Decision) commitRestart(idx, n, budget int32) {
@@ -222,12 +225,11 @@ func (d *Decision) continueRestart(idx, n int32, cliques []*grovev1alpha1.PodCli
 		m, _ := gang.Marker(c.Annotations)
 		switch {
 		case m == nil || m.Restart < n:
-			// Stopped between marking two cliques: mark this one now; none
-			// of its pods was deleted yet.
+			// Stopped between marking two cliques: mark this one now (none
+			// of its pods was deleted yet); its pods go next round.
 			nm := gang.RestartMarker{Restart: n}
 			for _, p := range podsOf[c.UID] {
 				nm.Pods = append(nm.Pods, p.UID)
-				d.DeletePods = append(d.DeletePods, PodRef{Name: p.Name, UID: p.UID})
 			}
 			d.Marks = append(d.Marks, Mark{Clique: c.Name, Marker: nm})
 		case m.Done:

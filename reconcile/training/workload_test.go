@@ -113,6 +113,7 @@ func TestDecide(t *testing.T) {
 		wantEvents  []string
 		wantDeletes []string
 		wantMarks   []string
+		wantMarkN   int32 // restart number of the marks
 		wantFinish  []string
 		wantRequeue time.Duration
 	}{
@@ -140,11 +141,10 @@ func TestDecide(t *testing.T) {
 			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRestartsExceeded,
 			wantEvents:  []string{api.EventPodCliqueFailed, api.EventMaxRestartsExceeded},
 			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1", "pcs-1-w-0", "pcs-1-w-1"}},
-		{name: "breach within budget: restart that replica", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+		{name: "breach within budget: mark that replica for restart 1 (counted and deleted next round)", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{}, {breachedAgo: ago(0), wasAvail: true}}, pods: allPods(true),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
-			wantEvents:  []string{api.EventPodCliqueFailed, api.EventReplicaRestarting},
-			wantDeletes: []string{"pcs-1-w-0", "pcs-1-w-1"}, wantMarks: []string{"pcs-1-w"}, wantRequeue: time.Second},
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time,
+			wantEvents: []string{api.EventPodCliqueFailed}, wantMarks: []string{"pcs-1-w"}, wantMarkN: 1, wantRequeue: time.Second},
 		{name: "budget used up: Failed", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 2,
 			cliques: []cliqueState{{breachedAgo: ago(0), wasAvail: true}, {}}, pods: allPods(true),
 			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantCount: 2, wantFailed: api.ReasonMaxRestartsExceeded,
@@ -155,9 +155,8 @@ func TestDecide(t *testing.T) {
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantRequeue: 3 * time.Second},
 		{name: "breach exactly at the delay: act", pcs: set(2, nil, ptr.To(10*time.Second)), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{breachedAgo: ago(10 * time.Second), wasAvail: true}, {}}, pods: allPods(true),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
-			wantEvents:  []string{api.EventPodCliqueFailed, api.EventReplicaRestarting},
-			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"}, wantMarks: []string{"pcs-0-w"}, wantRequeue: time.Second},
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time,
+			wantEvents: []string{api.EventPodCliqueFailed}, wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
 		{name: "a succeeded clique's breach is no failure", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{breachedAgo: ago(0), succeeded: true}, {}}, pods: allPods(true),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time},
@@ -175,10 +174,9 @@ func TestDecide(t *testing.T) {
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantFinish: []string{"pcs-0-w"}, wantRequeue: time.Second},
 		{name: "a done marker is history: a new breach restarts again", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
 			cliques: []cliqueState{{breachedAgo: ago(0), wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Done: true}}, {}}, pods: allPods(true),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 2,
-			wantEvents:  []string{api.EventPodCliqueFailed, api.EventReplicaRestarting},
-			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"}, wantMarks: []string{"pcs-0-w"}, wantRequeue: time.Second},
-		{name: "stopped after marking, before counting: count it now", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
+			wantEvents: []string{api.EventPodCliqueFailed}, wantMarks: []string{"pcs-0-w"}, wantMarkN: 2, wantRequeue: time.Second},
+		{name: "marked replica seen: commit the count, delete its pods", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques:   []cliqueState{{breachedAgo: ago(0), wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
 			pods:      allPods(true),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantEvents: []string{api.EventReplicaRestarting},
@@ -191,9 +189,8 @@ func TestDecide(t *testing.T) {
 			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantDeletes: []string{"pcs-1-w-1"}},
 		{name: "delay unset on Training means 0", pcs: set(1, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{breachedAgo: ago(0), wasAvail: true}, {}}, pods: allPods(true),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
-			wantEvents:  []string{api.EventPodCliqueFailed, api.EventReplicaRestarting},
-			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"}, wantMarks: []string{"pcs-0-w"}, wantRequeue: time.Second},
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time,
+			wantEvents: []string{api.EventPodCliqueFailed}, wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -232,8 +229,8 @@ func TestDecide(t *testing.T) {
 			var marks []string
 			for _, m := range d.Marks {
 				marks = append(marks, m.Clique)
-				if m.Marker.Restart != tc.wantCount || len(m.Marker.Pods) != 2 {
-					t.Errorf("marker of %s = %+v, want restart %d naming its 2 pods", m.Clique, m.Marker, tc.wantCount)
+				if m.Marker.Restart != tc.wantMarkN || len(m.Marker.Pods) != 2 || m.Marker.Done {
+					t.Errorf("marker of %s = %+v, want active restart %d naming its 2 pods", m.Clique, m.Marker, tc.wantMarkN)
 				}
 			}
 			if !slices.Equal(marks, tc.wantMarks) {
@@ -260,7 +257,8 @@ func TestReplicaRestartingEventHasTheCount(t *testing.T) {
 	pcs := set(3, nil, nil)
 	pcs.Status.Phase, pcs.Status.RestartCount = grovev1alpha1.PhaseRunning, 1
 	zero := time.Duration(0)
-	d := Decide(clocktesting.NewFakePassiveClock(t0), Input{Set: pcs, Cliques: []grovev1alpha1.PodClique{mkClique(0, cliqueState{breachedAgo: &zero, wasAvail: true})}, Pods: allPods(true)})
+	marked := mkClique(0, cliqueState{breachedAgo: &zero, wasAvail: true, marker: &gang.RestartMarker{Restart: 2, Pods: []types.UID{"p00", "p01"}}})
+	d := Decide(clocktesting.NewFakePassiveClock(t0), Input{Set: pcs, Cliques: []grovev1alpha1.PodClique{marked}, Pods: allPods(true)})
 	for _, e := range d.Events {
 		if e.Reason == api.EventReplicaRestarting {
 			if !strings.Contains(e.Note, "restart 2 of maxRestarts 3") {
