@@ -49,12 +49,9 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 }
 
-// Permissions the controller needs (for RBAC generation). Setting
-// blockOwnerDeletion on ownerReferences to a TrainJob needs update on
-// trainjobs/finalizers.
+// Permissions the controller needs (for RBAC generation).
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/status,verbs=get;patch
-// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/finalizers,verbs=update
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=scheduling.k8s.io,resources=workloads;podgroups,verbs=get;create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch

@@ -16,15 +16,17 @@ func schedulingPolicy(t GroupTemplate) map[string]any {
 	return map[string]any{"basic": map[string]any{}}
 }
 
-// trainJobOwner is the controller ownerReference to tj.
+// trainJobOwner is the controller ownerReference to tj. It does not set
+// blockOwnerDeletion: that only matters to foreground deletion, and setting
+// it would need update on trainjobs/finalizers in clusters that enforce
+// owner-reference permissions.
 func trainJobOwner(tj *trainerv1alpha1.TrainJob) map[string]any {
 	return map[string]any{
-		"apiVersion":         trainerv1alpha1.GroupVersion.String(),
-		"kind":               api.KindTrainJob,
-		"name":               tj.Name,
-		"uid":                string(tj.UID),
-		"controller":         true,
-		"blockOwnerDeletion": true,
+		"apiVersion": trainerv1alpha1.GroupVersion.String(),
+		"kind":       api.KindTrainJob,
+		"name":       tj.Name,
+		"uid":        string(tj.UID),
+		"controller": true,
 	}
 }
 

@@ -161,7 +161,7 @@ func TestBuildWorkload(t *testing.T) {
 			"name": "my-job", "namespace": "ns",
 			"ownerReferences": []any{map[string]any{
 				"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "my-job", "uid": "uid-1",
-				"controller": true, "blockOwnerDeletion": true,
+				"controller": true,
 			}},
 		},
 		"spec": map[string]any{
@@ -185,7 +185,7 @@ func TestBuildPodGroup(t *testing.T) {
 			map[string]any{"apiVersion": apiVersion, "kind": "Workload", "name": "my-job", "uid": "wl-uid"},
 			map[string]any{
 				"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": "my-job", "uid": "uid-1",
-				"controller": true, "blockOwnerDeletion": true,
+				"controller": true,
 			},
 		}
 	}

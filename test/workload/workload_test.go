@@ -191,7 +191,7 @@ func assertWorkload(t *testing.T, c *cluster.Cluster, version string, tj *traine
 	})
 	trainJobOwner := metav1.OwnerReference{
 		APIVersion: trainerv1alpha1.GroupVersion.String(), Kind: api.KindTrainJob, Name: tj.Name, UID: tj.UID,
-		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+		Controller: ptr.To(true),
 	}
 	if got := wl.GetOwnerReferences(); len(got) != 1 || !equalOwner(got[0], trainJobOwner) {
 		t.Errorf("Workload ownerReferences = %+v, want only %+v", got, trainJobOwner)
