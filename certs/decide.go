@@ -88,7 +88,11 @@ func Decide(now time.Time, s State, p Policy) Decision {
 		signerIssued, signerNotAfter = IssuedAt(s.Signer), s.Signer.NotAfter
 	}
 	propagatedAt := signerIssued.Add(p.PropagationDelay)
-	propagated := !d.NewCA && s.SignerInjected && !now.Before(propagatedAt)
+	// A serving certificate from the signer that is served now proves the
+	// signer trusted already: replacing it from the same signer needs no
+	// wait. Moving to a new signer waits until it has propagated.
+	sameSigner := !d.NewCA && s.Serving != nil && s.Serving.CheckSignatureFrom(s.Signer) == nil
+	propagated := sameSigner || (!d.NewCA && s.SignerInjected && !now.Before(propagatedAt))
 
 	reason, urgent := servingReason(now, s, p, d.NewCA)
 	d.ServingReason = reason

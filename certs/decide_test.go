@@ -78,6 +78,14 @@ func TestDecide(t *testing.T) {
 		state: steady,
 		want:  Decision{NewServing: true, ServingReason: ReasonDue, RequeueAt: servingDue.Add(20 * 24 * time.Hour)},
 	}, {
+		name: "serving rotation asked for right after install: same CA, no propagation wait",
+		now:  t0.Add(delay / 2),
+		state: withCA(steady, func(s *State) {
+			s.RotateServingRequested = true
+			s.SignerInjected = false
+		}),
+		want: Decision{NewServing: true, ServingReason: ReasonRequested, RequeueAt: t0.Add(delay/2 + 20*24*time.Hour)},
+	}, {
 		name:  "expired serving certificate is replaced at once, injected or not",
 		now:   t0.Add(servingLife),
 		state: withCA(steady, func(s *State) { s.SignerInjected = false }),
