@@ -116,8 +116,12 @@ func (r *groupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		if len(victims) == 0 {
 			continue
 		}
-		if err := DeleteAllExact(ctx, r.client, victims); err != nil {
+		n, err := DeleteAllExact(ctx, r.client, victims)
+		if err != nil {
 			return ctrl.Result{}, err
+		}
+		if n == 0 {
+			continue // an earlier reconcile did it; the cache lags
 		}
 		terminations.WithLabelValues(LevelPCSG).Inc()
 		r.recorder.Eventf(&g, nil, corev1.EventTypeWarning, api.EventGangTerminated, "Terminate",
@@ -162,8 +166,12 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 				gone = append(gone, c.Name)
 			}
 		}
-		if err := DeleteAllExact(ctx, r.client, victims); err != nil {
+		n, err := DeleteAllExact(ctx, r.client, victims)
+		if err != nil {
 			return ctrl.Result{}, err
+		}
+		if n == 0 {
+			continue // an earlier reconcile did it; the cache lags
 		}
 		terminations.WithLabelValues(LevelPCS).Inc()
 		r.recorder.Eventf(&pcs, nil, corev1.EventTypeWarning, api.EventGangTerminated, "Terminate",

@@ -168,28 +168,39 @@ func parentSet(ctx context.Context, c client.Reader, o client.Object) (*grovev1a
 }
 
 // DeleteExact deletes o only if it is still the object with o's UID, in the
-// background. An object already gone, or replaced by a new one of the same
-// name, counts as done.
-func DeleteExact(ctx context.Context, c client.Client, o client.Object) error {
+// background, and reports whether this call deleted it. An object already
+// gone, or replaced by a new one of the same name, is not an error.
+func DeleteExact(ctx context.Context, c client.Client, o client.Object) (bool, error) {
 	uid := o.GetUID()
 	err := c.Delete(ctx, o, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return false, nil
 	}
-	return fmt.Errorf("deleting %T %s/%s: %w", o, o.GetNamespace(), o.GetName(), err)
+	return false, fmt.Errorf("deleting %T %s/%s: %w", o, o.GetNamespace(), o.GetName(), err)
 }
 
-// DeleteAllExact deletes every object with DeleteExact at once: a gang goes
-// as one, and one round trip instead of one per object keeps the lag from
-// delay expiry to deletion short.
-func DeleteAllExact[T client.Object](ctx context.Context, c client.Client, objs []T) error {
+// DeleteAllExact deletes every object with DeleteExact at once — a gang goes
+// as one, in one round trip rather than one per object — and returns how many
+// this call deleted: a reconcile working from a cache that has not yet seen
+// an earlier deletion deletes nothing and so counts and reports nothing.
+func DeleteAllExact[T client.Object](ctx context.Context, c client.Client, objs []T) (int, error) {
 	errs := make([]error, len(objs))
+	done := make([]bool, len(objs))
 	var wg sync.WaitGroup
 	for i, o := range objs {
-		wg.Go(func() { errs[i] = DeleteExact(ctx, c, o) })
+		wg.Go(func() { done[i], errs[i] = DeleteExact(ctx, c, o) })
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	n := 0
+	for _, d := range done {
+		if d {
+			n++
+		}
+	}
+	return n, errors.Join(errs...)
 }
 
 // result turns a wait into a controller result.
