@@ -41,6 +41,7 @@ var (
 	metrics  string // base URL of shepherd's (authenticated) metrics server
 	webhookA string // host:port of shepherd's webhook server
 	serveLog bytes.Buffer
+	health   string // base URL of shepherd's health server
 )
 
 func TestMain(m *testing.M) {
@@ -92,6 +93,7 @@ func run(m *testing.M) int {
 	webhookA = net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort))
 	metricsAddr, healthAddr := freeAddr(), freeAddr()
 	metrics = "https://" + metricsAddr
+	health = "http://" + healthAddr
 
 	ctx, cancel := context.WithCancel(context.Background())
 	root := app.NewRootCommand(&serveLog, &serveLog)

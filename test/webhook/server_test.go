@@ -357,3 +357,20 @@ func TestUndecodableObjectIsDeniedWithTheDecodeError(t *testing.T) {
 		}
 	}
 }
+
+func TestReadinessCoversCertificatesCachesPoliciesAndDiscovery(t *testing.T) {
+	resp, err := http.Get(health + "/readyz?verbose")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("/readyz: HTTP %d: %s", resp.StatusCode, body)
+	}
+	for _, check := range []string{"webhook", "certificates", "caches", "policies", "workloadapi"} {
+		if !strings.Contains(string(body), "[+]"+check+" ok") {
+			t.Errorf("/readyz lacks a passing %q check:\n%s", check, body)
+		}
+	}
+}
