@@ -315,3 +315,45 @@ func TestRotationUnderLoadHasNoFailedAdmissions(t *testing.T) {
 		}
 	}
 }
+
+// TestServingCertificateRotatesOnItsOwn: with a 30 s serving lifetime the
+// leader replaces the certificate at 2/3 of it (about 20 s) on its own — no
+// event, no annotation, just the requeue the decision asked for — and the
+// apiserver keeps admitting throughout.
+func TestServingCertificateRotatesOnItsOwn(t *testing.T) {
+	e := newEnv(t)
+	e.opts.ServingLifetime = 30 * time.Second
+	r := newReplica(t, "replica-0")
+	e.webhookConfigs(t, r.url, r.url)
+	r.start(t, e)
+	first := servingEverywhere(t, e, "the first certificate served", r)
+	if life := first.NotAfter.Sub(certs.IssuedAt(first)); life != 30*time.Second {
+		t.Fatalf("serving certificate lifetime %s, want 30s", life)
+	}
+
+	load := startLoad(e, 2)
+	t.Cleanup(func() { load.finish() })
+	var second *x509.Certificate
+	eventually(t, "a new certificate served without any request for it", func() error {
+		got, err := servedNow(t, e, r)
+		if err != nil {
+			return err
+		}
+		if got.Equal(first) {
+			return fmt.Errorf("still serving the first certificate (rotation due at %s)", certs.IssuedAt(first).Add(20*time.Second))
+		}
+		second = got
+		return nil
+	})
+	if due := certs.IssuedAt(first).Add(20 * time.Second); certs.IssuedAt(second).Before(due) {
+		t.Errorf("rotated at %s, before 2/3 of the first certificate's life (%s)", certs.IssuedAt(second), due)
+	}
+	if !certs.IssuedAt(second).Before(first.NotAfter) {
+		t.Errorf("rotated at %s, after the first certificate expired (%s)", certs.IssuedAt(second), first.NotAfter)
+	}
+	load.progress(t, 10, "after the rotation")
+	ok, failed := load.finish()
+	if len(failed) > 0 {
+		t.Fatalf("%d of %d admissions failed across the rotation; first: %v", len(failed), ok+int64(len(failed)), failed[0])
+	}
+}
