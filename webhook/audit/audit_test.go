@@ -152,9 +152,9 @@ func TestRecorderWritesEverySinkOncePerViolation(t *testing.T) {
 	}
 	want := []fakeEvent{
 		{ref: corev1.ObjectReference{APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob", Namespace: "ns", Name: "tj", UID: "obj-uid"}, typ: "Warning", reason: "PolicyViolation", action: "Deny",
-			note: "V-TJ-2 Deny by  spec.activeDeadlineSeconds: field is immutable"},
+			note: "V-TJ-2 Deny spec.activeDeadlineSeconds: field is immutable"},
 		{ref: corev1.ObjectReference{APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob", Namespace: "ns", Name: "tj", UID: "obj-uid"}, typ: "Normal", reason: "PolicyViolation", action: "Audit",
-			note: "team-policy Audit by : noted"},
+			note: "team-policy Audit: noted"},
 	}
 	if diff := cmp.Diff(want, ev.got, cmp.AllowUnexported(fakeEvent{})); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)

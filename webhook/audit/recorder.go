@@ -130,7 +130,11 @@ func eventNote(r *Record) string {
 	if r.DryRun {
 		dry = " (dry run)"
 	}
-	note := fmt.Sprintf("%s %s by %s%s%s: %s", r.Rule, r.Action, r.User, dry, field, r.Message)
+	by := ""
+	if r.User != "" {
+		by = " by " + r.User
+	}
+	note := fmt.Sprintf("%s %s%s%s%s: %s", r.Rule, r.Action, by, dry, field, r.Message)
 	// events.k8s.io/v1 rejects notes over 1 kB.
 	if len(note) > 1000 {
 		note = note[:997] + "..."
