@@ -3,6 +3,7 @@ package certs
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -82,6 +83,15 @@ func (a *authority) sync(ctx context.Context) (time.Duration, *corev1.Secret, er
 
 	signer, serving := l.signer, l.serving
 	current := l.trusted
+	if secret == nil {
+		// The Secret is gone (deleted, or a first install): the replicas
+		// may still serve a certificate from a CA that only the webhook
+		// configurations remember. Keep those CAs trusted until they expire
+		// so nothing fails while the replicas load the new certificate.
+		for _, c := range configs {
+			current = append(current, c.cas()...)
+		}
+	}
 	if d.NewCA {
 		if signer, err = GenerateCA(now, a.policy.CALifetime, a.opts.ServiceName+"."+a.opts.Namespace+"-ca"); err != nil {
 			return 0, nil, err
@@ -192,6 +202,23 @@ type webhookConfig struct {
 type webhookEntry struct {
 	name     string
 	caBundle []byte
+}
+
+// cas are the CA certificates of the configuration's caBundles.
+func (c webhookConfig) cas() []*x509.Certificate {
+	var out []*x509.Certificate
+	for _, w := range c.webhooks {
+		certs, err := ParseCertificates(w.caBundle)
+		if err != nil {
+			continue
+		}
+		for _, cert := range certs {
+			if cert.IsCA {
+				out = append(out, cert)
+			}
+		}
+	}
+	return out
 }
 
 func (c webhookConfig) trusts(signer *KeyPair) bool {

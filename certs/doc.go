@@ -19,7 +19,9 @@
 // A CA rotation is staged so that no admission fails: the new CA first joins
 // the bundle next to the old one; only once every webhook configuration
 // trusts it and the propagation delay has passed is the serving certificate
-// re-issued from it. The old CA stays in the bundle until it expires.
+// re-issued from it. The old CA stays in the bundle until it expires. If the
+// Secret is deleted, the new bundle keeps the CAs the webhook configurations
+// still hold, for the same reason.
 //
 // Every replica, leader or not, writes the Secret's serving pair into the
 // certificate directory with an atomic symlink swap (as the kubelet does for

@@ -357,3 +357,60 @@ func TestServingCertificateRotatesOnItsOwn(t *testing.T) {
 		t.Fatalf("%d of %d admissions failed across the rotation; first: %v", len(failed), ok+int64(len(failed)), failed[0])
 	}
 }
+
+// TestSecretDeletedRecoversWithoutFailures: someone deletes the certificate
+// Secret under load. shepherd issues a new CA and serving certificate at
+// once and keeps the CA the webhook configurations still hold in the new
+// bundle, so the replicas' current certificate stays trusted until they
+// load the new one: no admission fails.
+func TestSecretDeletedRecoversWithoutFailures(t *testing.T) {
+	e := newEnv(t)
+	a, b := newReplica(t, "replica-a"), newReplica(t, "replica-b")
+	e.webhookConfigs(t, a.url, b.url)
+	a.start(t, e)
+	b.start(t, e)
+	old := e.secret(t)
+	eventually(t, "CA bundle injected", func() error { return e.allInjected(t, old.Data["ca.crt"]) })
+	oldCA, err := certs.ParseKeyPair(old.Data["ca-signer.crt"], old.Data["ca-signer.key"])
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	load := startLoad(e, 4)
+	t.Cleanup(func() { load.finish() })
+	load.progress(t, 20, "before the deletion")
+	if err := env.Client.Delete(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	var newCA *certs.KeyPair
+	eventually(t, "a new Secret with a new CA", func() error {
+		s := &corev1.Secret{}
+		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(old), s); err != nil {
+			return err
+		}
+		if s.UID == old.UID {
+			return fmt.Errorf("still the old Secret")
+		}
+		newCA, err = certs.ParseKeyPair(s.Data["ca-signer.crt"], s.Data["ca-signer.key"])
+		return err
+	})
+	if newCA.Cert.Equal(oldCA.Cert) {
+		t.Fatal("the new Secret reuses the deleted CA")
+	}
+	third := servingEverywhere(t, e, "both replicas serve the new certificate", a, b)
+	if err := third.CheckSignatureFrom(newCA.Cert); err != nil {
+		t.Errorf("new serving certificate not from the new CA: %v", err)
+	}
+	bundle, err := certs.ParseCertificates(e.secret(t).Data["ca.crt"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(bundle) != 2 || !bundle[0].Equal(newCA.Cert) || !bundle[1].Equal(oldCA.Cert) {
+		t.Errorf("bundle after the deletion has %d CAs, want the new CA then the one the configurations held", len(bundle))
+	}
+	load.progress(t, 20, "after the deletion")
+	ok, failed := load.finish()
+	if len(failed) > 0 {
+		t.Fatalf("%d of %d admissions failed around the deletion; first: %v", len(failed), ok+int64(len(failed)), failed[0])
+	}
+}
