@@ -124,6 +124,7 @@ func (r *groupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 			continue // an earlier reconcile did it; the cache lags
 		}
 		terminations.WithLabelValues(LevelPCSG).Inc()
+		terminationLag.WithLabelValues(LevelPCSG).Observe(r.clock.Since(d.ExpiredAt[idx]).Seconds())
 		r.recorder.Eventf(&g, nil, corev1.EventTypeWarning, api.EventGangTerminated, "Terminate",
 			"replica %d breached MinAvailable past its terminationDelay; deleted its PodCliques %v", idx, gone)
 		log.Info("gang-terminated PodCliqueScalingGroup replica", "podcliquescalinggroup", req.NamespacedName, "replica", idx, "podcliques", gone)
@@ -174,6 +175,7 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 			continue // an earlier reconcile did it; the cache lags
 		}
 		terminations.WithLabelValues(LevelPCS).Inc()
+		terminationLag.WithLabelValues(LevelPCS).Observe(r.clock.Since(b.Since.Add(b.Delay)).Seconds())
 		r.recorder.Eventf(&pcs, nil, corev1.EventTypeWarning, api.EventGangTerminated, "Terminate",
 			"%s; deleted replica %d's PodCliques %v", b, b.Replica, gone)
 		log.Info("gang-terminated PodCliqueSet replica", "podcliqueset", req.NamespacedName, "replica", b.Replica, "breach", b.String(), "podcliques", gone)

@@ -136,6 +136,8 @@ type GroupDecision struct {
 	Conditions []metav1.Condition
 	// Terminate lists the PCSG replica indices whose PodCliques to delete.
 	Terminate []int32
+	// ExpiredAt is when each terminated replica's delay expired.
+	ExpiredAt map[int32]time.Time
 	// RequeueAfter is the shortest remaining delay; zero means none.
 	RequeueAfter time.Duration
 }
@@ -165,6 +167,10 @@ func DecideGroup(clk clock.PassiveClock, in GroupInput) GroupDecision {
 	for _, b := range agg.Breached {
 		if left := remaining(b.Since, *in.Delay, now); left <= 0 {
 			out.Terminate = append(out.Terminate, b.Index)
+			if out.ExpiredAt == nil {
+				out.ExpiredAt = map[int32]time.Time{}
+			}
+			out.ExpiredAt[b.Index] = b.Since.Add(*in.Delay)
 		} else {
 			wait.Add(left)
 		}
