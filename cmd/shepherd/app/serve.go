@@ -35,6 +35,8 @@ import (
 // serveOptions are `shepherd serve`'s flags.
 type serveOptions struct {
 	kubeconfig string
+	kubeQPS    float32
+	kubeBurst  int
 
 	webhookHost  string
 	webhookPort  int
@@ -68,6 +70,8 @@ type serveOptions struct {
 
 func defaultServeOptions() *serveOptions {
 	return &serveOptions{
+		kubeQPS:           200,
+		kubeBurst:         400,
 		webhookPort:       9443,
 		certDir:           certs.DefaultCertDir,
 		maxBodyBytes:      server.DefaultMaxBodyBytes,
@@ -85,6 +89,8 @@ func defaultServeOptions() *serveOptions {
 
 func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to a kubeconfig. Empty: $KUBECONFIG, the in-cluster service account, then ~/.kube/config.")
+	fs.Float32Var(&o.kubeQPS, "kube-api-qps", o.kubeQPS, "Sustained rate of requests to the apiserver. Reconcilers patch status, write events and delete per expired deadline or breached gang; client-go's default of 5 would delay enforcement by minutes at a few thousand deadlines a minute.")
+	fs.IntVar(&o.kubeBurst, "kube-api-burst", o.kubeBurst, "Burst of requests to the apiserver above --kube-api-qps.")
 
 	fs.StringVar(&o.webhookHost, "webhook-host", o.webhookHost, "Address the admission webhook server listens on (empty: all addresses).")
 	fs.IntVar(&o.webhookPort, "webhook-port", o.webhookPort, "Port of the admission webhook server (HTTPS). It serves /mutate and /validate.")
@@ -152,14 +158,17 @@ run on the leader replica only.`,
 }
 
 func (o *serveOptions) restConfig() (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
 	if o.kubeconfig != "" {
-		cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-		if err != nil {
+		if cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig); err != nil {
 			return nil, fmt.Errorf("--kubeconfig %s: %w", o.kubeconfig, err)
 		}
-		return cfg, nil
+	} else if cfg, err = ctrl.GetConfig(); err != nil {
+		return nil, err
 	}
-	return ctrl.GetConfig()
+	cfg.QPS, cfg.Burst = o.kubeQPS, o.kubeBurst
+	return cfg, nil
 }
 
 // rulesConfig is the built-in rules' configuration from the flags.
