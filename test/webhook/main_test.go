@@ -131,6 +131,14 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, serveLog.String())
 		return 1
 	}
+	// /readyz covers the webhook, caches and policies; the metrics server
+	// (which serves /audit) is a separate runnable that may bind a moment
+	// later, so wait for it to accept connections too.
+	if err := waitListening(metricsAddr, served); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, serveLog.String())
+		return 1
+	}
 	return m.Run()
 }
 
@@ -163,6 +171,22 @@ func waitReady(url string, served chan error) error {
 		}
 	}
 	return fmt.Errorf("shepherd serve was not ready after 2 minutes: %s", last)
+}
+
+func waitListening(addr string, served chan error) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return conn.Close()
+		}
+		select {
+		case err := <-served:
+			return fmt.Errorf("shepherd serve exited before its metrics server listened: %v", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("shepherd's metrics server did not listen on %s within 2 minutes", addr)
 }
 
 // insecureTLS talks to shepherd's self-signed metrics server.
