@@ -12,11 +12,16 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -24,6 +29,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/api/install"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/certs"
@@ -210,6 +216,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:  install.NewScheme(),
 		Metrics: metricsOpts,
+		Cache:   cacheOptions(),
 		WebhookServer: crwebhook.NewServer(crwebhook.Options{
 			Host:    o.webhookHost,
 			Port:    o.webhookPort,
@@ -278,4 +285,18 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		return fmt.Errorf("running the manager: %w", err)
 	}
 	return nil
+}
+
+// cacheOptions narrows the manager's caches to what shepherd reads. Only the
+// Grove controllers read Pods, and only Pods of a PodClique (Grove labels
+// them grove.io/podclique); caching every Pod of a large cluster would cost
+// memory for nothing.
+func cacheOptions() cache.Options {
+	groveReq, err := labels.NewRequirement(api.LabelPodClique, selection.Exists, nil)
+	if err != nil {
+		panic(err) // a constant label key; cannot fail
+	}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {Label: labels.NewSelector().Add(*groveReq)},
+	}}
 }
