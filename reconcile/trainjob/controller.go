@@ -19,19 +19,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/reconcile/runtimes"
 )
 
 // ControllerName names the controller, its event source and its logger.
 const ControllerName = "trainjob-lifecycle"
-
-// runtimeIndex indexes TrainJobs by the runtime they reference (RuntimeIndexKey),
-// so a change to a runtime's TTL reaches its finished jobs.
-const runtimeIndex = "shepherd.dev/trainjob-lifecycle-runtime"
 
 // maxConcurrentReconciles lets several deadlines that fall in the same
 // instant be enforced together; each reconcile is a few API calls.
@@ -61,15 +57,8 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 		Clock:    clk,
 		Recorder: mgr.GetEventRecorder(ControllerName),
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &trainerv1alpha1.TrainJob{}, runtimeIndex,
-		func(o client.Object) []string {
-			tj := o.(*trainerv1alpha1.TrainJob)
-			if k, ok := tj.Spec.RuntimeRef.IndexKey(tj.Namespace); ok {
-				return []string{k}
-			}
-			return nil
-		}); err != nil {
-		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
+	if err := runtimes.Index(mgr); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
@@ -84,35 +73,10 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).
-		Watches(&trainerv1alpha1.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfRuntime)).
-		Watches(&trainerv1alpha1.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfRuntime)).
+		Watches(&trainerv1alpha1.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
+		Watches(&trainerv1alpha1.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
 		Complete(r)
-}
-
-// jobsOfRuntime maps a runtime to the TrainJobs referencing it.
-func (r *Reconciler) jobsOfRuntime(ctx context.Context, o client.Object) []reconcile.Request {
-	var key string
-	var opts []client.ListOption
-	switch o.(type) {
-	case *trainerv1alpha1.ClusterTrainingRuntime:
-		key = trainerv1alpha1.RuntimeIndexKey(api.KindClusterTrainingRuntime, "", o.GetName())
-	case *trainerv1alpha1.TrainingRuntime:
-		key = trainerv1alpha1.RuntimeIndexKey(api.KindTrainingRuntime, o.GetNamespace(), o.GetName())
-		opts = append(opts, client.InNamespace(o.GetNamespace()))
-	default:
-		return nil
-	}
-	var jobs trainerv1alpha1.TrainJobList
-	if err := r.Client.List(ctx, &jobs, append(opts, client.MatchingFields{runtimeIndex: key})...); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing the TrainJobs of a runtime", "runtime", key)
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(jobs.Items))
-	for i := range jobs.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&jobs.Items[i])})
-	}
-	return reqs
 }
 
 // Reconcile applies the deadline, then the TTL, to one TrainJob.

@@ -20,19 +20,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/reconcile/runtimes"
 )
 
 // ControllerName names the controller, its event source and its logger.
 const ControllerName = "trainjob-workload"
-
-// runtimeIndex indexes TrainJobs by the runtime they reference, so a runtime
-// created (or given podGroupPolicy.workload) after its TrainJobs reaches
-// them.
-const runtimeIndex = "shepherd.dev/trainjob-workload-runtime"
 
 // unavailableRecheck is how often a TrainJob waiting for the Workload API is
 // looked at again, so a cluster that enables the API later is followed.
@@ -72,49 +67,17 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 		Clock:     clk,
 		Recorder:  mgr.GetEventRecorder(ControllerName),
 	}
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &trainerv1alpha1.TrainJob{}, runtimeIndex,
-		func(o client.Object) []string {
-			tj := o.(*trainerv1alpha1.TrainJob)
-			if k, ok := tj.Spec.RuntimeRef.IndexKey(tj.Namespace); ok {
-				return []string{k}
-			}
-			return nil
-		}); err != nil {
-		return fmt.Errorf("indexing TrainJobs by runtime: %w", err)
+	if err := runtimes.Index(mgr); err != nil {
+		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		// Status churn (Trainer's jobsStatus, shepherd's own conditions)
 		// cannot change what to create; spec changes and (re)lists can.
 		For(&trainerv1alpha1.TrainJob{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Watches(&trainerv1alpha1.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfRuntime)).
-		Watches(&trainerv1alpha1.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(r.jobsOfRuntime)).
+		Watches(&trainerv1alpha1.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
+		Watches(&trainerv1alpha1.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
 		Complete(r)
-}
-
-// jobsOfRuntime maps a runtime to the TrainJobs referencing it.
-func (r *Reconciler) jobsOfRuntime(ctx context.Context, o client.Object) []reconcile.Request {
-	var key string
-	var opts []client.ListOption
-	switch o.(type) {
-	case *trainerv1alpha1.ClusterTrainingRuntime:
-		key = trainerv1alpha1.RuntimeIndexKey(api.KindClusterTrainingRuntime, "", o.GetName())
-	case *trainerv1alpha1.TrainingRuntime:
-		key = trainerv1alpha1.RuntimeIndexKey(api.KindTrainingRuntime, o.GetNamespace(), o.GetName())
-		opts = append(opts, client.InNamespace(o.GetNamespace()))
-	default:
-		return nil
-	}
-	var jobs trainerv1alpha1.TrainJobList
-	if err := r.Client.List(ctx, &jobs, append(opts, client.MatchingFields{runtimeIndex: key})...); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "listing the TrainJobs of a runtime", "runtime", key)
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(jobs.Items))
-	for i := range jobs.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&jobs.Items[i])})
-	}
-	return reqs
 }
 
 // Reconcile makes sure one TrainJob has its Workload and PodGroups.
