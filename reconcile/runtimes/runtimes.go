@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"sync"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -76,4 +78,37 @@ func JobsOf(c client.Reader) handler.MapFunc {
 		}
 		return reqs
 	}
+}
+
+// SpecOf reads the spec of the runtime tj references through c. It returns
+// nil, without error, when the runtime does not exist yet (the runtime
+// watch brings the job back once it does) or the reference is not to a
+// Trainer runtime.
+func SpecOf(ctx context.Context, c client.Reader, tj *trainerv1alpha1.TrainJob) (*trainerv1alpha1.TrainingRuntimeSpec, error) {
+	ref := tj.Spec.RuntimeRef
+	if !ref.IsTrainerRuntime() {
+		return nil, nil
+	}
+	var spec *trainerv1alpha1.TrainingRuntimeSpec
+	var err error
+	switch ref.EffectiveKind() {
+	case api.KindClusterTrainingRuntime:
+		var rt trainerv1alpha1.ClusterTrainingRuntime
+		err = c.Get(ctx, types.NamespacedName{Name: ref.Name}, &rt)
+		spec = &rt.Spec
+	case api.KindTrainingRuntime:
+		var rt trainerv1alpha1.TrainingRuntime
+		err = c.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: ref.Name}, &rt)
+		spec = &rt.Spec
+	default:
+		return nil, nil
+	}
+	if apierrors.IsNotFound(err) {
+		ctrl.LoggerFrom(ctx).V(1).Info("runtime not found; waiting for it", "kind", ref.EffectiveKind(), "runtime", ref.Name)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s %q: %w", ref.EffectiveKind(), ref.Name, err)
+	}
+	return spec, nil
 }

@@ -189,33 +189,11 @@ func (r *Reconciler) deleteJobSet(ctx context.Context, tj *trainerv1alpha1.Train
 }
 
 // runtimeTTL reads ttlSecondsAfterFinished from the runtime tj references;
-// nil when the runtime sets none, is missing (the runtime watch brings the
-// job back when it appears) or is not a Trainer runtime.
+// nil when the runtime sets none, is missing or is not a Trainer runtime.
 func (r *Reconciler) runtimeTTL(ctx context.Context, tj *trainerv1alpha1.TrainJob) (*int32, error) {
-	ref := tj.Spec.RuntimeRef
-	if !ref.IsTrainerRuntime() {
-		return nil, nil
-	}
-	var spec *trainerv1alpha1.TrainingRuntimeSpec
-	var err error
-	switch ref.EffectiveKind() {
-	case api.KindClusterTrainingRuntime:
-		var rt trainerv1alpha1.ClusterTrainingRuntime
-		err = r.Client.Get(ctx, types.NamespacedName{Name: ref.Name}, &rt)
-		spec = &rt.Spec
-	case api.KindTrainingRuntime:
-		var rt trainerv1alpha1.TrainingRuntime
-		err = r.Client.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: ref.Name}, &rt)
-		spec = &rt.Spec
-	default:
-		return nil, nil
-	}
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			ctrl.LoggerFrom(ctx).V(1).Info("runtime not found; no TTL applies until it exists", "kind", ref.EffectiveKind(), "runtime", ref.Name)
-			return nil, nil
-		}
-		return nil, fmt.Errorf("reading %s %q for its ttlSecondsAfterFinished: %w", ref.EffectiveKind(), ref.Name, err)
+	spec, err := runtimes.SpecOf(ctx, r.Client, tj)
+	if err != nil || spec == nil {
+		return nil, err
 	}
 	return spec.TTLSecondsAfterFinished, nil
 }

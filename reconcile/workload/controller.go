@@ -92,7 +92,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !tj.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	spec, err := r.runtimeSpec(ctx, &tj)
+	spec, err := runtimes.SpecOf(ctx, r.Client, &tj)
 	if err != nil || spec == nil {
 		return ctrl.Result{}, err
 	}
@@ -189,36 +189,4 @@ func (r *Reconciler) setCondition(ctx context.Context, tj *trainerv1alpha1.Train
 		return false, fmt.Errorf("setting condition %s=%s on TrainJob %s/%s: %w", api.TrainJobWorkloadReady, status, tj.Namespace, tj.Name, err)
 	}
 	return true, nil
-}
-
-// runtimeSpec reads the spec of the runtime tj references; nil when it is
-// missing (the runtime watch brings the job back when it appears) or not a
-// Trainer runtime.
-func (r *Reconciler) runtimeSpec(ctx context.Context, tj *trainerv1alpha1.TrainJob) (*trainerv1alpha1.TrainingRuntimeSpec, error) {
-	ref := tj.Spec.RuntimeRef
-	if !ref.IsTrainerRuntime() {
-		return nil, nil
-	}
-	var spec *trainerv1alpha1.TrainingRuntimeSpec
-	var err error
-	switch ref.EffectiveKind() {
-	case api.KindClusterTrainingRuntime:
-		var rt trainerv1alpha1.ClusterTrainingRuntime
-		err = r.Client.Get(ctx, types.NamespacedName{Name: ref.Name}, &rt)
-		spec = &rt.Spec
-	case api.KindTrainingRuntime:
-		var rt trainerv1alpha1.TrainingRuntime
-		err = r.Client.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: ref.Name}, &rt)
-		spec = &rt.Spec
-	default:
-		return nil, nil
-	}
-	if apierrors.IsNotFound(err) {
-		ctrl.LoggerFrom(ctx).V(1).Info("runtime not found; waiting for it", "kind", ref.EffectiveKind(), "runtime", ref.Name)
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("reading %s %q: %w", ref.EffectiveKind(), ref.Name, err)
-	}
-	return spec, nil
 }
