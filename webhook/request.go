@@ -3,11 +3,13 @@ package webhook
 import (
 	"context"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"gomodules.xyz/jsonpatch/v2"
+
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 )
 
 // Request is one admission request: decoded from an AdmissionReview by the
@@ -27,13 +29,15 @@ type Request struct {
 	UserInfo  authenticationv1.UserInfo
 }
 
-// Action is what a rule does when its validation fails.
-type Action string
+// Action is what a rule does when its validation fails. It is the
+// WorkloadPolicy API's action, so built-in rules and admins' policies share
+// one set of values.
+type Action = shepherdv1alpha1.Action
 
 const (
-	ActionDeny  Action = "Deny"
-	ActionWarn  Action = "Warn"
-	ActionAudit Action = "Audit"
+	ActionDeny  = shepherdv1alpha1.ActionDeny
+	ActionWarn  = shepherdv1alpha1.ActionWarn
+	ActionAudit = shepherdv1alpha1.ActionAudit
 )
 
 // Violation is one failed validation: the rule (a built-in ID such as

@@ -36,7 +36,7 @@ func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	pcs, err := parentSet(ctx, r.client, &pclq)
+	pcs, err := ParentSet(ctx, r.client, &pclq)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -84,7 +84,7 @@ func (r *groupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.client.List(ctx, &list, client.InNamespace(g.Namespace), client.MatchingLabels{api.LabelPodCliqueScalingGroup: g.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing PodCliques of PodCliqueScalingGroup %s: %w", req.NamespacedName, err)
 	}
-	pcs, err := parentSet(ctx, r.client, &g)
+	pcs, err := ParentSet(ctx, r.client, &g)
 	if err != nil {
 		return ctrl.Result{}, err
 	}

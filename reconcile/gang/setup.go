@@ -150,9 +150,10 @@ func OwnedPods(ctx context.Context, c client.Reader, index string, pclq *grovev1
 	return out, nil
 }
 
-// parentSet fetches the PodCliqueSet an object is part of; nil when it has no
-// part-of label or the set is gone.
-func parentSet(ctx context.Context, c client.Reader, o client.Object) (*grovev1alpha1.PodCliqueSet, error) {
+// ParentSet fetches the PodCliqueSet an object is part of (Grove's
+// app.kubernetes.io/part-of label); nil when it has no such label or the set
+// is gone.
+func ParentSet(ctx context.Context, c client.Reader, o client.Object) (*grovev1alpha1.PodCliqueSet, error) {
 	name := o.GetLabels()[api.LabelPartOf]
 	if name == "" {
 		return nil, nil

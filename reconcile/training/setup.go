@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -74,19 +73,9 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 // trainingSet fetches the PodCliqueSet an object is part of, nil unless it
 // exists and is a Training workload.
 func trainingSet(ctx context.Context, c client.Reader, o client.Object) (*grovev1alpha1.PodCliqueSet, error) {
-	name := o.GetLabels()[api.LabelPartOf]
-	if name == "" {
-		return nil, nil
+	pcs, err := gang.ParentSet(ctx, c, o)
+	if err != nil || pcs == nil || !gang.IsTraining(pcs) {
+		return nil, err
 	}
-	var pcs grovev1alpha1.PodCliqueSet
-	if err := c.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: name}, &pcs); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("getting PodCliqueSet %s/%s: %w", o.GetNamespace(), name, err)
-	}
-	if !gang.IsTraining(&pcs) {
-		return nil, nil
-	}
-	return &pcs, nil
+	return pcs, nil
 }
