@@ -52,13 +52,30 @@ type compiledRule struct {
 	namespaceSelector labels.Selector
 	objectSelector    labels.Selector
 
-	// matchConditions, validations, messages and fieldPaths are evaluated
-	// with the rule's variables; messages and fieldPaths hold one entry per
-	// validation (nil where a validation has none).
-	matchConditions plugincel.ConditionEvaluator
-	validations     plugincel.ConditionEvaluator
-	messages        plugincel.ConditionEvaluator
-	fieldPaths      plugincel.ConditionEvaluator
+	// variables are evaluated lazily, at most once per request, in the
+	// activation of every other expression of the rule. messages and
+	// fieldPaths hold one entry per validation (a nil program where a
+	// validation has none).
+	variables       []compiledVariable
+	matchConditions []compiledExpr
+	validations     []compiledExpr
+	messages        []compiledExpr
+	fieldPaths      []compiledExpr
+}
+
+// compiledExpr is one expression and its program (nil when absent).
+type compiledExpr struct {
+	expression string
+	program    cel.Program
+}
+
+// compiledVariable is one of a rule's variables. Rules that declare the
+// same variable the same way (the built-ins' "groups" and "rjs") share one
+// evaluation per request through sharedKey.
+type compiledVariable struct {
+	name      string
+	sharedKey string
+	program   cel.Program
 }
 
 // baseEnv is the Kubernetes CEL environment of the running library version,
@@ -100,37 +117,39 @@ func compileRule(r Rule, source Source, mode environment.Type, tc *typeChecker) 
 	if err != nil {
 		return nil, field.ErrorList{field.InternalError(spec, fmt.Errorf("building the CEL environment: %w", err))}
 	}
+	// Variables first and in order: each is declared in the environment of
+	// the expressions after it.
 	for i, v := range r.Variables {
 		res := compiler.CompileAndStoreVariable(namedExpr{name: v.Name, expression: v.Expression}, optionalVars, mode)
 		if res.Error != nil {
 			errs = append(errs, field.Invalid(spec.Child("variables").Index(i).Child("expression"), v.Expression, compileMessage(res.Error)))
+			continue
 		}
+		cr.variables = append(cr.variables, compiledVariable{name: v.Name, sharedKey: sharedKey(r.Variables, i), program: res.Program})
 	}
-	conds := make([]plugincel.ExpressionAccessor, len(r.MatchConditions))
+	compile := func(list *field.Path, i int, child string, e plugincel.ExpressionAccessor) compiledExpr {
+		res := compiler.CompileCELExpression(e, optionalVars, mode)
+		if res.Error != nil {
+			errs = append(errs, field.Invalid(list.Index(i).Child(child), e.GetExpression(), compileMessage(res.Error)))
+		}
+		return compiledExpr{expression: e.GetExpression(), program: res.Program}
+	}
 	for i, mc := range r.MatchConditions {
-		conds[i] = boolExpr(mc.Expression)
+		cr.matchConditions = append(cr.matchConditions, compile(spec.Child("matchConditions"), i, "expression", boolExpr(mc.Expression)))
 	}
-	cr.matchConditions = compiler.CompileCondition(conds, optionalVars, mode)
-	errs = append(errs, compilationErrors(compiler, mode, cr.matchConditions, spec.Child("matchConditions"), "expression", conds)...)
-
-	vals := make([]plugincel.ExpressionAccessor, len(r.Validations))
-	msgs := make([]plugincel.ExpressionAccessor, len(r.Validations))
-	paths := make([]plugincel.ExpressionAccessor, len(r.Validations))
+	vals := spec.Child("validations")
 	for i, v := range r.Validations {
-		vals[i] = boolExpr(v.Expression)
+		cr.validations = append(cr.validations, compile(vals, i, "expression", boolExpr(v.Expression)))
+		var msg, paths compiledExpr
 		if v.MessageExpression != "" {
-			msgs[i] = stringExpr(v.MessageExpression)
+			msg = compile(vals, i, "messageExpression", stringExpr(v.MessageExpression))
 		}
 		if v.FieldPathsExpression != "" {
-			paths[i] = pathsExpr(v.FieldPathsExpression)
+			paths = compile(vals, i, "fieldPathsExpression", pathsExpr(v.FieldPathsExpression))
 		}
+		cr.messages = append(cr.messages, msg)
+		cr.fieldPaths = append(cr.fieldPaths, paths)
 	}
-	cr.validations = compiler.CompileCondition(vals, optionalVars, mode)
-	cr.messages = compiler.CompileCondition(msgs, optionalVars, mode)
-	cr.fieldPaths = compiler.CompileCondition(paths, optionalVars, mode)
-	errs = append(errs, compilationErrors(compiler, mode, cr.validations, spec.Child("validations"), "expression", vals)...)
-	errs = append(errs, compilationErrors(compiler, mode, cr.messages, spec.Child("validations"), "messageExpression", msgs)...)
-	errs = append(errs, compilationErrors(compiler, mode, cr.fieldPaths, spec.Child("validations"), "fieldPathsExpression", paths)...)
 
 	if len(errs) == 0 && tc != nil {
 		errs = append(errs, tc.check(r)...)
@@ -141,23 +160,23 @@ func compileRule(r Rule, source Source, mode environment.Type, tc *typeChecker) 
 	return cr, nil
 }
 
-// compilationErrors attributes a condition's compilation errors to the
-// expressions that caused them: the evaluator reports them without indices,
-// so on this error path each expression is compiled again on its own.
-func compilationErrors(compiler *plugincel.CompositedCompiler, mode environment.Type, ev plugincel.ConditionEvaluator, list *field.Path, child string, exprs []plugincel.ExpressionAccessor) field.ErrorList {
-	if len(ev.CompilationErrors()) == 0 {
-		return nil
+// sharedKey identifies a variable by its definition: its name and
+// expression, and when it reads other variables, the definitions of every
+// variable before it. Two rules' variables with the same key evaluate to the
+// same value for the same request.
+func sharedKey(vars []shepherdv1alpha1.Variable, i int) string {
+	var b strings.Builder
+	from := i
+	if strings.Contains(vars[i].Expression, "variables") {
+		from = 0
 	}
-	var errs field.ErrorList
-	for i, e := range exprs {
-		if e == nil {
-			continue
-		}
-		if res := compiler.CompileCELExpression(e, optionalVars, mode); res.Error != nil {
-			errs = append(errs, field.Invalid(list.Index(i).Child(child), e.GetExpression(), compileMessage(res.Error)))
-		}
+	for _, v := range vars[from : i+1] {
+		b.WriteString(v.Name)
+		b.WriteByte(0)
+		b.WriteString(v.Expression)
+		b.WriteByte(0)
 	}
-	return errs
+	return b.String()
 }
 
 // compileMessage turns a CEL compile error into a one-paragraph message.

@@ -4,24 +4,27 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
+	"github.com/google/cel-go/cel"
 	celtypes "github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
+	"github.com/google/cel-go/interpreter"
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apiserver/pkg/admission"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
-	"k8s.io/apiserver/pkg/authentication/user"
 	apiservercel "k8s.io/apiserver/pkg/cel"
+	"k8s.io/apiserver/pkg/cel/common"
+	"k8s.io/apiserver/pkg/cel/lazy"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 )
@@ -36,54 +39,180 @@ const (
 	reasonForbidden = string(field.ErrorTypeForbidden)
 )
 
-// request is the evaluation input shared by every rule of one admission.
+// request is the evaluation state shared by every rule of one admission:
+// the CEL values of object, oldObject, request and namespaceObject (the
+// last two built on first use), variables shared between rules, and the
+// cost of variable evaluations not yet charged to the budget.
 type request struct {
+	ctx       context.Context
 	in        *Input
-	attrs     *admission.VersionedAttributes
-	admission *admissionv1.AdmissionRequest
 	objLabels labels.Set
 	oldLabels labels.Set
 	nsLabels  labels.Set
+
+	// object and oldObject are the decoded JSON maps themselves: the
+	// interpreter walks field selections on them directly and converts only
+	// the values an expression uses, as it would convert the CEL values the
+	// apiserver builds from the same maps.
+	object, oldObject any
+	admission         ref.Val
+	namespace         ref.Val
+
+	shared  map[string]ref.Val
+	varCost int64
 }
 
-func newRequest(in *Input) *request {
-	gvk := schema.GroupVersionKind{Group: in.Group, Version: in.Version, Kind: in.Kind}
-	gvr := schema.GroupVersionResource{Group: in.Group, Version: in.Version, Resource: in.Resource}
-	// A nil map must become an untyped nil runtime.Object: the activation
-	// turns a nil object into CEL null (DELETE has no object, CREATE no
-	// oldObject).
-	var obj, old runtime.Object
-	r := &request{in: in}
+func newRequest(ctx context.Context, in *Input) *request {
+	r := &request{ctx: ctx, in: in, object: celtypes.NullValue, oldObject: celtypes.NullValue}
 	if in.Object != nil {
-		u := &unstructured.Unstructured{Object: in.Object}
-		obj = u
-		r.objLabels = u.GetLabels()
+		r.object = in.Object
+		r.objLabels = (&unstructured.Unstructured{Object: in.Object}).GetLabels()
 	}
 	if in.OldObject != nil {
-		u := &unstructured.Unstructured{Object: in.OldObject}
-		old = u
-		r.oldLabels = u.GetLabels()
+		r.oldObject = in.OldObject
+		r.oldLabels = (&unstructured.Unstructured{Object: in.OldObject}).GetLabels()
 	}
 	if in.NamespaceObject != nil {
 		r.nsLabels = in.NamespaceObject.Labels
 	}
-	ui := &user.DefaultInfo{Name: in.UserInfo.Username, UID: in.UserInfo.UID, Groups: in.UserInfo.Groups}
-	if len(in.UserInfo.Extra) > 0 {
-		ui.Extra = map[string][]string{}
-		for k, v := range in.UserInfo.Extra {
-			ui.Extra[k] = v
-		}
-	}
-	attrs := admission.NewAttributesRecord(obj, old, gvk, in.Namespace, in.Name, gvr, "", admission.Operation(in.Operation), nil, in.DryRun, ui)
-	r.attrs = &admission.VersionedAttributes{
-		Attributes:         attrs,
-		VersionedObject:    admission.NewLazyObject(obj),
-		VersionedOldObject: admission.NewLazyObject(old),
-		VersionedKind:      gvk,
-	}
-	r.admission = plugincel.CreateAdmissionRequest(attrs, metav1.GroupVersionResource(gvr), metav1.GroupVersionKind(gvk))
-	r.admission.UID = types.UID(in.UID)
 	return r
+}
+
+// admissionRequest is the CEL `request` variable: the AdmissionRequest the
+// apiserver would build for a ValidatingAdmissionPolicy, without the
+// objects.
+func (r *request) admissionRequest() ref.Val {
+	if r.admission != nil {
+		return r.admission
+	}
+	in := r.in
+	gvk := metav1.GroupVersionKind{Group: in.Group, Version: in.Version, Kind: in.Kind}
+	gvr := metav1.GroupVersionResource{Group: in.Group, Version: in.Version, Resource: in.Resource}
+	userInfo := authenticationv1.UserInfo{Username: in.UserInfo.Username, UID: in.UserInfo.UID, Groups: in.UserInfo.Groups, Extra: map[string]authenticationv1.ExtraValue{}}
+	for k, v := range in.UserInfo.Extra {
+		userInfo.Extra[k] = v
+	}
+	dryRun := in.DryRun
+	r.admission = common.SchemalessTypedToVal(&admissionv1.AdmissionRequest{
+		UID:             types.UID(in.UID),
+		Kind:            gvk,
+		Resource:        gvr,
+		RequestKind:     &gvk,
+		RequestResource: &gvr,
+		Name:            in.Name,
+		Namespace:       in.Namespace,
+		Operation:       admissionv1.Operation(in.Operation),
+		UserInfo:        userInfo,
+		DryRun:          &dryRun,
+	})
+	return r.admission
+}
+
+// namespaceObject is the CEL `namespaceObject` variable (null when the
+// namespace is unknown or the object cluster-scoped).
+func (r *request) namespaceObject() ref.Val {
+	if r.namespace == nil {
+		r.namespace = common.SchemalessTypedToVal(plugincel.CreateNamespaceObject(r.in.NamespaceObject))
+	}
+	return r.namespace
+}
+
+// activation resolves the names of one rule's expressions: the request's
+// values and that rule's variables.
+type activation struct {
+	r    *request
+	vars ref.Val
+}
+
+func (a *activation) ResolveName(name string) (any, bool) {
+	switch name {
+	case plugincel.ObjectVarName:
+		return a.r.object, true
+	case plugincel.OldObjectVarName:
+		return a.r.oldObject, true
+	case plugincel.RequestVarName:
+		return a.r.admissionRequest(), true
+	case plugincel.NamespaceVarName:
+		return a.r.namespaceObject(), true
+	case plugincel.ParamsVarName:
+		return celtypes.NullValue, true
+	case plugincel.VariableVarName:
+		return a.vars, true
+	}
+	return nil, false
+}
+
+func (a *activation) Parent() interpreter.Activation { return nil }
+
+// variablesType is the CEL type name of `variables`, as the apiserver
+// names it.
+var variablesType = celtypes.NewObjectType("kubernetes.variables")
+
+// activation builds the rule's activation: its variables evaluate on first
+// use, once per request, or are taken from another rule that already
+// evaluated the same definition.
+func (cr *compiledRule) activation(r *request) *activation {
+	a := &activation{r: r}
+	if len(cr.variables) == 0 {
+		a.vars = celtypes.NullValue
+		return a
+	}
+	vars := lazy.NewMapValue(variablesType)
+	for _, v := range cr.variables {
+		vars.Append(v.name, func(*lazy.MapValue) ref.Val { return r.variable(a, v) })
+	}
+	a.vars = vars
+	return a
+}
+
+func (r *request) variable(a *activation, v compiledVariable) ref.Val {
+	if val, ok := r.shared[v.sharedKey]; ok {
+		return val
+	}
+	val, details, err := v.program.ContextEval(r.ctx, a)
+	if details == nil || details.ActualCost() == nil {
+		return celtypes.NewErr("unable to calculate the cost of variable %q", v.name)
+	}
+	r.varCost = addCost(r.varCost, *details.ActualCost())
+	if err != nil {
+		val = celtypes.NewErr("variable %q fails to evaluate: %v", v.name, err)
+	}
+	if r.shared == nil {
+		r.shared = map[string]ref.Val{}
+	}
+	r.shared[v.sharedKey] = val
+	return val
+}
+
+func addCost(total int64, cost uint64) int64 {
+	if cost > math.MaxInt64 || total > math.MaxInt64-int64(cost) {
+		return math.MaxInt64
+	}
+	return total + int64(cost)
+}
+
+// errOutOfBudget ends a request's evaluation: no rule runs after it.
+var errOutOfBudget = fmt.Errorf("validation failed due to running out of cost budget, no further validation rules will be run: %w", apiservercel.ErrOutOfBudget)
+
+// run evaluates one expression and charges its cost, and the cost of the
+// variables it evaluated, to the budget. An expression error (including the
+// per-expression cost limit) is returned as exprErr with the remaining
+// budget; running out of budget is err, with budget -1.
+func (a *activation) run(p cel.Program, budget int64) (val ref.Val, remaining int64, exprErr, err error) {
+	val, details, evalErr := p.ContextEval(a.r.ctx, a)
+	cost := a.r.varCost
+	a.r.varCost = 0
+	if details == nil || details.ActualCost() == nil {
+		return nil, -1, nil, errors.New("the runtime cost of an expression could not be calculated")
+	}
+	cost = addCost(cost, *details.ActualCost())
+	if cost > budget {
+		return nil, -1, nil, errOutOfBudget
+	}
+	if evalErr != nil {
+		return nil, budget - cost, evalErr, nil
+	}
+	return val, budget - cost, nil, nil
 }
 
 // matches applies a rule's match block: resources, operations and the
@@ -135,7 +264,7 @@ func matchResourceRule(rr shepherdv1alpha1.ResourceRule, in *Input) bool {
 }
 
 func evaluate(ctx context.Context, rules []*compiledRule, in *Input) []Result {
-	r := newRequest(in)
+	r := newRequest(ctx, in)
 	budget := int64(RequestBudget)
 	var out []Result
 	for _, cr := range rules {
@@ -143,7 +272,7 @@ func evaluate(ctx context.Context, rules []*compiledRule, in *Input) []Result {
 			continue
 		}
 		var res []Result
-		res, budget = cr.evaluate(ctx, r, budget)
+		res, budget = cr.evaluate(r, budget)
 		out = append(out, res...)
 	}
 	return out
@@ -164,77 +293,80 @@ func (cr *compiledRule) evalError(field string, err error) Result {
 	return Result{Rule: cr.rule.ID, Action: action, Field: field, Message: msg, Reason: reasonInvalid, EvalError: true}
 }
 
-func (cr *compiledRule) evaluate(ctx context.Context, r *request, budget int64) ([]Result, int64) {
+// evaluate runs one rule as the apiserver runs a ValidatingAdmissionPolicy:
+// matchConditions (any false skips the rule, even if others failed), then
+// every validation, then messages and field paths of the failed ones only.
+func (cr *compiledRule) evaluate(r *request, budget int64) ([]Result, int64) {
 	if budget <= 0 {
 		return []Result{cr.evalError("", apiservercel.ErrOutOfBudget)}, budget
 	}
-	vars := plugincel.OptionalVariableBindings{}
-	if len(cr.rule.MatchConditions) > 0 {
-		results, remaining, err := cr.matchConditions.ForInput(ctx, r.attrs, r.admission, vars, nil, budget)
+	a := cr.activation(r)
+	var condErr error
+	skip := false
+	for i, mc := range cr.matchConditions {
+		val, remaining, exprErr, err := a.run(mc.program, budget)
 		if err != nil {
 			return []Result{cr.evalError("", err)}, remaining
 		}
 		budget = remaining
-		var condErr error
-		for i, res := range results {
-			if res.Error != nil {
-				condErr = errors.Join(condErr, fmt.Errorf("matchCondition %q: %w", cr.rule.MatchConditions[i].Name, res.Error))
-				continue
-			}
-			if res.EvalResult != celtypes.True {
-				// Any false condition skips the rule, even if others failed.
-				return nil, budget
-			}
-		}
-		if condErr != nil {
-			return []Result{cr.evalError("", condErr)}, budget
-		}
-	}
-	ns := plugincel.CreateNamespaceObject(r.in.NamespaceObject)
-	results, remaining, err := cr.validations.ForInput(ctx, r.attrs, r.admission, vars, ns, budget)
-	if err != nil {
-		return []Result{cr.evalError("", err)}, remaining
-	}
-	budget = remaining
-	var failed []int
-	var out []Result
-	for i, res := range results {
-		v := cr.rule.Validations[i]
 		switch {
-		case res.Error != nil:
-			out = append(out, cr.evalError(strings.TrimPrefix(v.FieldPath, "."), res.Error))
-		case res.EvalResult != celtypes.True:
-			failed = append(failed, i)
+		case exprErr != nil:
+			condErr = errors.Join(condErr, fmt.Errorf("matchCondition %q: expression '%s' resulted in error: %w", cr.rule.MatchConditions[i].Name, mc.expression, exprErr))
+		case val != celtypes.True:
+			skip = true
+		}
+		if skip {
+			return nil, budget
 		}
 	}
-	if len(failed) == 0 {
-		return out, budget
+	if condErr != nil {
+		return []Result{cr.evalError("", condErr)}, budget
 	}
-	// Messages and field paths are computed only for failed validations'
-	// rules; an error in them falls back to the static message and path.
-	var messages, paths []plugincel.EvaluationResult
-	if hasAny(cr.rule.Validations, func(v shepherdv1alpha1.Validation) bool { return v.MessageExpression != "" }) {
-		messages, budget, _ = cr.messages.ForInput(ctx, r.attrs, r.admission, vars, ns, budget)
-	}
-	if hasAny(cr.rule.Validations, func(v shepherdv1alpha1.Validation) bool { return v.FieldPathsExpression != "" }) {
-		paths, budget, _ = cr.fieldPaths.ForInput(ctx, r.attrs, r.admission, vars, ns, budget)
-	}
-	for _, i := range failed {
-		v := cr.rule.Validations[i]
-		msg := validationMessage(v, messages, i)
-		reason := reasonInvalid
-		if v.Reason != nil && *v.Reason == metav1.StatusReasonForbidden {
-			reason = reasonForbidden
+	var out []Result
+	for i, v := range cr.validations {
+		val, remaining, exprErr, err := a.run(v.program, budget)
+		if err != nil {
+			return append(out, cr.evalError("", err)), remaining
 		}
-		fields := fieldPaths(paths, i)
-		if len(fields) == 0 {
-			fields = []string{strings.TrimPrefix(v.FieldPath, ".")}
-		}
-		for _, f := range fields {
-			out = append(out, Result{Rule: cr.rule.ID, Action: cr.action, Field: f, Message: msg, Reason: reason})
+		budget = remaining
+		spec := cr.rule.Validations[i]
+		switch {
+		case exprErr != nil:
+			out = append(out, cr.evalError(strings.TrimPrefix(spec.FieldPath, "."), fmt.Errorf("expression '%s' resulted in error: %w", v.expression, exprErr)))
+		case val != celtypes.True:
+			// Messages and field paths are computed only for failed
+			// validations; an error in them falls back to the static
+			// message and path.
+			msg := validationMessage(spec, cr.optional(a, cr.messages[i], &budget))
+			reason := reasonInvalid
+			if spec.Reason != nil && *spec.Reason == metav1.StatusReasonForbidden {
+				reason = reasonForbidden
+			}
+			fields := fieldPaths(cr.optional(a, cr.fieldPaths[i], &budget))
+			if len(fields) == 0 {
+				fields = []string{strings.TrimPrefix(spec.FieldPath, ".")}
+			}
+			for _, f := range fields {
+				out = append(out, Result{Rule: cr.rule.ID, Action: cr.action, Field: f, Message: msg, Reason: reason})
+			}
 		}
 	}
 	return out, budget
+}
+
+// optional evaluates a messageExpression or fieldPathsExpression: nil when
+// there is none, it fails, or the budget runs out (the next rule reports
+// the budget).
+func (cr *compiledRule) optional(a *activation, e compiledExpr, budget *int64) ref.Val {
+	if e.program == nil || *budget <= 0 {
+		return nil
+	}
+	val, remaining, exprErr, err := a.run(e.program, *budget)
+	*budget = remaining
+	if err != nil || exprErr != nil {
+		return nil
+	}
+	return val
 }
 
 func hasAny(vs []shepherdv1alpha1.Validation, f func(shepherdv1alpha1.Validation) bool) bool {
@@ -243,13 +375,11 @@ func hasAny(vs []shepherdv1alpha1.Validation, f func(shepherdv1alpha1.Validation
 
 // validationMessage picks the message as the apiserver does: a non-empty
 // single-line messageExpression result, else message, else the expression.
-func validationMessage(v shepherdv1alpha1.Validation, messages []plugincel.EvaluationResult, i int) string {
-	if i < len(messages) && messages[i].Error == nil && messages[i].EvalResult != nil {
-		if s, ok := messages[i].EvalResult.Value().(string); ok {
-			s = strings.TrimSpace(s)
-			if s != "" && !strings.Contains(s, "\n") && len(s) <= celconfig.MaxEvaluatedMessageExpressionSizeBytes {
-				return s
-			}
+func validationMessage(v shepherdv1alpha1.Validation, message ref.Val) string {
+	if s, ok := message.(celtypes.String); ok {
+		m := strings.TrimSpace(string(s))
+		if m != "" && !strings.Contains(m, "\n") && len(m) <= celconfig.MaxEvaluatedMessageExpressionSizeBytes {
+			return m
 		}
 	}
 	if m := strings.TrimSpace(v.Message); m != "" {
@@ -258,11 +388,8 @@ func validationMessage(v shepherdv1alpha1.Validation, messages []plugincel.Evalu
 	return "failed expression: " + strings.TrimSpace(v.Expression)
 }
 
-func fieldPaths(paths []plugincel.EvaluationResult, i int) []string {
-	if i >= len(paths) || paths[i].Error != nil || paths[i].EvalResult == nil {
-		return nil
-	}
-	lister, ok := paths[i].EvalResult.(traits.Lister)
+func fieldPaths(paths ref.Val) []string {
+	lister, ok := paths.(traits.Lister)
 	if !ok {
 		return nil
 	}
