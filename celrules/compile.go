@@ -61,6 +61,33 @@ type compiledRule struct {
 	validations     []compiledExpr
 	messages        []compiledExpr
 	fieldPaths      []compiledExpr
+
+	// passes is the whole rule as one expression that is true exactly when
+	// the rule does not apply or every validation holds: the common case
+	// costs one evaluation instead of one per expression. Anything else
+	// (false, an error, the cost limit) is evaluated expression by
+	// expression to find what failed.
+	passes cel.Program
+}
+
+// conjunction is a rule as one boolean expression: its matchConditions
+// imply all its validations. CEL's && and || absorb errors when another
+// operand decides the result, so true means what it says: some condition is
+// false (the rule is skipped, as any false matchCondition skips it), or
+// every condition and every validation evaluated to true.
+func conjunction(r Rule) string {
+	var conds, vals []string
+	for _, mc := range r.MatchConditions {
+		conds = append(conds, "("+mc.Expression+")")
+	}
+	for _, v := range r.Validations {
+		vals = append(vals, "("+v.Expression+")")
+	}
+	all := strings.Join(vals, " && ")
+	if len(conds) == 0 {
+		return all
+	}
+	return "!(" + strings.Join(conds, " && ") + ") || (" + all + ")"
 }
 
 // compiledExpr is one expression and its program (nil when absent).
@@ -149,6 +176,13 @@ func compileRule(r Rule, source Source, mode environment.Type, tc *typeChecker) 
 		}
 		cr.messages = append(cr.messages, msg)
 		cr.fieldPaths = append(cr.fieldPaths, paths)
+	}
+	if len(errs) == 0 {
+		// Best effort: a rule whose conjunction does not compile is simply
+		// evaluated expression by expression.
+		if res := compiler.CompileCELExpression(boolExpr(conjunction(r)), optionalVars, mode); res.Error == nil {
+			cr.passes = res.Program
+		}
 	}
 
 	if len(errs) == 0 && tc != nil {

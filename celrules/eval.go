@@ -50,11 +50,9 @@ type request struct {
 	oldLabels labels.Set
 	nsLabels  labels.Set
 
-	// object and oldObject are the decoded JSON maps themselves: the
-	// interpreter walks field selections on them directly and converts only
-	// the values an expression uses, as it would convert the CEL values the
-	// apiserver builds from the same maps.
-	object, oldObject any
+	// object and oldObject are the decoded JSON maps themselves, seen as
+	// CEL values (values.go).
+	object, oldObject ref.Val
 	admission         ref.Val
 	namespace         ref.Val
 
@@ -65,11 +63,11 @@ type request struct {
 func newRequest(ctx context.Context, in *Input) *request {
 	r := &request{ctx: ctx, in: in, object: celtypes.NullValue, oldObject: celtypes.NullValue}
 	if in.Object != nil {
-		r.object = in.Object
+		r.object = jsonObject(in.Object)
 		r.objLabels = (&unstructured.Unstructured{Object: in.Object}).GetLabels()
 	}
 	if in.OldObject != nil {
-		r.oldObject = in.OldObject
+		r.oldObject = jsonObject(in.OldObject)
 		r.oldLabels = (&unstructured.Unstructured{Object: in.OldObject}).GetLabels()
 	}
 	if in.NamespaceObject != nil {
@@ -301,6 +299,14 @@ func (cr *compiledRule) evaluate(r *request, budget int64) ([]Result, int64) {
 		return []Result{cr.evalError("", apiservercel.ErrOutOfBudget)}, budget
 	}
 	a := cr.activation(r)
+	if cr.passes != nil {
+		val, remaining, exprErr, err := a.run(cr.passes, budget)
+		if err == nil && exprErr == nil && val == celtypes.True {
+			return nil, remaining
+		}
+		// Not charged: the expressions below are, one by one, as the
+		// apiserver charges them.
+	}
 	var condErr error
 	skip := false
 	for i, mc := range cr.matchConditions {

@@ -11,13 +11,13 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/api/install"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/webhook/jsonvalue"
 )
 
 var scheme = install.NewScheme()
@@ -109,10 +109,12 @@ var goRules = []celrules.RuleInfo{
 }
 
 // decode parses a request object. The error names what is wrong and where
-// (the JSON decoder reports the offset).
+// (the JSON decoder reports the offset). Values are those apimachinery
+// decodes (int64 integers), so defaults and rules see what the apiserver
+// stores.
 func decode(raw []byte, what string) (map[string]any, *Violation) {
-	var m map[string]any
-	if err := utiljson.Unmarshal(raw, &m); err != nil {
+	m, err := jsonvalue.Object(raw)
+	if err != nil {
 		return nil, &Violation{Rule: RuleDecode, Action: ActionDeny, Message: fmt.Sprintf("cannot decode the %s: %v", what, err)}
 	}
 	if m == nil {
