@@ -100,9 +100,10 @@ type compiledExpr struct {
 // same variable the same way (the built-ins' "groups" and "rjs") share one
 // evaluation per request through sharedKey.
 type compiledVariable struct {
-	name      string
-	sharedKey string
-	program   cel.Program
+	name       string
+	sharedKey  string
+	expression string
+	program    cel.Program
 }
 
 // baseEnv is the Kubernetes CEL environment of the running library version,
@@ -152,7 +153,7 @@ func compileRule(r Rule, source Source, mode environment.Type, tc *typeChecker) 
 			errs = append(errs, field.Invalid(spec.Child("variables").Index(i).Child("expression"), v.Expression, compileMessage(res.Error)))
 			continue
 		}
-		cr.variables = append(cr.variables, compiledVariable{name: v.Name, sharedKey: sharedKey(r.Variables, i), program: res.Program})
+		cr.variables = append(cr.variables, compiledVariable{name: v.Name, sharedKey: sharedKey(r.Variables, i), expression: v.Expression, program: res.Program})
 	}
 	compile := func(list *field.Path, i int, child string, e plugincel.ExpressionAccessor) compiledExpr {
 		res := compiler.CompileCELExpression(e, optionalVars, mode)

@@ -32,7 +32,7 @@ type Engine struct {
 	failed map[string]failedPolicy
 	// ordered is the snapshot evaluations read: built-ins then policies by
 	// name. It is replaced, never mutated.
-	ordered []*compiledRule
+	ordered *ruleSet
 }
 
 type failedPolicy struct {
@@ -61,7 +61,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		info.Enabled = enabled
 		e.infos = append(e.infos, info)
 	}
-	e.ordered = slices.Clone(e.builtins)
+	e.ordered = newRuleSet(slices.Clone(e.builtins))
 	return e, nil
 }
 
@@ -131,10 +131,10 @@ func (e *Engine) reorder() {
 	for _, n := range names {
 		ordered = append(ordered, e.policies[n])
 	}
-	e.ordered = ordered
+	e.ordered = newRuleSet(ordered)
 }
 
-func (e *Engine) snapshot() []*compiledRule {
+func (e *Engine) snapshot() *ruleSet {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return e.ordered
@@ -143,7 +143,7 @@ func (e *Engine) snapshot() []*compiledRule {
 // Rules lists every built-in rule (enabled or not) and every active policy.
 func (e *Engine) Rules() []RuleInfo {
 	out := slices.Clone(e.infos)
-	for _, cr := range e.snapshot() {
+	for _, cr := range e.snapshot().rules {
 		if cr.source == SourcePolicy {
 			out = append(out, cr.info())
 		}
@@ -156,7 +156,7 @@ func (e *Engine) Rules() []RuleInfo {
 func (e *Engine) Export() ([]*admissionregistrationv1.ValidatingAdmissionPolicy, []*admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	var vaps []*admissionregistrationv1.ValidatingAdmissionPolicy
 	var bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	for _, cr := range e.snapshot() {
+	for _, cr := range e.snapshot().rules {
 		v, b := exportRule(cr.rule, cr.source, e.schemas)
 		vaps = append(vaps, v)
 		bindings = append(bindings, b)
@@ -205,5 +205,5 @@ type Result struct {
 // Evaluate runs every enabled rule that matches in against it and returns
 // every failed validation, in rule order.
 func (e *Engine) Evaluate(ctx context.Context, in *Input) []Result {
-	return evaluate(ctx, e.snapshot(), in)
+	return e.snapshot().evaluate(ctx, in)
 }

@@ -24,7 +24,6 @@ import (
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	apiservercel "k8s.io/apiserver/pkg/cel"
 	"k8s.io/apiserver/pkg/cel/common"
-	"k8s.io/apiserver/pkg/cel/lazy"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 )
@@ -46,9 +45,6 @@ const (
 type request struct {
 	ctx       context.Context
 	in        *Input
-	objLabels labels.Set
-	oldLabels labels.Set
-	nsLabels  labels.Set
 
 	// object and oldObject are the decoded JSON maps themselves, seen as
 	// CEL values (values.go).
@@ -58,20 +54,19 @@ type request struct {
 
 	shared  map[string]ref.Val
 	varCost int64
+	// lastVarCost is the part of the last expression's cost spent on
+	// variables: when a combined expression's cost is not charged, its
+	// variables' still is, because later expressions reuse their values.
+	lastVarCost int64
 }
 
 func newRequest(ctx context.Context, in *Input) *request {
 	r := &request{ctx: ctx, in: in, object: celtypes.NullValue, oldObject: celtypes.NullValue}
 	if in.Object != nil {
 		r.object = jsonObject(in.Object)
-		r.objLabels = (&unstructured.Unstructured{Object: in.Object}).GetLabels()
 	}
 	if in.OldObject != nil {
 		r.oldObject = jsonObject(in.OldObject)
-		r.oldLabels = (&unstructured.Unstructured{Object: in.OldObject}).GetLabels()
-	}
-	if in.NamespaceObject != nil {
-		r.nsLabels = in.NamespaceObject.Labels
 	}
 	return r
 }
@@ -142,27 +137,19 @@ func (a *activation) ResolveName(name string) (any, bool) {
 
 func (a *activation) Parent() interpreter.Activation { return nil }
 
-// variablesType is the CEL type name of `variables`, as the apiserver
-// names it.
-var variablesType = celtypes.NewObjectType("kubernetes.variables")
-
-// activation builds the rule's activation: its variables evaluate on first
-// use, once per request, or are taken from another rule that already
-// evaluated the same definition.
+// activation builds the rule's activation.
 func (cr *compiledRule) activation(r *request) *activation {
 	a := &activation{r: r}
 	if len(cr.variables) == 0 {
 		a.vars = celtypes.NullValue
-		return a
+	} else {
+		a.vars = &ruleVariables{a: a, defs: cr.variables, values: make([]ref.Val, len(cr.variables))}
 	}
-	vars := lazy.NewMapValue(variablesType)
-	for _, v := range cr.variables {
-		vars.Append(v.name, func(*lazy.MapValue) ref.Val { return r.variable(a, v) })
-	}
-	a.vars = vars
 	return a
 }
 
+// variable evaluates one variable, or takes the value another rule's
+// identical definition already produced in this request.
 func (r *request) variable(a *activation, v compiledVariable) ref.Val {
 	if val, ok := r.shared[v.sharedKey]; ok {
 		return val
@@ -199,7 +186,7 @@ var errOutOfBudget = fmt.Errorf("validation failed due to running out of cost bu
 func (a *activation) run(p cel.Program, budget int64) (val ref.Val, remaining int64, exprErr, err error) {
 	val, details, evalErr := p.ContextEval(a.r.ctx, a)
 	cost := a.r.varCost
-	a.r.varCost = 0
+	a.r.lastVarCost, a.r.varCost = cost, 0
 	if details == nil || details.ActualCost() == nil {
 		return nil, -1, nil, errors.New("the runtime cost of an expression could not be calculated")
 	}
@@ -229,21 +216,31 @@ func (cr *compiledRule) matches(r *request) bool {
 	}
 	// A cluster-scoped object always matches a namespaceSelector, except a
 	// Namespace, which is matched on its own labels.
-	if in.Namespace != "" || (in.Group == "" && in.Kind == "Namespace") {
-		nsLabels := r.nsLabels
-		if in.Namespace == "" {
-			nsLabels = r.objLabels
+	if !cr.namespaceSelector.Empty() && (in.Namespace != "" || (in.Group == "" && in.Kind == "Namespace")) {
+		var nsLabels labels.Set
+		switch {
+		case in.Namespace == "":
+			nsLabels = objectLabels(in.Object)
+		case in.NamespaceObject != nil:
+			nsLabels = in.NamespaceObject.Labels
 		}
 		if !cr.namespaceSelector.Matches(nsLabels) {
 			return false
 		}
 	}
 	if !cr.objectSelector.Empty() {
-		if !cr.objectSelector.Matches(r.objLabels) && !cr.objectSelector.Matches(r.oldLabels) {
+		if !cr.objectSelector.Matches(objectLabels(in.Object)) && !cr.objectSelector.Matches(objectLabels(in.OldObject)) {
 			return false
 		}
 	}
 	return true
+}
+
+func objectLabels(obj map[string]any) labels.Set {
+	if obj == nil {
+		return nil
+	}
+	return (&unstructured.Unstructured{Object: obj}).GetLabels()
 }
 
 func matchResourceRule(rr shepherdv1alpha1.ResourceRule, in *Input) bool {
@@ -261,12 +258,24 @@ func matchResourceRule(rr shepherdv1alpha1.ResourceRule, in *Input) bool {
 		slices.Contains(rr.Resources, "*") || slices.Contains(rr.Resources, in.Resource)
 }
 
-func evaluate(ctx context.Context, rules []*compiledRule, in *Input) []Result {
+func (s *ruleSet) evaluate(ctx context.Context, in *Input) []Result {
 	r := newRequest(ctx, in)
 	budget := int64(RequestBudget)
+	var passed map[*compiledRule]bool
+	if f := s.fusedFor(in); f.program != nil {
+		a := &activation{r: r}
+		a.vars = &ruleVariables{a: a, defs: f.variables, values: make([]ref.Val, len(f.variables))}
+		val, remaining, exprErr, err := a.run(f.program, budget)
+		if err == nil && exprErr == nil && val == celtypes.True {
+			budget = remaining
+			passed = f.members
+		} else {
+			budget -= r.lastVarCost
+		}
+	}
 	var out []Result
-	for _, cr := range rules {
-		if !cr.matches(r) {
+	for _, cr := range s.rules {
+		if passed[cr] || !cr.matches(r) {
 			continue
 		}
 		var res []Result
@@ -305,7 +314,8 @@ func (cr *compiledRule) evaluate(r *request, budget int64) ([]Result, int64) {
 			return nil, remaining
 		}
 		// Not charged: the expressions below are, one by one, as the
-		// apiserver charges them.
+		// apiserver charges them. Its variables are, once.
+		budget -= r.lastVarCost
 	}
 	var condErr error
 	skip := false

@@ -72,6 +72,9 @@ func Value(data []byte) (any, error) {
 type decoder struct {
 	data []byte
 	pos  int
+	// stack collects the elements of the arrays being decoded, so each
+	// array is allocated once, at its final length.
+	stack []any
 }
 
 func (d *decoder) errorf(format string, args ...any) error {
@@ -153,7 +156,7 @@ func (d *decoder) object(depth int) (map[string]any, error) {
 		if d.data[d.pos] != '"' {
 			return nil, d.errorf("invalid character %q looking for the beginning of an object key", d.data[d.pos])
 		}
-		key, err := d.string()
+		key, err := d.key()
 		if err != nil {
 			return nil, err
 		}
@@ -188,18 +191,19 @@ func (d *decoder) object(depth int) (map[string]any, error) {
 
 func (d *decoder) array(depth int) ([]any, error) {
 	d.pos++ // [
-	l := []any{}
 	d.skipSpace()
 	if d.pos < len(d.data) && d.data[d.pos] == ']' {
 		d.pos++
-		return l, nil
+		return []any{}, nil
 	}
+	base := len(d.stack)
+	defer func() { d.stack = d.stack[:base] }()
 	for {
 		v, err := d.value(depth)
 		if err != nil {
 			return nil, err
 		}
-		l = append(l, v)
+		d.stack = append(d.stack, v)
 		d.skipSpace()
 		if d.pos >= len(d.data) {
 			return nil, d.errorf("unexpected end of JSON input")
@@ -209,7 +213,7 @@ func (d *decoder) array(depth int) ([]any, error) {
 			d.pos++
 		case ']':
 			d.pos++
-			return l, nil
+			return append([]any(nil), d.stack[base:]...), nil
 		default:
 			return nil, d.errorf("invalid character %q after an array element", d.data[d.pos])
 		}
@@ -361,6 +365,45 @@ func (d *decoder) string() (string, error) {
 	}
 	return "", d.errorf("unexpected end of JSON input")
 }
+
+// key decodes an object key. Kubernetes objects repeat a small vocabulary
+// of keys in every object; those share one copy instead of one each.
+func (d *decoder) key() (string, error) {
+	end := d.pos + 1
+	for end < len(d.data) && d.data[end] != '"' && d.data[end] != '\\' && d.data[end] >= 0x20 && d.data[end] < utf8.RuneSelf {
+		end++
+	}
+	if end < len(d.data) && d.data[end] == '"' {
+		if k, ok := commonKeys[string(d.data[d.pos+1:end])]; ok {
+			d.pos = end + 1
+			return k, nil
+		}
+	}
+	return d.string()
+}
+
+var commonKeys = func() map[string]string {
+	m := map[string]string{}
+	for _, k := range []string{
+		"apiVersion", "kind", "metadata", "name", "namespace", "labels", "annotations", "uid", "resourceVersion",
+		"generation", "creationTimestamp", "ownerReferences", "finalizers", "managedFields", "generateName",
+		"spec", "status", "template", "replicas", "minAvailable", "selector", "matchLabels", "conditions",
+		"type", "reason", "message", "lastTransitionTime", "observedGeneration", "value", "key", "operator", "values",
+		"containers", "initContainers", "image", "imagePullPolicy", "command", "args", "env", "envFrom", "ports",
+		"containerPort", "protocol", "resources", "limits", "requests", "cpu", "memory", "nvidia.com/gpu",
+		"volumeMounts", "mountPath", "volumes", "restartPolicy", "nodeSelector", "tolerations", "affinity",
+		"serviceAccountName", "schedulingGroup", "podGroupName", "podSpec", "roleName", "startsAfter",
+		"cliques", "cliqueNames", "podCliqueScalingGroups", "terminationDelay", "workloadType", "trainingSpec",
+		"maxRestarts", "maxRuntime", "replicatedJobs", "dependsOn", "startupPolicy", "startupPolicyOrder",
+		"successPolicy", "failurePolicy", "ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit",
+		"completions", "parallelism", "runtimeRef", "trainer", "numNodes", "numProcPerNode", "mlPolicy", "torch",
+		"podGroupPolicy", "coscheduling", "volcano", "workload", "scheduleTimeoutSeconds", "initializer",
+		"dataset", "model", "storageUri", "suspend", "managedBy", "podTemplateOverrides", "targetJobs",
+	} {
+		m[k] = k
+	}
+	return m
+}()
 
 func (d *decoder) hex4() (rune, bool) {
 	if len(d.data)-d.pos < 4 {

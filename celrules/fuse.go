@@ -1,0 +1,117 @@
+package celrules
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/google/cel-go/cel"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/cel/environment"
+)
+
+// ruleSet is one evaluation snapshot: the active rules in order, and per
+// kind of request the rules that are evaluated together first.
+//
+// Most admissions pass every rule. Every CEL program evaluation has a fixed
+// price in cel-go (an execution frame, a cost tracker and its stack), so for
+// each (group, kind, resource, operation) the rules that match it without
+// selectors are compiled into one program, the conjunction of the rules'
+// conjunctions (compiledRule.passes), over the union of their variables.
+// When it is true, none of them has anything to report; otherwise each rule
+// is evaluated on its own to find out which failed and why.
+type ruleSet struct {
+	rules []*compiledRule
+
+	mu    sync.Mutex
+	fused map[fusedKey]*fusedRules
+}
+
+type fusedKey struct{ group, kind, resource, operation string }
+
+// fusedRules is the combined program of the rules that match one kind of
+// request; program is nil when fewer than two rules qualify or the
+// combination does not compile (rules are then evaluated one by one).
+type fusedRules struct {
+	once      sync.Once
+	members   map[*compiledRule]bool
+	variables []compiledVariable
+	program   cel.Program
+}
+
+func newRuleSet(rules []*compiledRule) *ruleSet {
+	return &ruleSet{rules: rules, fused: map[fusedKey]*fusedRules{}}
+}
+
+// fusedFor returns the combined rules for in, compiling them on first use.
+func (s *ruleSet) fusedFor(in *Input) *fusedRules {
+	key := fusedKey{in.Group, in.Kind, in.Resource, in.Operation}
+	s.mu.Lock()
+	f, ok := s.fused[key]
+	if !ok {
+		f = &fusedRules{}
+		s.fused[key] = f
+	}
+	s.mu.Unlock()
+	f.once.Do(func() { f.build(s.rules, in) })
+	return f
+}
+
+func (f *fusedRules) build(rules []*compiledRule, in *Input) {
+	var members []*compiledRule
+	byName := map[string]compiledVariable{}
+	var vars []compiledVariable
+	var rulesSrc []string
+next:
+	for _, cr := range rules {
+		if cr.passes == nil || !cr.namespaceSelector.Empty() || !cr.objectSelector.Empty() || !matchesResource(cr, in) {
+			continue
+		}
+		// A variable name must mean the same thing in every member.
+		for _, v := range cr.variables {
+			if have, ok := byName[v.name]; ok && have.sharedKey != v.sharedKey {
+				continue next
+			}
+		}
+		for _, v := range cr.variables {
+			if _, ok := byName[v.name]; !ok {
+				byName[v.name] = v
+				vars = append(vars, compiledVariable{name: v.name, sharedKey: v.sharedKey, expression: v.expression})
+			}
+		}
+		members = append(members, cr)
+		rulesSrc = append(rulesSrc, "("+conjunction(cr.rule)+")")
+	}
+	if len(members) < 2 {
+		return
+	}
+	compiler, err := plugincel.NewCompositedCompiler(baseEnv)
+	if err != nil {
+		return
+	}
+	for i, v := range vars {
+		res := compiler.CompileAndStoreVariable(namedExpr{name: v.name, expression: v.expression}, optionalVars, environment.StoredExpressions)
+		if res.Error != nil {
+			return
+		}
+		vars[i].program = res.Program
+	}
+	res := compiler.CompileCELExpression(boolExpr(strings.Join(rulesSrc, " && ")), optionalVars, environment.StoredExpressions)
+	if res.Error != nil {
+		return
+	}
+	f.members = make(map[*compiledRule]bool, len(members))
+	for _, cr := range members {
+		f.members[cr] = true
+	}
+	f.variables = vars
+	f.program = res.Program
+}
+
+func matchesResource(cr *compiledRule, in *Input) bool {
+	for _, rr := range cr.rule.Match.Resources {
+		if matchResourceRule(rr, in) {
+			return true
+		}
+	}
+	return false
+}
