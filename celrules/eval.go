@@ -43,8 +43,8 @@ const (
 // last two built on first use), variables shared between rules, and the
 // cost of variable evaluations not yet charged to the budget.
 type request struct {
-	ctx       context.Context
-	in        *Input
+	ctx context.Context
+	in  *Input
 
 	// object and oldObject are the decoded JSON maps themselves, seen as
 	// CEL values (values.go).
@@ -259,10 +259,16 @@ func matchResourceRule(rr shepherdv1alpha1.ResourceRule, in *Input) bool {
 }
 
 func (s *ruleSet) evaluate(ctx context.Context, in *Input) []Result {
+	return s.evaluateWith(ctx, in, true)
+}
+
+// evaluateWith evaluates with or without the combined programs (fuse.go,
+// compiledRule.passes); both give the same results, which the tests check.
+func (s *ruleSet) evaluateWith(ctx context.Context, in *Input, combined bool) []Result {
 	r := newRequest(ctx, in)
 	budget := int64(RequestBudget)
 	var passed map[*compiledRule]bool
-	if f := s.fusedFor(in); f.program != nil {
+	if f := s.fusedFor(in); combined && f.program != nil {
 		a := &activation{r: r}
 		a.vars = &ruleVariables{a: a, defs: f.variables, values: make([]ref.Val, len(f.variables))}
 		val, remaining, exprErr, err := a.run(f.program, budget)
@@ -279,7 +285,7 @@ func (s *ruleSet) evaluate(ctx context.Context, in *Input) []Result {
 			continue
 		}
 		var res []Result
-		res, budget = cr.evaluate(r, budget)
+		res, budget = cr.evaluate(r, budget, combined)
 		out = append(out, res...)
 	}
 	return out
@@ -303,12 +309,12 @@ func (cr *compiledRule) evalError(field string, err error) Result {
 // evaluate runs one rule as the apiserver runs a ValidatingAdmissionPolicy:
 // matchConditions (any false skips the rule, even if others failed), then
 // every validation, then messages and field paths of the failed ones only.
-func (cr *compiledRule) evaluate(r *request, budget int64) ([]Result, int64) {
+func (cr *compiledRule) evaluate(r *request, budget int64, combined bool) ([]Result, int64) {
 	if budget <= 0 {
 		return []Result{cr.evalError("", apiservercel.ErrOutOfBudget)}, budget
 	}
 	a := cr.activation(r)
-	if cr.passes != nil {
+	if combined && cr.passes != nil {
 		val, remaining, exprErr, err := a.run(cr.passes, budget)
 		if err == nil && exprErr == nil && val == celtypes.True {
 			return nil, remaining

@@ -5,6 +5,9 @@ import (
 	"sync"
 
 	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common"
+	"github.com/google/cel-go/common/ast"
+	"github.com/google/cel-go/parser"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 )
@@ -60,7 +63,6 @@ func (f *fusedRules) build(rules []*compiledRule, in *Input) {
 	var members []*compiledRule
 	byName := map[string]compiledVariable{}
 	var vars []compiledVariable
-	var rulesSrc []string
 next:
 	for _, cr := range rules {
 		if cr.passes == nil || !cr.namespaceSelector.Empty() || !cr.objectSelector.Empty() || !matchesResource(cr, in) {
@@ -79,7 +81,6 @@ next:
 			}
 		}
 		members = append(members, cr)
-		rulesSrc = append(rulesSrc, "("+conjunction(cr.rule)+")")
 	}
 	if len(members) < 2 {
 		return
@@ -95,7 +96,7 @@ next:
 		}
 		vars[i].program = res.Program
 	}
-	res := compiler.CompileCELExpression(boolExpr(strings.Join(rulesSrc, " && ")), optionalVars, environment.StoredExpressions)
+	res := compiler.CompileCELExpression(boolExpr(combine(members)), optionalVars, environment.StoredExpressions)
 	if res.Error != nil {
 		return
 	}
@@ -114,4 +115,86 @@ func matchesResource(cr *compiledRule, in *Input) bool {
 		}
 	}
 	return false
+}
+
+// combine is the conjunction of the rules' conjunctions. Validations of
+// rules without matchConditions that are `R.all(x, P)` over the same range R
+// and variable x become one `R.all(x, (P1) && (P2) ...)`: it is true exactly
+// when each of them is, and iterates once. (In cel-go a comprehension costs
+// far more to set up than to step through.)
+func combine(rules []*compiledRule) string {
+	type allGroup struct {
+		rng, iterVar string
+		bodies       []string
+	}
+	var parts []any // string or *allGroup, in order of first appearance
+	groups := map[string]*allGroup{}
+	for _, cr := range rules {
+		if len(cr.rule.MatchConditions) > 0 {
+			parts = append(parts, "("+conjunction(cr.rule)+")")
+			continue
+		}
+		for _, v := range cr.rule.Validations {
+			rng, iterVar, body, ok := splitAll(v.Expression)
+			if !ok {
+				parts = append(parts, "("+v.Expression+")")
+				continue
+			}
+			key := rng + "\x00" + iterVar
+			if g, ok := groups[key]; ok {
+				g.bodies = append(g.bodies, body)
+				continue
+			}
+			g := &allGroup{rng: rng, iterVar: iterVar, bodies: []string{body}}
+			groups[key] = g
+			parts = append(parts, g)
+		}
+	}
+	src := make([]string, len(parts))
+	for i, p := range parts {
+		switch p := p.(type) {
+		case string:
+			src[i] = p
+		case *allGroup:
+			src[i] = "(" + p.rng + ").all(" + p.iterVar + ", (" + strings.Join(p.bodies, ") && (") + "))"
+		}
+	}
+	return strings.Join(src, " && ")
+}
+
+// macrolessParser parses without expanding macros, so `R.all(x, P)` is
+// still a call to take apart.
+var macrolessParser = func() *parser.Parser {
+	p, err := parser.NewParser(parser.Macros(), parser.EnableOptionalSyntax(true))
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
+
+// splitAll takes `R.all(x, P)` apart into the source of R, x and the source
+// of P.
+func splitAll(expr string) (rng, iterVar, body string, ok bool) {
+	parsed, errs := macrolessParser.Parse(common.NewTextSource(expr))
+	if errs != nil && len(errs.GetErrors()) > 0 {
+		return "", "", "", false
+	}
+	e := parsed.Expr()
+	if e.Kind() != ast.CallKind || e.AsCall().FunctionName() != "all" || !e.AsCall().IsMemberFunction() || len(e.AsCall().Args()) != 2 {
+		return "", "", "", false
+	}
+	call := e.AsCall()
+	if call.Args()[0].Kind() != ast.IdentKind {
+		return "", "", "", false
+	}
+	info := parsed.SourceInfo()
+	r, err := parser.Unparse(call.Target(), info)
+	if err != nil {
+		return "", "", "", false
+	}
+	b, err := parser.Unparse(call.Args()[1], info)
+	if err != nil {
+		return "", "", "", false
+	}
+	return r, call.Args()[0].AsIdent(), b, true
 }
