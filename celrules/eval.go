@@ -268,7 +268,7 @@ func (s *ruleSet) evaluateWith(ctx context.Context, in *Input, combined bool) []
 	r := newRequest(ctx, in)
 	budget := int64(RequestBudget)
 	var passed map[*compiledRule]bool
-	if f := s.fusedFor(in); combined && f.program != nil {
+	if f := s.fusedFor(in); combined && f != nil && f.program != nil {
 		a := &activation{r: r}
 		a.vars = &ruleVariables{a: a, defs: f.variables, values: make([]ref.Val, len(f.variables))}
 		val, remaining, exprErr, err := a.run(f.program, budget)

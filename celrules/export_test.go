@@ -14,7 +14,7 @@ func (e *Engine) EvaluateOneByOne(ctx context.Context, in *Input) []Result {
 
 // CombinedRules is the number of rules evaluated as one program for in.
 func (e *Engine) CombinedRules(in *Input) int {
-	return len(e.snapshot().fusedFor(in).members)
+	return len(e.snapshot().fusedForNow(in).members)
 }
 
 // Combine combines validations (of one rule without matchConditions) as

@@ -3,6 +3,7 @@ package celrules
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common"
@@ -35,7 +36,9 @@ type fusedKey struct{ group, kind, resource, operation string }
 // request; program is nil when fewer than two rules qualify or the
 // combination does not compile (rules are then evaluated one by one).
 type fusedRules struct {
-	once      sync.Once
+	started atomic.Bool
+	done    chan struct{} // closed once built
+
 	members   map[*compiledRule]bool
 	variables []compiledVariable
 	program   cel.Program
@@ -45,27 +48,53 @@ func newRuleSet(rules []*compiledRule) *ruleSet {
 	return &ruleSet{rules: rules, fused: map[fusedKey]*fusedRules{}}
 }
 
-// fusedFor returns the combined rules for in, compiling them on first use.
+// fusedFor returns the combined rules for in, or nil while they are being
+// compiled. Compiling takes milliseconds, so it happens in the background
+// on first use (after start-up and after every policy change) and the
+// requests meanwhile are evaluated one by one instead of waiting.
 func (s *ruleSet) fusedFor(in *Input) *fusedRules {
-	key := fusedKey{in.Group, in.Kind, in.Resource, in.Operation}
-	s.mu.Lock()
-	f, ok := s.fused[key]
-	if !ok {
-		f = &fusedRules{}
-		s.fused[key] = f
+	f := s.entry(in)
+	select {
+	case <-f.done:
+		return f
+	default:
 	}
-	s.mu.Unlock()
-	f.once.Do(func() { f.build(s.rules, in) })
+	if f.started.CompareAndSwap(false, true) {
+		go f.build(s.rules, *in)
+	}
+	return nil
+}
+
+// fusedForNow is fusedFor that waits for the compilation.
+func (s *ruleSet) fusedForNow(in *Input) *fusedRules {
+	f := s.entry(in)
+	if f.started.CompareAndSwap(false, true) {
+		f.build(s.rules, *in)
+	}
+	<-f.done
 	return f
 }
 
-func (f *fusedRules) build(rules []*compiledRule, in *Input) {
+func (s *ruleSet) entry(in *Input) *fusedRules {
+	key := fusedKey{in.Group, in.Kind, in.Resource, in.Operation}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, ok := s.fused[key]
+	if !ok {
+		f = &fusedRules{done: make(chan struct{})}
+		s.fused[key] = f
+	}
+	return f
+}
+
+func (f *fusedRules) build(rules []*compiledRule, in Input) {
+	defer close(f.done)
 	var members []*compiledRule
 	byName := map[string]compiledVariable{}
 	var vars []compiledVariable
 next:
 	for _, cr := range rules {
-		if cr.passes == nil || !cr.namespaceSelector.Empty() || !cr.objectSelector.Empty() || !matchesResource(cr, in) {
+		if cr.passes == nil || !cr.namespaceSelector.Empty() || !cr.objectSelector.Empty() || !matchesResource(cr, &in) {
 			continue
 		}
 		// A variable name must mean the same thing in every member.
