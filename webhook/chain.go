@@ -4,12 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 
-	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -143,14 +141,19 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 			return denied(bad)
 		}
 	}
+	// The defaulters change obj in place; original is what the patch is
+	// computed against (copied only for kinds that have defaulters).
+	var original map[string]any
 	v := &Verdict{Allowed: true, Object: obj}
 	var changed bool
 	switch (schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}) {
 	case schema.GroupKind{Group: api.GroveGroup, Kind: api.KindPodCliqueSet}:
+		original = runtime.DeepCopyJSON(obj)
 		changed = defaultPodCliqueSet(obj, c.cfg)
 	case schema.GroupKind{Group: api.JobSetGroup, Kind: api.KindJobSet}:
 		var warnings []string
 		var viol *Violation
+		original = runtime.DeepCopyJSON(obj)
 		changed, warnings = defaultJobSetStartup(obj, old, req.Operation, c.cfg)
 		v.Warnings = append(v.Warnings, warnings...)
 		wl, wlWarnings, viol := c.defaultSchedulingGroup(ctx, obj, req.Namespace)
@@ -164,16 +167,7 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 	if !changed {
 		return v
 	}
-	mutated, err := json.Marshal(obj)
-	if err != nil {
-		return denied(&Violation{Rule: RuleDecode, Action: ActionDeny, Message: fmt.Sprintf("encoding the defaulted object: %v", err)})
-	}
-	patch, err := jsonpatch.CreatePatch(req.Object, mutated)
-	if err != nil {
-		return denied(&Violation{Rule: RuleDecode, Action: ActionDeny, Message: fmt.Sprintf("computing the defaulting patch: %v", err)})
-	}
-	// A stable order keeps responses and `shepherd check` output diffable.
-	slices.SortStableFunc(patch, func(a, b jsonpatch.JsonPatchOperation) int { return strings.Compare(a.Path, b.Path) })
+	patch := jsonPatch(original, obj)
 	v.Patch = patch
 	return v
 }

@@ -157,7 +157,7 @@ func (h *Handler) readReview(w http.ResponseWriter, r *http.Request) (*admission
 	if max <= 0 {
 		max = DefaultMaxBodyBytes
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, max), r.ContentLength, max)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -167,6 +167,20 @@ func (h *Handler) readReview(w http.ResponseWriter, r *http.Request) (*admission
 		return nil, &httpError{code: http.StatusBadRequest, reason: "malformed", msg: fmt.Sprintf("reading the request body: %v", err)}
 	}
 	return DecodeReview(body)
+}
+
+// readBody reads the whole body into one buffer sized by Content-Length
+// when the client sent it (the apiserver does), instead of growing one;
+// net/http never hands a handler more than Content-Length bytes.
+func readBody(body io.Reader, contentLength, max int64) ([]byte, error) {
+	if contentLength <= 0 || contentLength > max {
+		return io.ReadAll(body)
+	}
+	buf := make([]byte, contentLength)
+	if _, err := io.ReadFull(body, buf); err != nil {
+		return nil, err
+	}
+	return buf, nil
 }
 
 // DecodeReview parses an AdmissionReview and checks what the handlers rely
