@@ -121,6 +121,23 @@ func decode(raw []byte, what string) (map[string]any, *Violation) {
 	return m, nil
 }
 
+// objects returns the request's object and old object (nil when absent),
+// decoded unless the caller already decoded them.
+func objects(req *Request) (obj, old map[string]any, bad *Violation) {
+	obj, old = req.ObjectValue, req.OldObjectValue
+	if obj == nil && len(req.Object) > 0 {
+		if obj, bad = decode(req.Object, "object"); bad != nil {
+			return nil, nil, bad
+		}
+	}
+	if old == nil && len(req.OldObject) > 0 {
+		if old, bad = decode(req.OldObject, "old object"); bad != nil {
+			return nil, nil, bad
+		}
+	}
+	return obj, old, nil
+}
+
 func denied(v *Violation) *Verdict {
 	return &Verdict{Allowed: false, Violations: []Violation{*v}}
 }
@@ -128,18 +145,15 @@ func denied(v *Violation) *Verdict {
 // Default runs the kind's defaulter (the mutating webhook) and returns the
 // JSON patch of the defaulted paths.
 func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
-	if len(req.Object) == 0 || req.Operation == admissionv1.Delete || req.Operation == admissionv1.Connect {
+	if req.Operation == admissionv1.Delete || req.Operation == admissionv1.Connect {
 		return &Verdict{Allowed: true}
 	}
-	obj, bad := decode(req.Object, "object")
+	obj, old, bad := objects(req)
 	if bad != nil {
 		return denied(bad)
 	}
-	var old map[string]any
-	if len(req.OldObject) > 0 {
-		if old, bad = decode(req.OldObject, "old object"); bad != nil {
-			return denied(bad)
-		}
+	if obj == nil {
+		return &Verdict{Allowed: true}
 	}
 	// The defaulters change obj in place; original is what the patch is
 	// computed against (copied only for kinds that have defaulters).
@@ -175,17 +189,9 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 // Validate runs the CEL rules and the Go checks on the (already defaulted)
 // object and reports every violation at once.
 func (c *Chain) Validate(ctx context.Context, req *Request) *Verdict {
-	var obj, old map[string]any
-	var bad *Violation
-	if len(req.Object) > 0 {
-		if obj, bad = decode(req.Object, "object"); bad != nil {
-			return denied(bad)
-		}
-	}
-	if len(req.OldObject) > 0 {
-		if old, bad = decode(req.OldObject, "old object"); bad != nil {
-			return denied(bad)
-		}
+	obj, old, bad := objects(req)
+	if bad != nil {
+		return denied(bad)
 	}
 	in := &celrules.Input{
 		Operation: string(req.Operation),

@@ -25,6 +25,12 @@ type Request struct {
 	Object []byte
 	// OldObject is the raw JSON of the stored object (UPDATE and DELETE).
 	OldObject []byte
+	// ObjectValue and OldObjectValue are Object and OldObject already
+	// decoded, when the caller has them (the server decodes them with the
+	// AdmissionReview): the chain then uses them instead of the raw JSON,
+	// and the defaulters change ObjectValue in place.
+	ObjectValue    map[string]any
+	OldObjectValue map[string]any
 	DryRun    bool
 	UserInfo  authenticationv1.UserInfo
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -145,9 +146,13 @@ func eventNote(r *Record) string {
 // objectUID reads metadata.uid from the stored object of an UPDATE or DELETE
 // without decoding the rest of it.
 func objectUID(req *webhook.Request) types.UID {
-	raw := req.OldObject
-	if len(raw) == 0 {
-		raw = req.Object
+	obj, raw := req.OldObjectValue, req.OldObject
+	if obj == nil && len(raw) == 0 {
+		obj, raw = req.ObjectValue, req.Object
+	}
+	if obj != nil {
+		uid, _, _ := unstructured.NestedString(obj, "metadata", "uid")
+		return types.UID(uid)
 	}
 	var m struct {
 		Metadata struct {

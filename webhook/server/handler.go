@@ -61,7 +61,7 @@ func (e *httpError) Error() string { return e.msg }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	var review *admissionv1.AdmissionReview
+	var rv *decodedReview
 	defer func() {
 		// A bug in a rule or defaulter must not take the server down nor
 		// hand the apiserver a broken connection: answer with a denial
@@ -69,12 +69,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if p := recover(); p != nil {
 			admissionPanics.WithLabelValues(string(h.Mode)).Inc()
 			h.Log.Error(fmt.Errorf("panic: %v", p), "recovered from a panic while admitting", "webhook", h.Mode, "stack", string(debug.Stack()))
-			if review == nil || review.Request == nil {
+			if rv == nil || rv.Request == nil {
 				http.Error(w, "shepherd: internal error while reading the AdmissionReview (see shepherd's log)", http.StatusInternalServerError)
 				return
 			}
 			resp := &admissionv1.AdmissionResponse{
-				UID:     review.Request.UID,
+				UID:     rv.Request.UID,
 				Allowed: false,
 				Result: &metav1.Status{
 					Status:  metav1.StatusFailure,
@@ -83,12 +83,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 					Message: "shepherd failed internally while admitting this request (see shepherd's log); it is denied",
 				},
 			}
-			h.observe(review.Request, verdictError, start)
+			h.observe(rv.Request, verdictError, start)
 			writeReview(w, resp)
 		}
 	}()
 
-	review, err := h.readReview(w, r)
+	rv, err := h.readReview(w, r)
 	if err != nil {
 		var he *httpError
 		if !errors.As(err, &he) {
@@ -98,7 +98,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, he.msg, he.code)
 		return
 	}
-	req := RequestFrom(review.Request)
+	req := requestFrom(rv)
 	log := h.Log.WithValues("webhook", h.Mode, "uid", req.UID, "kind", req.Kind.Kind,
 		"namespace", req.Namespace, "name", req.Name, "operation", req.Operation)
 	ctx := ctrl.LoggerInto(r.Context(), log)
@@ -108,7 +108,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Audit.Record(ctx, req, verdict)
 	}
 	resp := Response(h.Mode, req, verdict)
-	h.observe(review.Request, verdictLabel(verdict), start)
+	h.observe(rv.Request, verdictLabel(verdict), start)
 	writeReview(w, resp)
 }
 
@@ -141,7 +141,7 @@ func (h *Handler) observe(r *admissionv1.AdmissionRequest, verdict string, start
 
 // readReview reads and checks the request: POST, JSON, bounded, and a
 // well-formed admission.k8s.io/v1 AdmissionReview carrying a request.
-func (h *Handler) readReview(w http.ResponseWriter, r *http.Request) (*admissionv1.AdmissionReview, error) {
+func (h *Handler) readReview(w http.ResponseWriter, r *http.Request) (*decodedReview, error) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		return nil, &httpError{code: http.StatusMethodNotAllowed, reason: "method",
@@ -166,7 +166,7 @@ func (h *Handler) readReview(w http.ResponseWriter, r *http.Request) (*admission
 		}
 		return nil, &httpError{code: http.StatusBadRequest, reason: "malformed", msg: fmt.Sprintf("reading the request body: %v", err)}
 	}
-	return DecodeReview(body)
+	return decodeReview(body)
 }
 
 // readBody reads the whole body into one buffer sized by Content-Length
@@ -181,34 +181,6 @@ func readBody(body io.Reader, contentLength, max int64) ([]byte, error) {
 		return nil, err
 	}
 	return buf, nil
-}
-
-// DecodeReview parses an AdmissionReview and checks what the handlers rely
-// on; every error is a message for a 400 answer.
-func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
-	if len(body) == 0 {
-		return nil, errors.New("malformed AdmissionReview: the request body is empty")
-	}
-	review := &admissionv1.AdmissionReview{}
-	if err := json.Unmarshal(body, review); err != nil {
-		return nil, fmt.Errorf("malformed AdmissionReview: %w", err)
-	}
-	gvk := review.GroupVersionKind()
-	if gvk != admissionv1.SchemeGroupVersion.WithKind("AdmissionReview") {
-		return nil, fmt.Errorf("malformed AdmissionReview: apiVersion %q, kind %q: want admission.k8s.io/v1 AdmissionReview (list only v1 in the webhook's admissionReviewVersions)",
-			review.APIVersion, review.Kind)
-	}
-	switch req := review.Request; {
-	case req == nil:
-		return nil, errors.New("malformed AdmissionReview: request is missing")
-	case req.UID == "":
-		return nil, errors.New("malformed AdmissionReview: request.uid is missing")
-	case req.Kind.Kind == "":
-		return nil, errors.New("malformed AdmissionReview: request.kind is missing")
-	case req.Operation == "":
-		return nil, errors.New("malformed AdmissionReview: request.operation is missing")
-	}
-	return review, nil
 }
 
 // RequestFrom turns an AdmissionRequest into the chain's Request; the

@@ -22,6 +22,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/shepherd-k8s/shepherd/webhook"
+	"github.com/shepherd-k8s/shepherd/webhook/jsonvalue"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 )
 
@@ -133,9 +134,14 @@ func TestMutatingAnswersWithJSONPatchAndWarnings(t *testing.T) {
 	if diff := cmp.Diff([]string{"startupPolicy is deprecated"}, resp.Warnings); diff != "" {
 		t.Errorf("warnings (-want +got):\n%s", diff)
 	}
-	// The chain gets the raw object as sent: unknown fields included.
-	if string(f.got.Object) != pcsJSON || f.got.Kind.Kind != "PodCliqueSet" || f.got.UserInfo.Username != "alice" {
-		t.Errorf("request passed to the chain: %+v", f.got)
+	// The chain gets the object as sent, decoded once: unknown fields
+	// included.
+	want, err := jsonvalue.Object([]byte(pcsJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, f.got.ObjectValue); diff != "" || f.got.Kind.Kind != "PodCliqueSet" || f.got.UserInfo.Username != "alice" {
+		t.Errorf("request passed to the chain: %+v\nobject (-sent +got):\n%s", f.got, diff)
 	}
 }
 

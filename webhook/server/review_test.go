@@ -1,0 +1,90 @@
+package server
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// The hand-written review decoder reads every field the handlers use
+// exactly as encoding/json reads them into the typed AdmissionReview.
+func TestDecodeReviewMatchesEncodingJSON(t *testing.T) {
+	dry := true
+	gvk := metav1.GroupVersionKind{Group: "grove.io", Version: "v1alpha1", Kind: "PodCliqueSet"}
+	gvr := metav1.GroupVersionResource{Group: "grove.io", Version: "v1alpha1", Resource: "podcliquesets"}
+	sent := &admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID: "u-1", Kind: gvk, Resource: gvr, SubResource: "status",
+			RequestKind: &gvk, RequestResource: &gvr, RequestSubResource: "status",
+			Name: "p", Namespace: "ns", Operation: admissionv1.Update,
+			UserInfo: authenticationv1.UserInfo{Username: "alice", UID: "a-1", Groups: []string{"g1", "g2"},
+				Extra: map[string]authenticationv1.ExtraValue{"scopes": {"x", "y"}}},
+			Object:    runtime.RawExtension{Raw: []byte(`{"spec":{"replicas":2,"x-unknown":[1,"a",null]}}`)},
+			OldObject: runtime.RawExtension{Raw: []byte(`{"spec":{"replicas":1}}`)},
+			DryRun:    &dry,
+		},
+	}
+	body, err := json.Marshal(sent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &admissionv1.AdmissionReview{}
+	if err := json.Unmarshal(body, want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeReview(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameJSON := cmp.Comparer(func(a, b runtime.RawExtension) bool {
+		var av, bv any
+		return json.Unmarshal(a.Raw, &av) == nil && json.Unmarshal(b.Raw, &bv) == nil && cmp.Equal(av, bv)
+	})
+	if diff := cmp.Diff(want, got, sameJSON, cmpopts.IgnoreFields(admissionv1.AdmissionRequest{}, "Options")); diff != "" {
+		t.Errorf("decoded review (-encoding/json +shepherd):\n%s", diff)
+	}
+	rv, err := decodeReview(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv.object["spec"].(map[string]any)["replicas"] != int64(2) || rv.oldObject == nil {
+		t.Errorf("decoded objects %v, %v", rv.object, rv.oldObject)
+	}
+}
+
+func TestDecodeReviewNamesTheMalformedField(t *testing.T) {
+	const head = `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":`
+	for req, want := range map[string]string{
+		`{"uid":"u","kind":{"kind":"X"},"operation":"CREATE","dryRun":"yes"}`:                 "request.dryRun: want a boolean, got a string",
+		`{"uid":"u","kind":"X","operation":"CREATE"}`:                                         "request.kind: want an object, got a string",
+		`{"uid":7,"kind":{"kind":"X"},"operation":"CREATE"}`:                                  "request.uid: want a string, got a number",
+		`{"uid":"u","kind":{"kind":"X"},"operation":"CREATE","userInfo":{"groups":["a",1]}}`:  "request.userInfo.groups[1]: want a string, got a number",
+		`{"uid":"u","kind":{"kind":"X"},"operation":"CREATE","userInfo":{"extra":{"k":"v"}}}`: "request.userInfo.extra.k: want an array of strings, got a string",
+		`[]`: "request: want an object, got an array",
+	} {
+		_, err := DecodeReview([]byte(head + req + "}"))
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "malformed AdmissionReview") {
+			t.Errorf("%s: error %v, want one containing %q", req, err, want)
+		}
+	}
+}
+
+// An object that is not a JSON object reaches the chain as raw JSON, which
+// denies it with its decode error, as it did with encoding/json.
+func TestNonObjectObjectIsPassedOnRaw(t *testing.T) {
+	rv, err := decodeReview([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"kind":"X"},"operation":"CREATE","object":[1,2]}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv.object != nil || string(rv.Request.Object.Raw) != "[1,2]" {
+		t.Errorf("object %v, raw %q; want nil and [1,2]", rv.object, rv.Request.Object.Raw)
+	}
+}
