@@ -107,6 +107,8 @@ func BenchmarkHandlerPodCliqueSet(b *testing.B) {
 	sortDurations(lat)
 	b.ReportMetric(float64(percentile(lat, 0.5).Nanoseconds())/1e3, "p50-µs")
 	b.ReportMetric(float64(percentile(lat, 0.99).Nanoseconds())/1e3, "p99-µs")
+	b.ReportMetric(float64(percentile(lat, 0.9).Nanoseconds())/1e3, "p90-µs")
+	b.ReportMetric(float64(percentile(lat, 0.95).Nanoseconds())/1e3, "p95-µs")
 }
 
 func processCPU(b *testing.B) time.Duration {
