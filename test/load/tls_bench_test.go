@@ -1,6 +1,7 @@
 package load
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -13,9 +14,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -74,6 +77,7 @@ func BenchmarkTLSLoad(b *testing.B) {
 	}
 	wh := c.Env.WebhookInstallOptions
 	healthAddr := freeAddr(b)
+	metricsAddr := freeAddr(b)
 	logf, err := os.Create(filepath.Join(dir, "shepherd.log"))
 	if err != nil {
 		b.Fatal(err)
@@ -83,7 +87,7 @@ func BenchmarkTLSLoad(b *testing.B) {
 		"--kubeconfig="+kubeconfig,
 		"--webhook-host=127.0.0.1", "--webhook-port="+strconv.Itoa(wh.LocalServingPort),
 		"--cert-dir="+wh.LocalServingCertDir, "--cert-mode=cert-manager",
-		"--metrics-bind-address="+freeAddr(b), "--metrics-secure=false",
+		"--metrics-bind-address="+metricsAddr, "--metrics-secure=false",
 		"--health-probe-bind-address="+healthAddr,
 		"--leader-elect=false", "--disable-reconcilers")
 	srv.Stdout, srv.Stderr = logf, logf
@@ -118,9 +122,13 @@ func BenchmarkTLSLoad(b *testing.B) {
 		}
 	}
 	calls := mix(b)
+	// The generator shares the machine with the server: collecting less
+	// often keeps its own pauses out of the measured latencies.
+	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(wh.LocalServingCAData)
-	base := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(wh.LocalServingPort))
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(wh.LocalServingPort))
+	base := "https://" + addr
 
 	// Warm up: caches, connection setup, CEL programs; and check every call
 	// of the mix is answered with an allowed AdmissionReview.
@@ -138,26 +146,35 @@ func BenchmarkTLSLoad(b *testing.B) {
 		ok, failed atomic.Int64
 		mu         sync.Mutex
 		lat        []time.Duration
+		wakes      []time.Duration
 		firstErr   atomic.Value
 	)
 	stopAt := time.Now().Add(warmup + loadDuration)
 	measureFrom := time.Now().Add(warmup)
-	var cpuStart time.Duration
+	var cpuStart, genStart time.Duration
 	var wg sync.WaitGroup
 	go func() {
 		time.Sleep(time.Until(measureFrom))
 		cpuStart, _ = procCPU(srv.Process.Pid)
+		genStart = processCPUSelf()
 	}()
 	for w := 0; w < clients; w++ {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			hc := newClient(pool)
+			hc := &conn{addr: addr, tls: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}}
+			defer hc.close()
 			local := make([]time.Duration, 0, 8192)
+			var localWake []time.Duration
 			// Paced (open loop): request i of this client is due at
-			// next; latency counts from when it was due, so a stalled
-			// server or generator cannot hide queueing (no coordinated
-			// omission). rate 0: each client sends back to back.
+			// next. When the previous response came back late, the
+			// request is sent at once and its latency counts from when it
+			// was due, so a slow server cannot hide queueing (no
+			// coordinated omission). When the client was idle, waiting for
+			// the due time, latency counts from the send: how late the
+			// generator's own timer fired is not the server's latency (it
+			// is reported on its own, as generator-wake-p99-ms). rate 0:
+			// each client sends back to back.
 			var interval time.Duration
 			if rate > 0 {
 				interval = time.Duration(float64(time.Second) * clients / rate)
@@ -165,16 +182,22 @@ func BenchmarkTLSLoad(b *testing.B) {
 			next := time.Now().Add(time.Duration(w) * interval / clients)
 			for i := w; time.Now().Before(stopAt); i++ {
 				cl := calls[i%len(calls)]
-				if interval > 0 {
-					time.Sleep(time.Until(next))
-				} else {
-					next = time.Now()
+				due := next
+				if interval == 0 {
+					due = time.Now()
 				}
-				start := next
+				start := due
+				if wait := time.Until(next); interval > 0 && wait > 0 {
+					time.Sleep(wait)
+					start = time.Now()
+					if !due.Before(measureFrom) {
+						localWake = append(localWake, start.Sub(due))
+					}
+				}
 				next = next.Add(interval)
-				resp, err := post(hc, base, cl)
+				resp, err := hc.post(cl)
 				d := time.Since(start)
-				if start.Before(measureFrom) {
+				if due.Before(measureFrom) {
 					continue
 				}
 				if err != nil || !resp.Allowed {
@@ -190,10 +213,12 @@ func BenchmarkTLSLoad(b *testing.B) {
 			}
 			mu.Lock()
 			lat = append(lat, local...)
+			wakes = append(wakes, localWake...)
 			mu.Unlock()
 		}(w)
 	}
 	wg.Wait()
+	genCPU := processCPUSelf() - genStart
 	cpuEnd, err := procCPU(srv.Process.Pid)
 	if err != nil {
 		b.Fatal(err)
@@ -202,18 +227,82 @@ func BenchmarkTLSLoad(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	if resp, err := http.Get("http://" + metricsAddr + "/metrics"); err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		_ = os.WriteFile("/tmp/shepherd-metrics.txt", body, 0o644)
+	}
 	sortDurations(lat)
+	sortDurations(wakes)
 	achieved := float64(ok.Load()) / loadDuration.Seconds()
 	b.ReportMetric(achieved, "admissions/s")
 	b.ReportMetric(float64(percentile(lat, 0.5).Microseconds())/1e3, "p50-ms")
 	b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1e3, "p99-ms")
 	b.ReportMetric(float64(failed.Load()), "errors")
+	b.ReportMetric(float64(percentile(wakes, 0.99).Microseconds())/1e3, "generator-wake-p99-ms")
 	b.ReportMetric(rate, "offered/s")
 	b.ReportMetric((cpuEnd-cpuStart).Seconds()/loadDuration.Seconds(), "server-cpu-cores")
 	b.ReportMetric(rss, "server-rss-MiB")
+	b.ReportMetric(genCPU.Seconds()/loadDuration.Seconds(), "generator-cpu-cores")
 	b.ReportMetric(peak, "server-peak-rss-MiB")
 	if e := firstErr.Load(); e != nil {
 		b.Errorf("%d errors; first: %v", failed.Load(), e)
+	}
+}
+
+// conn is one keep-alive HTTP/1.1 connection over TLS that writes a
+// request and reads its response in the calling goroutine. net/http's
+// client hands every request to two goroutines per connection; on a 2-core
+// machine shared with the server under test, those wake-ups made the
+// generator's own scheduling delays a visible part of the measured tail.
+type conn struct {
+	addr string
+	tls  *tls.Config
+	c    *tls.Conn
+	r    *bufio.Reader
+	buf  bytes.Buffer
+}
+
+func (c *conn) post(cl call) (*admissionv1.AdmissionResponse, error) {
+	if c.c == nil {
+		tc, err := tls.Dial("tcp", c.addr, c.tls)
+		if err != nil {
+			return nil, err
+		}
+		c.c, c.r = tc, bufio.NewReader(tc)
+	}
+	c.buf.Reset()
+	fmt.Fprintf(&c.buf, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", cl.path, c.addr, len(cl.body))
+	c.buf.Write(cl.body)
+	if _, err := c.c.Write(c.buf.Bytes()); err != nil {
+		c.close()
+		return nil, err
+	}
+	resp, err := http.ReadResponse(c.r, nil)
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		c.close()
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, body)
+	}
+	var rv admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &rv); err != nil || rv.Response == nil {
+		return nil, fmt.Errorf("not an AdmissionReview: %v: %s", err, body)
+	}
+	return rv.Response, nil
+}
+
+func (c *conn) close() {
+	if c.c != nil {
+		_ = c.c.Close()
+		c.c = nil
 	}
 }
 
@@ -270,4 +359,14 @@ func waitReady(url string, within time.Duration) error {
 		time.Sleep(200 * time.Millisecond)
 	}
 	return fmt.Errorf("shepherd was not ready at %s within %s", url, within)
+}
+
+// processCPUSelf is the CPU time the benchmark process (the load generator)
+// has used.
+func processCPUSelf() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -53,6 +54,8 @@ type serveOptions struct {
 	metricsAddr     string
 	metricsSecure   bool
 	metricsCertDir  string
+	pprofAddr       string
+	gcPercent       int
 	healthAddr      string
 	shutdownTimeout time.Duration
 
@@ -84,6 +87,7 @@ func defaultServeOptions() *serveOptions {
 		metricsAddr:       ":8443",
 		metricsSecure:     true,
 		healthAddr:        ":8081",
+		gcPercent:         server.DefaultGCPercent,
 		shutdownTimeout:   30 * time.Second,
 		leaderElect:       true,
 		leaderElectionID:  "shepherd.shepherd.dev",
@@ -107,6 +111,8 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, `Address of the metrics server, which serves /metrics and the audit ring at /audit. "0" disables it.`)
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", o.metricsSecure, "Serve metrics over HTTPS and require a bearer token that the apiserver authenticates (TokenReview) and authorizes (SubjectAccessReview: get on the non-resource URL /metrics or /audit). --metrics-secure=false serves plain HTTP with no authentication: for local development only.")
 	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", o.metricsCertDir, "Directory with tls.crt/tls.key for the metrics server; empty: a self-signed certificate generated at start.")
+	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage collector target (as GOGC): a higher value trades memory for fewer collections and a shorter admission latency tail. Ignored when the GOGC environment variable is set. GOMEMLIMIT still applies.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", o.pprofAddr, "Address serving Go's /debug/pprof profiles, for diagnosing CPU and memory use; empty (the default) serves none. Profiles reveal request data: bind it to localhost.")
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", o.healthAddr, "Address serving /healthz and /readyz. /readyz is ready once the webhook server serves its certificate, the caches have synced, WorkloadPolicies are compiled and Workload API discovery has run.")
 	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", o.shutdownTimeout, "How long shutdown waits for in-flight admission requests and reconciles to finish.")
 
@@ -194,6 +200,9 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	ctrl.SetLogger(log)
 	ctx = ctrl.LoggerInto(ctx, log)
 
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(o.gcPercent)
+	}
 	for _, id := range o.disabledRules {
 		if strings.TrimSpace(id) == "" {
 			return &ExitError{Code: 2, Err: fmt.Errorf("--disable-rules has an empty rule ID")}
@@ -224,6 +233,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 			TLSOpts: server.TLSOptions(o.enableHTTP2),
 		}),
 		HealthProbeBindAddress:        o.healthAddr,
+		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect,
 		LeaderElectionID:              o.leaderElectionID,
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
