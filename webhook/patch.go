@@ -56,9 +56,53 @@ func diffValues(ops *[]jsonpatch.JsonPatchOperation, path string, a, b any) {
 			return
 		}
 	}
-	if !reflect.DeepEqual(a, b) {
+	if !equalJSON(a, b) {
 		*ops = append(*ops, jsonpatch.NewOperation("replace", path, b))
 	}
+}
+
+// equalJSON compares decoded JSON values without reflection.
+func equalJSON(a, b any) bool {
+	switch av := a.(type) {
+	case string:
+		bv, ok := b.(string)
+		return ok && av == bv
+	case int64:
+		bv, ok := b.(int64)
+		return ok && av == bv
+	case bool:
+		bv, ok := b.(bool)
+		return ok && av == bv
+	case float64:
+		bv, ok := b.(float64)
+		return ok && av == bv
+	case nil:
+		return b == nil
+	case map[string]any:
+		bv, ok := b.(map[string]any)
+		if !ok || len(av) != len(bv) {
+			return false
+		}
+		for k, x := range av {
+			y, ok := bv[k]
+			if !ok || !equalJSON(x, y) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		bv, ok := b.([]any)
+		if !ok || len(av) != len(bv) {
+			return false
+		}
+		for i := range av {
+			if !equalJSON(av[i], bv[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return reflect.DeepEqual(a, b)
 }
 
 // escapePointer escapes a key for a JSON pointer (RFC 6901).

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"runtime/debug"
 	"syscall"
 	"testing"
 	"time"
@@ -50,6 +52,10 @@ func (noObjects) WorkloadAPIServed() bool { return true }
 // validate, encode). One op is both calls; every op is timed and the median
 // and p99 reported (target: p99 ≤ 100 µs).
 func BenchmarkHandlerPodCliqueSet(b *testing.B) {
+	// As `shepherd serve` runs (unless GOGC is set).
+	if _, set := os.LookupEnv("GOGC"); !set {
+		defer debug.SetGCPercent(debug.SetGCPercent(server.DefaultGCPercent))
+	}
 	chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: noObjects{}, Rules: celrules.Config{}})
 	if err != nil {
 		b.Fatal(err)
