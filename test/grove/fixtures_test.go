@@ -24,6 +24,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/api/install"
+	"github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
 	"github.com/shepherd-k8s/shepherd/reconcile/training"
 )
@@ -49,6 +50,10 @@ func startShepherd(t testing.TB, ns string) *shepherd {
 	}
 	mgr, err := ctrl.NewManager(env.Config, opts)
 	if err != nil {
+		t.Fatalf("creating manager: %v", err)
+	}
+	// Events on their own rate-limited client, as `shepherd serve` sends them.
+	if mgr, err = events.Manager(mgr, events.Options{}); err != nil {
 		t.Fatalf("creating manager: %v", err)
 	}
 	if err := gang.Setup(mgr, clock.RealClock{}); err != nil {

@@ -33,6 +33,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api/install"
 	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/reconcile/trainjob"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
@@ -73,6 +74,10 @@ func startShepherd(t *testing.T, ns string) (stop func()) {
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
+		t.Fatalf("creating manager: %v", err)
+	}
+	// Events on their own rate-limited client, as `shepherd serve` sends them.
+	if mgr, err = events.Manager(mgr, events.Options{}); err != nil {
 		t.Fatalf("creating manager: %v", err)
 	}
 	if err := trainjob.Setup(mgr, clock.RealClock{}); err != nil {

@@ -34,6 +34,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api/install"
 	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/reconcile/workload"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/webhook"
@@ -58,6 +59,10 @@ func startShepherd(t *testing.T, c *cluster.Cluster) {
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
+		t.Fatalf("creating manager: %v", err)
+	}
+	// Events on their own rate-limited client, as `shepherd serve` sends them.
+	if mgr, err = events.Manager(mgr, events.Options{}); err != nil {
 		t.Fatalf("creating manager: %v", err)
 	}
 	if err := workload.Setup(mgr, clock.RealClock{}); err != nil {

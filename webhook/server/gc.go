@@ -5,7 +5,8 @@ package server
 // server's live heap is small (compiled rules, schemas, a few caches): at
 // Go's default of 100 the collector runs every few hundred admissions and
 // is marking for about a third of the time, which is where the latency tail
-// came from. At 400 it runs a quarter as often for a few tens of MiB more;
-// GOMEMLIMIT (the Deployment sets it to the container's memory limit) still
-// makes it collect sooner as memory runs short.
-const DefaultGCPercent = 400
+// came from. At 200 it runs half as often; higher values shortened the tail
+// further but took the reconcilers' memory at scale (300 gangs) past
+// 256 MiB. GOMEMLIMIT (the Deployment sets it to the container's memory
+// limit) still makes it collect sooner as memory runs short.
+const DefaultGCPercent = 200

@@ -34,6 +34,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api/install"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/certs"
+	"github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/reconcile"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
@@ -44,6 +45,8 @@ type serveOptions struct {
 	kubeconfig string
 	kubeQPS    float32
 	kubeBurst  int
+	eventQPS   float32
+	eventBurst int
 
 	webhookHost  string
 	webhookPort  int
@@ -81,6 +84,8 @@ func defaultServeOptions() *serveOptions {
 	return &serveOptions{
 		kubeQPS:           200,
 		kubeBurst:         400,
+		eventQPS:          events.DefaultQPS,
+		eventBurst:        events.DefaultBurst,
 		webhookPort:       9443,
 		certDir:           certs.DefaultCertDir,
 		maxBodyBytes:      server.DefaultMaxBodyBytes,
@@ -101,6 +106,8 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to a kubeconfig. Empty: $KUBECONFIG, the in-cluster service account, then ~/.kube/config.")
 	fs.Float32Var(&o.kubeQPS, "kube-api-qps", o.kubeQPS, "Sustained rate of requests to the apiserver. Reconcilers patch status, write events and delete per expired deadline or breached gang; client-go's default of 5 would delay enforcement by minutes at a few thousand deadlines a minute.")
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", o.kubeBurst, "Burst of requests to the apiserver above --kube-api-qps.")
+	fs.Float32Var(&o.eventQPS, "event-qps", o.eventQPS, "Sustained rate of Events written (GangTerminated, PolicyViolation, ...), on a client of their own: Events over it wait and never delay the writes that enforce deadlines and gangs.")
+	fs.IntVar(&o.eventBurst, "event-burst", o.eventBurst, "Burst of Events above --event-qps.")
 
 	fs.StringVar(&o.webhookHost, "webhook-host", o.webhookHost, "Address the admission webhook server listens on (empty: all addresses).")
 	fs.IntVar(&o.webhookPort, "webhook-port", o.webhookPort, "Port of the admission webhook server (HTTPS). It serves /mutate and /validate.")
@@ -243,6 +250,9 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
+	}
+	if mgr, err = events.Manager(mgr, events.Options{QPS: o.eventQPS, Burst: o.eventBurst}); err != nil {
+		return err
 	}
 
 	// Certificates: the one place serving certificates hook in. In
