@@ -352,7 +352,7 @@ func TestUndecodableObjectIsDeniedWithTheDecodeError(t *testing.T) {
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Fatalf("%s: HTTP %d, %v", path, resp.StatusCode, err)
 		}
-		if rv.Response.UID != "u-1" || rv.Response.Allowed || rv.Response.Status.Code != http.StatusUnprocessableEntity || !strings.Contains(rv.Response.Status.Message, "cannot unmarshal array") {
+		if rv.Response.UID != "u-1" || rv.Response.Allowed || rv.Response.Status.Code != http.StatusUnprocessableEntity || !strings.Contains(rv.Response.Status.Message, "cannot decode the object: want a JSON object, got an array") {
 			t.Errorf("%s: want a 422 denial with the decode error, got %+v", path, rv.Response)
 		}
 	}

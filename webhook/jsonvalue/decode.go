@@ -41,13 +41,15 @@ func Object(data []byte) (map[string]any, error) {
 		return nil, d.end()
 	}
 	if d.pos < len(d.data) && d.data[d.pos] != '{' {
-		if _, err := d.value(0); err != nil {
+		start := d.pos
+		v, err := d.value(0)
+		if err != nil {
 			return nil, err
 		}
 		if err := d.end(); err != nil {
 			return nil, err
 		}
-		return nil, &SyntaxError{Offset: 0, msg: "the document is not a JSON object"}
+		return nil, &SyntaxError{Offset: start, msg: fmt.Sprintf("want a JSON object, got %s", kindOf(v))}
 	}
 	v, err := d.value(0)
 	if err != nil {
@@ -57,6 +59,20 @@ func Object(data []byte) (map[string]any, error) {
 		return nil, err
 	}
 	return v.(map[string]any), nil
+}
+
+func kindOf(v any) string {
+	switch v.(type) {
+	case []any:
+		return "an array"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case int64, float64:
+		return "a number"
+	}
+	return "null"
 }
 
 // Value decodes any JSON document.

@@ -77,6 +77,14 @@ func TestErrorsNameTheOffset(t *testing.T) {
 	}
 }
 
+func TestNonObjectDocumentSaysWhatItIs(t *testing.T) {
+	for doc, want := range map[string]string{`[1]`: "got an array", ` "a"`: "got a string", `7`: "got a number", `true`: "got a boolean"} {
+		if _, err := Object([]byte(doc)); err == nil || !strings.Contains(err.Error(), "want a JSON object, "+want) {
+			t.Errorf("%s: error %v, want one saying %q", doc, err, want)
+		}
+	}
+}
+
 func FuzzDecodesAsApimachineryDoes(f *testing.F) {
 	for _, c := range cases {
 		f.Add([]byte(c))
