@@ -31,8 +31,8 @@ type Request struct {
 	// and the defaulters change ObjectValue in place.
 	ObjectValue    map[string]any
 	OldObjectValue map[string]any
-	DryRun    bool
-	UserInfo  authenticationv1.UserInfo
+	DryRun         bool
+	UserInfo       authenticationv1.UserInfo
 }
 
 // Action is what a rule does when its validation fails. It is the

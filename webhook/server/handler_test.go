@@ -22,8 +22,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/shepherd-k8s/shepherd/webhook"
-	"github.com/shepherd-k8s/shepherd/webhook/jsonvalue"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
+	"github.com/shepherd-k8s/shepherd/webhook/jsonvalue"
 )
 
 // fakeAdmitter answers with fixed verdicts and remembers the request; a
