@@ -391,10 +391,6 @@ func (cr *compiledRule) optional(a *activation, e compiledExpr, budget *int64) r
 	return val
 }
 
-func hasAny(vs []shepherdv1alpha1.Validation, f func(shepherdv1alpha1.Validation) bool) bool {
-	return slices.ContainsFunc(vs, f)
-}
-
 // validationMessage picks the message as the apiserver does: a non-empty
 // single-line messageExpression result, else message, else the expression.
 func validationMessage(v shepherdv1alpha1.Validation, message ref.Val) string {
