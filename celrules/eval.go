@@ -137,13 +137,14 @@ func (a *activation) ResolveName(name string) (any, bool) {
 
 func (a *activation) Parent() interpreter.Activation { return nil }
 
-// activation builds the rule's activation.
-func (cr *compiledRule) activation(r *request) *activation {
+// newActivation builds the activation of expressions declaring vars: a
+// rule's, or a combined program's.
+func newActivation(r *request, vars []compiledVariable) *activation {
 	a := &activation{r: r}
-	if len(cr.variables) == 0 {
+	if len(vars) == 0 {
 		a.vars = celtypes.NullValue
 	} else {
-		a.vars = &ruleVariables{a: a, defs: cr.variables, values: make([]ref.Val, len(cr.variables))}
+		a.vars = &ruleVariables{a: a, defs: vars, values: make([]ref.Val, len(vars))}
 	}
 	return a
 }
@@ -268,10 +269,8 @@ func (s *ruleSet) evaluateWith(ctx context.Context, in *Input, combined bool) []
 	r := newRequest(ctx, in)
 	budget := int64(RequestBudget)
 	var passed map[*compiledRule]bool
-	if f := s.fusedFor(in); combined && f != nil && f.program != nil {
-		a := &activation{r: r}
-		a.vars = &ruleVariables{a: a, defs: f.variables, values: make([]ref.Val, len(f.variables))}
-		val, remaining, exprErr, err := a.run(f.program, budget)
+	if f := s.combinedFor(in, combined); f != nil {
+		val, remaining, exprErr, err := newActivation(r, f.variables).run(f.program, budget)
 		if err == nil && exprErr == nil && val == celtypes.True {
 			budget = remaining
 			passed = f.members
@@ -313,7 +312,7 @@ func (cr *compiledRule) evaluate(r *request, budget int64, combined bool) ([]Res
 	if budget <= 0 {
 		return []Result{cr.evalError("", apiservercel.ErrOutOfBudget)}, budget
 	}
-	a := cr.activation(r)
+	a := newActivation(r, cr.variables)
 	if combined && cr.passes != nil {
 		val, remaining, exprErr, err := a.run(cr.passes, budget)
 		if err == nil && exprErr == nil && val == celtypes.True {
@@ -324,7 +323,6 @@ func (cr *compiledRule) evaluate(r *request, budget int64, combined bool) ([]Res
 		budget -= r.lastVarCost
 	}
 	var condErr error
-	skip := false
 	for i, mc := range cr.matchConditions {
 		val, remaining, exprErr, err := a.run(mc.program, budget)
 		if err != nil {
@@ -335,9 +333,6 @@ func (cr *compiledRule) evaluate(r *request, budget int64, combined bool) ([]Res
 		case exprErr != nil:
 			condErr = errors.Join(condErr, fmt.Errorf("matchCondition %q: expression '%s' resulted in error: %w", cr.rule.MatchConditions[i].Name, mc.expression, exprErr))
 		case val != celtypes.True:
-			skip = true
-		}
-		if skip {
 			return nil, budget
 		}
 	}

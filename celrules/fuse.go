@@ -26,8 +26,9 @@ import (
 type ruleSet struct {
 	rules []*compiledRule
 
-	mu    sync.Mutex
-	fused map[fusedKey]*fusedRules
+	// fused holds a *fusedRules per fusedKey. Every admission looks its
+	// entry up, so the lookup takes no lock once the entry exists.
+	fused sync.Map
 }
 
 type fusedKey struct{ group, kind, resource, operation string }
@@ -45,7 +46,7 @@ type fusedRules struct {
 }
 
 func newRuleSet(rules []*compiledRule) *ruleSet {
-	return &ruleSet{rules: rules, fused: map[fusedKey]*fusedRules{}}
+	return &ruleSet{rules: rules}
 }
 
 // fusedFor returns the combined rules for in, or nil while they are being
@@ -65,6 +66,18 @@ func (s *ruleSet) fusedFor(in *Input) *fusedRules {
 	return nil
 }
 
+// combinedFor is the combined program to try first for in, or nil: when
+// combined evaluation is off, while it compiles, or when there is none.
+func (s *ruleSet) combinedFor(in *Input, combined bool) *fusedRules {
+	if !combined {
+		return nil
+	}
+	if f := s.fusedFor(in); f != nil && f.program != nil {
+		return f
+	}
+	return nil
+}
+
 // fusedForNow is fusedFor that waits for the compilation.
 func (s *ruleSet) fusedForNow(in *Input) *fusedRules {
 	f := s.entry(in)
@@ -77,14 +90,11 @@ func (s *ruleSet) fusedForNow(in *Input) *fusedRules {
 
 func (s *ruleSet) entry(in *Input) *fusedRules {
 	key := fusedKey{in.Group, in.Kind, in.Resource, in.Operation}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	f, ok := s.fused[key]
-	if !ok {
-		f = &fusedRules{done: make(chan struct{})}
-		s.fused[key] = f
+	if f, ok := s.fused.Load(key); ok {
+		return f.(*fusedRules)
 	}
-	return f
+	f, _ := s.fused.LoadOrStore(key, &fusedRules{done: make(chan struct{})})
+	return f.(*fusedRules)
 }
 
 func (f *fusedRules) build(rules []*compiledRule, in Input) {

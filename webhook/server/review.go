@@ -87,12 +87,12 @@ func decodeReview(body []byte) (*decodedReview, error) {
 		Operation:          admissionv1.Operation(d.str(rm, "operation", "request.operation")),
 		UserInfo:           d.userInfo(rm, "userInfo", "request.userInfo"),
 	}
-	if _, ok := d.obj(rm, "requestKind", "request.requestKind"); ok {
-		gvk := d.gvk(rm, "requestKind", "request.requestKind")
+	if o, ok := d.obj(rm, "requestKind", "request.requestKind"); ok {
+		gvk := d.gvkOf(o, "request.requestKind")
 		req.RequestKind = &gvk
 	}
-	if _, ok := d.obj(rm, "requestResource", "request.requestResource"); ok {
-		gvr := d.gvr(rm, "requestResource", "request.requestResource")
+	if o, ok := d.obj(rm, "requestResource", "request.requestResource"); ok {
+		gvr := d.gvrOf(o, "request.requestResource")
 		req.RequestResource = &gvr
 	}
 	if v, ok := rm["dryRun"]; ok && v != nil {
@@ -194,11 +194,19 @@ func (d *fields) strings(m map[string]any, key, path string) []string {
 
 func (d *fields) gvk(m map[string]any, key, path string) metav1.GroupVersionKind {
 	o, _ := d.obj(m, key, path)
+	return d.gvkOf(o, path)
+}
+
+func (d *fields) gvkOf(o map[string]any, path string) metav1.GroupVersionKind {
 	return metav1.GroupVersionKind{Group: d.str(o, "group", path+".group"), Version: d.str(o, "version", path+".version"), Kind: d.str(o, "kind", path+".kind")}
 }
 
 func (d *fields) gvr(m map[string]any, key, path string) metav1.GroupVersionResource {
 	o, _ := d.obj(m, key, path)
+	return d.gvrOf(o, path)
+}
+
+func (d *fields) gvrOf(o map[string]any, path string) metav1.GroupVersionResource {
 	return metav1.GroupVersionResource{Group: d.str(o, "group", path+".group"), Version: d.str(o, "version", path+".version"), Resource: d.str(o, "resource", path+".resource")}
 }
 
