@@ -155,34 +155,32 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 	if obj == nil {
 		return &Verdict{Allowed: true}
 	}
-	// The defaulters change obj in place; original is what the patch is
-	// computed against (copied only for kinds that have defaulters).
-	var original map[string]any
+	// The defaulters change obj in place. The PodCliqueSet's record their
+	// patch; the JobSet's rewrite fields too, so their patch is the diff
+	// against original, a copy taken first.
 	v := &Verdict{Allowed: true, Object: obj}
-	var changed bool
 	switch (schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}) {
 	case schema.GroupKind{Group: api.GroveGroup, Kind: api.KindPodCliqueSet}:
-		original = runtime.DeepCopyJSON(obj)
-		changed = defaultPodCliqueSet(obj, c.cfg)
+		var r recorder
+		if defaultPodCliqueSet(obj, c.cfg, &r) {
+			v.Patch = sortedOps(r.ops)
+		}
 	case schema.GroupKind{Group: api.JobSetGroup, Kind: api.KindJobSet}:
 		var warnings []string
 		var viol *Violation
-		original = runtime.DeepCopyJSON(obj)
-		changed, warnings = defaultJobSetStartup(obj, old, req.Operation, c.cfg)
+		original := runtime.DeepCopyJSON(obj)
+		changed, warnings := defaultJobSetStartup(obj, old, req.Operation, c.cfg)
 		v.Warnings = append(v.Warnings, warnings...)
 		wl, wlWarnings, viol := c.defaultSchedulingGroup(ctx, obj, req.Namespace)
-		changed = changed || wl
 		v.Warnings = append(v.Warnings, wlWarnings...)
 		if viol != nil {
 			v.Allowed = false
 			v.Violations = append(v.Violations, *viol)
 		}
+		if changed || wl {
+			v.Patch = jsonPatch(original, obj)
+		}
 	}
-	if !changed {
-		return v
-	}
-	patch := jsonPatch(original, obj)
-	v.Patch = patch
 	return v
 }
 

@@ -1,67 +1,72 @@
 package webhook
 
 import (
+	"strconv"
+
 	"github.com/shepherd-k8s/shepherd/celrules"
 )
 
-// defaultPodCliqueSet applies D-PCS-1..6 to a PodCliqueSet and reports
-// whether it changed anything.
-func defaultPodCliqueSet(o map[string]any, cfg celrules.Config) bool {
+// defaultPodCliqueSet applies D-PCS-1..6 to a PodCliqueSet. Every one of
+// them only fills unset fields, so it records its JSON patch as it goes
+// (no copy of the object, no diff) and reports whether it changed anything.
+func defaultPodCliqueSet(o map[string]any, cfg celrules.Config, r *recorder) bool {
 	spec := obj(o, "spec")
 	if spec == nil {
 		return false
 	}
-	changed := false
+	n := len(r.ops)
 	on := cfg.Enabled
 	// D-PCS-1: workloadType defaults to Inference.
 	if on("D-PCS-1") {
-		changed = setDefault(spec, "workloadType", "Inference") || changed
+		r.setDefault(spec, "workloadType", "Inference", "spec")
 	}
 	template := obj(spec, "template")
+	cliques, _ := template["cliques"].([]any)
 	switch str(spec, "workloadType") {
 	case "Training":
 		// D-PCS-2: a Training gang is torn down at once on breach.
-		if on("D-PCS-2") && template != nil {
-			changed = setDefault(template, "terminationDelay", "0s") || changed
+		if on("D-PCS-2") {
+			r.setDefault(template, "terminationDelay", "0s", "spec", "template")
 		}
 		// D-PCS-3: kubelet restarts would hide failures from the budget.
 		if on("D-PCS-3") {
-			for _, c := range items(template, "cliques") {
-				if ps := path(c, "spec", "podSpec"); ps != nil {
-					changed = setDefault(ps, "restartPolicy", "Never") || changed
-				}
+			for i, c := range cliques {
+				c, _ := c.(map[string]any)
+				r.setDefault(path(c, "spec", "podSpec"), "restartPolicy", "Never", "spec", "template", "cliques", strconv.Itoa(i), "spec", "podSpec")
 			}
 		}
 		// D-PCS-4: no restarts unless asked for.
 		if on("D-PCS-4") {
 			if unset(spec, "trainingSpec") {
-				spec["trainingSpec"] = map[string]any{"maxRestarts": int64(0)}
-				changed = true
-			} else if ts := obj(spec, "trainingSpec"); ts != nil {
-				changed = setDefault(ts, "maxRestarts", int64(0)) || changed
+				r.setDefault(spec, "trainingSpec", map[string]any{"maxRestarts": int64(0)}, "spec")
+			} else {
+				r.setDefault(obj(spec, "trainingSpec"), "maxRestarts", int64(0), "spec", "trainingSpec")
 			}
 		}
 	case "Inference":
 		// D-PCS-5: gang termination stays opt-in unless the server sets a
 		// default.
-		if on("D-PCS-5") && cfg.InferenceTerminationDelay != nil && template != nil {
-			changed = setDefault(template, "terminationDelay", cfg.InferenceTerminationDelay.Duration.String()) || changed
+		if on("D-PCS-5") && cfg.InferenceTerminationDelay != nil {
+			r.setDefault(template, "terminationDelay", cfg.InferenceTerminationDelay.Duration.String(), "spec", "template")
 		}
 	}
 	// D-PCS-6: minAvailable defaults to replicas, for cliques and scaling
 	// groups; without replicas there is nothing to copy.
 	if on("D-PCS-6") {
-		for _, c := range items(template, "cliques") {
+		for i, c := range cliques {
+			c, _ := c.(map[string]any)
 			cs := obj(c, "spec")
-			if r, ok := integer(cs, "replicas"); ok {
-				changed = setDefault(cs, "minAvailable", r) || changed
+			if n, ok := integer(cs, "replicas"); ok {
+				r.setDefault(cs, "minAvailable", n, "spec", "template", "cliques", strconv.Itoa(i), "spec")
 			}
 		}
-		for _, g := range items(template, "podCliqueScalingGroups") {
-			if r, ok := integer(g, "replicas"); ok {
-				changed = setDefault(g, "minAvailable", r) || changed
+		groups, _ := template["podCliqueScalingGroups"].([]any)
+		for i, g := range groups {
+			g, _ := g.(map[string]any)
+			if n, ok := integer(g, "replicas"); ok {
+				r.setDefault(g, "minAvailable", n, "spec", "template", "podCliqueScalingGroups", strconv.Itoa(i))
 			}
 		}
 	}
-	return changed
+	return len(r.ops) > n
 }

@@ -1,5 +1,7 @@
 package webhook
 
+import "gomodules.xyz/jsonpatch/v2"
+
 // Helpers to read and default the raw object. Defaulters work on the decoded
 // JSON, not on shepherd's partial Go types, so fields shepherd does not model
 // survive untouched (SPEC §2, hard rule 1).
@@ -62,6 +64,26 @@ func setDefault(m map[string]any, key string, v any) bool {
 		return false
 	}
 	m[key] = v
+	return true
+}
+
+// recorder collects the JSON patch of a defaulter that only fills unset
+// fields, as it fills them: such a kind needs neither a copy of the object
+// nor a diff.
+type recorder struct{ ops []jsonpatch.JsonPatchOperation }
+
+// setDefault is the package's setDefault that also records the operation;
+// at are the JSON pointer segments of m in the object.
+func (r *recorder) setDefault(m map[string]any, key string, v any, at ...string) bool {
+	if m == nil || !unset(m, key) {
+		return false
+	}
+	op := "add"
+	if _, null := m[key]; null {
+		op = "replace"
+	}
+	m[key] = v
+	r.ops = append(r.ops, jsonpatch.NewOperation(op, pointer(at, key), v))
 	return true
 }
 

@@ -17,48 +17,82 @@ import (
 // fields, which this covers exactly; it works on the decoded values the
 // chain already holds instead of encoding and re-parsing both documents.
 func jsonPatch(original, mutated map[string]any) []jsonpatch.JsonPatchOperation {
-	var ops []jsonpatch.JsonPatchOperation
-	diffObjects(&ops, "", original, mutated)
-	// A stable order keeps responses and `shepherd check` output diffable.
+	d := differ{path: make([]string, 0, 16)}
+	d.objects(original, mutated)
+	return sortedOps(d.ops)
+}
+
+// sortedOps orders a patch by path: a stable order keeps responses and
+// `shepherd check` output diffable.
+func sortedOps(ops []jsonpatch.JsonPatchOperation) []jsonpatch.JsonPatchOperation {
 	slices.SortStableFunc(ops, func(a, b jsonpatch.JsonPatchOperation) int { return strings.Compare(a.Path, b.Path) })
 	return ops
 }
 
-func diffObjects(ops *[]jsonpatch.JsonPatchOperation, path string, a, b map[string]any) {
+// differ walks two documents side by side. The JSON pointer of the current
+// position is kept as segments and joined only when an operation is
+// emitted: most of a document is unchanged, and a string per visited field
+// would be most of the diff's cost.
+type differ struct {
+	path []string
+	ops  []jsonpatch.JsonPatchOperation
+}
+
+func (d *differ) emit(op, key string, v any) {
+	d.ops = append(d.ops, jsonpatch.NewOperation(op, pointer(d.path, key), v))
+}
+
+func (d *differ) objects(a, b map[string]any) {
 	for k, av := range a {
-		p := path + "/" + escapePointer(k)
 		bv, ok := b[k]
 		if !ok {
-			*ops = append(*ops, jsonpatch.NewOperation("remove", p, nil))
+			d.emit("remove", k, nil)
 			continue
 		}
-		diffValues(ops, p, av, bv)
+		d.values(k, av, bv)
 	}
 	for k, bv := range b {
 		if _, ok := a[k]; !ok {
-			*ops = append(*ops, jsonpatch.NewOperation("add", path+"/"+escapePointer(k), bv))
+			d.emit("add", k, bv)
 		}
 	}
 }
 
-func diffValues(ops *[]jsonpatch.JsonPatchOperation, path string, a, b any) {
+// values compares a[key] with b[key] of the objects or arrays at d.path.
+func (d *differ) values(key string, a, b any) {
 	switch av := a.(type) {
 	case map[string]any:
 		if bv, ok := b.(map[string]any); ok {
-			diffObjects(ops, path, av, bv)
+			d.path = append(d.path, key)
+			d.objects(av, bv)
+			d.path = d.path[:len(d.path)-1]
 			return
 		}
 	case []any:
 		if bv, ok := b.([]any); ok && len(av) == len(bv) {
+			d.path = append(d.path, key)
 			for i := range av {
-				diffValues(ops, path+"/"+strconv.Itoa(i), av[i], bv[i])
+				d.values(strconv.Itoa(i), av[i], bv[i])
 			}
+			d.path = d.path[:len(d.path)-1]
 			return
 		}
 	}
 	if !equalJSON(a, b) {
-		*ops = append(*ops, jsonpatch.NewOperation("replace", path, b))
+		d.emit("replace", key, b)
 	}
+}
+
+// pointer is the JSON pointer (RFC 6901) of key under the segments.
+func pointer(segments []string, key string) string {
+	var sb strings.Builder
+	for _, s := range segments {
+		sb.WriteByte('/')
+		sb.WriteString(escapePointer(s))
+	}
+	sb.WriteByte('/')
+	sb.WriteString(escapePointer(key))
+	return sb.String()
 }
 
 // equalJSON compares decoded JSON values without reflection.
