@@ -70,7 +70,9 @@ func setDefault(m map[string]any, key string, v any) bool {
 // recorder collects the JSON patch of a defaulter that only fills unset
 // fields, as it fills them: such a kind needs neither a copy of the object
 // nor a diff.
-type recorder struct{ ops []jsonpatch.JsonPatchOperation }
+type recorder struct {
+	ops []jsonpatch.JsonPatchOperation
+}
 
 // setDefault is the package's setDefault that also records the operation;
 // at are the JSON pointer segments of m in the object.
