@@ -127,6 +127,10 @@ func BenchmarkHandlerPodCliqueSet(b *testing.B) {
 	b.ReportMetric(float64(percentile(mlat, 0.99).Nanoseconds())/1e3, "mutate-p99-µs")
 	b.ReportMetric(float64(percentile(vlat, 0.5).Nanoseconds())/1e3, "validate-p50-µs")
 	b.ReportMetric(float64(percentile(vlat, 0.99).Nanoseconds())/1e3, "validate-p99-µs")
+	// The same number of ops of pure arithmetic lasting the pair's median:
+	// the p99 this machine allows work of that length at all.
+	_, floor := noiseFloor(percentile(lat, 0.5), min(b.N, 50000))
+	b.ReportMetric(float64(floor.Nanoseconds())/1e3, "noise-floor-p99-µs")
 }
 
 func processCPU(b *testing.B) time.Duration {

@@ -65,3 +65,41 @@ func procRSS(pid int) (rss, peak float64, err error) {
 	}
 	return rss, peak, nil
 }
+
+// noiseFloor measures what this machine does to the latency of work that
+// neither allocates nor touches memory: an arithmetic loop calibrated to
+// take about median, run n times and timed like the benchmark's ops. Its
+// p99 over its p50 is the tail the machine adds by itself (timer and
+// device interrupts, other processes, a hypervisor taking the core),
+// before the code under test or its garbage collector add any.
+func noiseFloor(median time.Duration, n int) (p50, p99 time.Duration) {
+	iters := 1 << 10
+	for {
+		start := time.Now()
+		spin(iters)
+		if d := time.Since(start); d >= median/4 {
+			iters = int(float64(iters) * float64(median) / float64(d))
+			break
+		}
+		iters *= 2
+	}
+	lat := make([]time.Duration, n)
+	for i := range lat {
+		start := time.Now()
+		spin(iters)
+		lat[i] = time.Since(start)
+	}
+	sortDurations(lat)
+	return percentile(lat, 0.5), percentile(lat, 0.99)
+}
+
+var spinSink uint64
+
+// spin is a dependent chain of multiply-adds: pure core time.
+func spin(n int) {
+	x := spinSink | 1
+	for range n {
+		x = x*6364136223846793005 + 1442695040888963407
+	}
+	spinSink = x
+}

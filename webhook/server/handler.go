@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -212,10 +211,7 @@ func verdictLabel(v *webhook.Verdict) string {
 }
 
 func writeReview(w http.ResponseWriter, resp *admissionv1.AdmissionResponse) {
-	out, err := json.Marshal(&admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
-		Response: resp,
-	})
+	out, err := encodeReview(resp)
 	if err != nil {
 		// Every field is a plain string, number or []byte: this cannot
 		// fail short of a bug, which the recover above turns into a 500.

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -29,7 +28,7 @@ func Response(mode Mode, req *webhook.Request, v *webhook.Verdict) *admissionv1.
 		return resp
 	}
 	if mode == Mutating && len(v.Patch) > 0 {
-		patch, err := json.Marshal(v.Patch)
+		patch, err := encodePatch(v.Patch)
 		if err != nil {
 			// Patch values come from decoded JSON; failing to re-encode
 			// them is a bug, recovered and answered as an internal error.
