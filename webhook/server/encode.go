@@ -57,7 +57,7 @@ func encodeReview(resp *admissionv1.AdmissionResponse) ([]byte, error) {
 // encodePatch encodes a JSON patch as encoding/json encodes
 // []jsonpatch.JsonPatchOperation.
 func encodePatch(ops []jsonpatch.JsonPatchOperation) ([]byte, error) {
-	b := make([]byte, 0, 64*len(ops))
+	b := make([]byte, 0, 2+128*len(ops)) // an op with a short value is about 80 bytes
 	b = append(b, '[')
 	for i, op := range ops {
 		if i > 0 {
