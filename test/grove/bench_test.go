@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -200,34 +201,62 @@ func watchCliques(b *testing.B, w *world) *cliqueRecorder {
 	if err != nil {
 		b.Fatal(err)
 	}
-	watcher, err := wc.Watch(w.ctx, &grovev1alpha1.PodCliqueList{}, client.InNamespace(w.ns))
+	ctx, cancel := context.WithCancel(w.ctx)
+	b.Cleanup(cancel)
+	watchFrom := func(rv string) (watch.Interface, error) {
+		return wc.Watch(ctx, &grovev1alpha1.PodCliqueList{}, client.InNamespace(w.ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+	}
+	watcher, err := watchFrom("")
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(watcher.Stop)
 	r := &cliqueRecorder{since: map[string]time.Time{}, deleted: map[string][]time.Time{}}
 	go func() {
-		for ev := range watcher.ResultChan() {
-			now := time.Now()
-			c, ok := ev.Object.(*grovev1alpha1.PodClique)
-			if !ok {
-				continue
+		// The apiserver may end a watch (one that fell behind during the
+		// burst, say); it resumes from the last event seen, so no deletion
+		// goes unrecorded and the wait for them cannot hang.
+		rv := ""
+		for {
+			for ev := range watcher.ResultChan() {
+				now := time.Now()
+				c, ok := ev.Object.(*grovev1alpha1.PodClique)
+				if !ok {
+					continue
+				}
+				rv = c.ResourceVersion
+				r.record(ev.Type, c, now)
 			}
-			set := c.Labels[api.LabelPartOf]
-			r.mu.Lock()
-			switch ev.Type {
-			case watch.Deleted:
-				r.deleted[set] = append(r.deleted[set], now)
-			case watch.Modified, watch.Added:
-				cond := meta.FindStatusCondition(c.Status.Conditions, api.ConditionMinAvailableBreached)
-				if strings.HasSuffix(c.Name, "-0-c0") && cond != nil && cond.Status == "True" {
-					r.since[set] = cond.LastTransitionTime.Time
+			if ctx.Err() != nil {
+				return
+			}
+			for {
+				if watcher, err = watchFrom(rv); err == nil {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(100 * time.Millisecond):
 				}
 			}
-			r.mu.Unlock()
 		}
 	}()
 	return r
+}
+
+func (r *cliqueRecorder) record(t watch.EventType, c *grovev1alpha1.PodClique, at time.Time) {
+	set := c.Labels[api.LabelPartOf]
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch t {
+	case watch.Deleted:
+		r.deleted[set] = append(r.deleted[set], at)
+	case watch.Modified, watch.Added:
+		cond := meta.FindStatusCondition(c.Status.Conditions, api.ConditionMinAvailableBreached)
+		if strings.HasSuffix(c.Name, "-0-c0") && cond != nil && cond.Status == "True" {
+			r.since[set] = cond.LastTransitionTime.Time
+		}
+	}
 }
 
 func (r *cliqueRecorder) deletedSets() int {
