@@ -2,7 +2,6 @@ package webhook
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -166,8 +165,6 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 			v.Patch = sortedOps(r.ops)
 		}
 	case schema.GroupKind{Group: api.JobSetGroup, Kind: api.KindJobSet}:
-		var warnings []string
-		var viol *Violation
 		original := runtime.DeepCopyJSON(obj)
 		changed, warnings := defaultJobSetStartup(obj, old, req.Operation, c.cfg)
 		v.Warnings = append(v.Warnings, warnings...)
@@ -254,14 +251,9 @@ func (c *Chain) Admit(ctx context.Context, req *Request) *Verdict {
 	if !d.Allowed {
 		return d
 	}
+	// Validate sees the defaulted object Default already holds decoded.
 	vreq := *req
-	if len(d.Patch) > 0 {
-		b, err := json.Marshal(d.Object)
-		if err != nil {
-			return denied(&Violation{Rule: RuleDecode, Action: ActionDeny, Message: fmt.Sprintf("encoding the defaulted object: %v", err)})
-		}
-		vreq.Object = b
-	}
+	vreq.ObjectValue = d.Object
 	v := c.Validate(ctx, &vreq)
 	v.Violations = append(d.Violations, v.Violations...)
 	v.Warnings = append(d.Warnings, v.Warnings...)

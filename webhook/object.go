@@ -77,14 +77,14 @@ type recorder struct {
 // setDefault is the package's setDefault that also records the operation;
 // at are the JSON pointer segments of m in the object.
 func (r *recorder) setDefault(m map[string]any, key string, v any, at ...string) bool {
-	if m == nil || !unset(m, key) {
+	_, null := m[key] // present but unset: null
+	if !setDefault(m, key, v) {
 		return false
 	}
 	op := "add"
-	if _, null := m[key]; null {
+	if null {
 		op = "replace"
 	}
-	m[key] = v
 	r.ops = append(r.ops, jsonpatch.NewOperation(op, pointer(at, key), v))
 	return true
 }

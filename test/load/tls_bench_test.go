@@ -289,14 +289,7 @@ func (c *conn) post(cl call) (*admissionv1.AdmissionResponse, error) {
 		c.close()
 		return nil, err
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, body)
-	}
-	var rv admissionv1.AdmissionReview
-	if err := json.Unmarshal(body, &rv); err != nil || rv.Response == nil {
-		return nil, fmt.Errorf("not an AdmissionReview: %v: %s", err, body)
-	}
-	return rv.Response, nil
+	return admissionResponse(resp.StatusCode, body)
 }
 
 func (c *conn) close() {
@@ -328,14 +321,7 @@ func post(hc *http.Client, base string, cl call) (*admissionv1.AdmissionResponse
 	if err != nil {
 		return nil, err
 	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("HTTP %d: %s", resp.StatusCode, body)
-	}
-	var rv admissionv1.AdmissionReview
-	if err := json.Unmarshal(body, &rv); err != nil || rv.Response == nil {
-		return nil, fmt.Errorf("not an AdmissionReview: %v: %s", err, body)
-	}
-	return rv.Response, nil
+	return admissionResponse(resp.StatusCode, body)
 }
 
 func freeAddr(b *testing.B) string {
@@ -369,4 +355,16 @@ func processCPUSelf() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// admissionResponse is the AdmissionResponse of a webhook's HTTP answer.
+func admissionResponse(status int, body []byte) (*admissionv1.AdmissionResponse, error) {
+	if status != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %d: %s", status, body)
+	}
+	var rv admissionv1.AdmissionReview
+	if err := json.Unmarshal(body, &rv); err != nil || rv.Response == nil {
+		return nil, fmt.Errorf("not an AdmissionReview: %v: %s", err, body)
+	}
+	return rv.Response, nil
 }

@@ -49,7 +49,7 @@ func Object(data []byte) (map[string]any, error) {
 		if err := d.end(); err != nil {
 			return nil, err
 		}
-		return nil, &SyntaxError{Offset: start, msg: fmt.Sprintf("want a JSON object, got %s", kindOf(v))}
+		return nil, &SyntaxError{Offset: start, msg: fmt.Sprintf("want a JSON object, got %s", KindOf(v))}
 	}
 	v, err := d.value(0)
 	if err != nil {
@@ -61,8 +61,12 @@ func Object(data []byte) (map[string]any, error) {
 	return v.(map[string]any), nil
 }
 
-func kindOf(v any) string {
+// KindOf names the JSON type of a decoded value with its article ("an
+// object", "a string", ..., "null"), for messages that say what was found.
+func KindOf(v any) string {
 	switch v.(type) {
+	case map[string]any:
+		return "an object"
 	case []any:
 		return "an array"
 	case string:

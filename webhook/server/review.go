@@ -60,8 +60,8 @@ func decodeReview(body []byte) (*decodedReview, error) {
 	}
 	d := fields{}
 	ar := &admissionv1.AdmissionReview{}
-	ar.APIVersion = d.str(doc, "apiVersion", "apiVersion")
-	ar.Kind = d.str(doc, "kind", "kind")
+	ar.APIVersion = d.str(doc, "apiVersion", "")
+	ar.Kind = d.str(doc, "kind", "")
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -69,7 +69,7 @@ func decodeReview(body []byte) (*decodedReview, error) {
 		return nil, fmt.Errorf("malformed AdmissionReview: apiVersion %q, kind %q: want admission.k8s.io/v1 AdmissionReview (list only v1 in the webhook's admissionReviewVersions)",
 			ar.APIVersion, ar.Kind)
 	}
-	rm, ok := d.obj(doc, "request", "request")
+	rm, ok := d.obj(doc, "request", "")
 	if !ok || rm == nil {
 		if d.err != nil {
 			return nil, d.err
@@ -77,21 +77,21 @@ func decodeReview(body []byte) (*decodedReview, error) {
 		return nil, errors.New("malformed AdmissionReview: request is missing")
 	}
 	req := &admissionv1.AdmissionRequest{
-		UID:                types.UID(d.str(rm, "uid", "request.uid")),
-		Kind:               d.gvk(rm, "kind", "request.kind"),
-		Resource:           d.gvr(rm, "resource", "request.resource"),
-		SubResource:        d.str(rm, "subResource", "request.subResource"),
-		RequestSubResource: d.str(rm, "requestSubResource", "request.requestSubResource"),
-		Name:               d.str(rm, "name", "request.name"),
-		Namespace:          d.str(rm, "namespace", "request.namespace"),
-		Operation:          admissionv1.Operation(d.str(rm, "operation", "request.operation")),
-		UserInfo:           d.userInfo(rm, "userInfo", "request.userInfo"),
+		UID:                types.UID(d.str(rm, "uid", "request")),
+		Kind:               d.gvkOf(d.objOrNil(rm, "kind", "request"), "request.kind"),
+		Resource:           d.gvrOf(d.objOrNil(rm, "resource", "request"), "request.resource"),
+		SubResource:        d.str(rm, "subResource", "request"),
+		RequestSubResource: d.str(rm, "requestSubResource", "request"),
+		Name:               d.str(rm, "name", "request"),
+		Namespace:          d.str(rm, "namespace", "request"),
+		Operation:          admissionv1.Operation(d.str(rm, "operation", "request")),
+		UserInfo:           d.userInfo(d.objOrNil(rm, "userInfo", "request"), "request.userInfo"),
 	}
-	if o, ok := d.obj(rm, "requestKind", "request.requestKind"); ok {
+	if o, ok := d.obj(rm, "requestKind", "request"); ok {
 		gvk := d.gvkOf(o, "request.requestKind")
 		req.RequestKind = &gvk
 	}
-	if o, ok := d.obj(rm, "requestResource", "request.requestResource"); ok {
+	if o, ok := d.obj(rm, "requestResource", "request"); ok {
 		gvr := d.gvrOf(o, "request.requestResource")
 		req.RequestResource = &gvr
 	}
@@ -121,106 +121,99 @@ func decodeReview(body []byte) (*decodedReview, error) {
 }
 
 // fields reads typed fields out of decoded JSON, keeping the first type
-// error.
+// error. Each reader takes the map, the key and the map's own path (""
+// for the document): the field's path is joined only for a message, as
+// every request reads a couple of dozen fields.
 type fields struct{ err error }
 
 func (d *fields) fail(path, want string, got any) {
 	if d.err == nil {
-		d.err = fmt.Errorf("malformed AdmissionReview: %s: want %s, got %s", path, want, jsonType(got))
+		d.err = fmt.Errorf("malformed AdmissionReview: %s: want %s, got %s", path, want, jsonvalue.KindOf(got))
 	}
 }
 
-func jsonType(v any) string {
-	switch v.(type) {
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "an array"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case int64, float64:
-		return "a number"
+// at is the path of key in the object at path in.
+func at(in, key string) string {
+	if in == "" {
+		return key
 	}
-	return "null"
+	return in + "." + key
 }
 
-func (d *fields) str(m map[string]any, key, path string) string {
+func (d *fields) str(m map[string]any, key, in string) string {
 	v, ok := m[key]
 	if !ok || v == nil {
 		return ""
 	}
 	s, ok := v.(string)
 	if !ok {
-		d.fail(path, "a string", v)
+		d.fail(at(in, key), "a string", v)
 	}
 	return s
 }
 
-func (d *fields) obj(m map[string]any, key, path string) (map[string]any, bool) {
+func (d *fields) obj(m map[string]any, key, in string) (map[string]any, bool) {
 	v, ok := m[key]
 	if !ok || v == nil {
 		return nil, false
 	}
 	o, ok := v.(map[string]any)
 	if !ok {
-		d.fail(path, "an object", v)
+		d.fail(at(in, key), "an object", v)
 		return nil, false
 	}
 	return o, true
 }
 
-func (d *fields) strings(m map[string]any, key, path string) []string {
+// objOrNil is obj without the presence flag.
+func (d *fields) objOrNil(m map[string]any, key, in string) map[string]any {
+	o, _ := d.obj(m, key, in)
+	return o
+}
+
+func (d *fields) strings(m map[string]any, key, in string) []string {
 	v, ok := m[key]
 	if !ok || v == nil {
 		return nil
 	}
 	l, ok := v.([]any)
 	if !ok {
-		d.fail(path, "an array of strings", v)
+		d.fail(at(in, key), "an array of strings", v)
 		return nil
 	}
 	out := make([]string, len(l))
 	for i, e := range l {
 		s, ok := e.(string)
 		if !ok {
-			d.fail(fmt.Sprintf("%s[%d]", path, i), "a string", e)
+			d.fail(fmt.Sprintf("%s[%d]", at(in, key), i), "a string", e)
 		}
 		out[i] = s
 	}
 	return out
 }
 
-func (d *fields) gvk(m map[string]any, key, path string) metav1.GroupVersionKind {
-	o, _ := d.obj(m, key, path)
-	return d.gvkOf(o, path)
-}
-
+// gvkOf reads the GroupVersionKind o, found at path.
 func (d *fields) gvkOf(o map[string]any, path string) metav1.GroupVersionKind {
-	return metav1.GroupVersionKind{Group: d.str(o, "group", path+".group"), Version: d.str(o, "version", path+".version"), Kind: d.str(o, "kind", path+".kind")}
+	return metav1.GroupVersionKind{Group: d.str(o, "group", path), Version: d.str(o, "version", path), Kind: d.str(o, "kind", path)}
 }
 
-func (d *fields) gvr(m map[string]any, key, path string) metav1.GroupVersionResource {
-	o, _ := d.obj(m, key, path)
-	return d.gvrOf(o, path)
-}
-
+// gvrOf reads the GroupVersionResource o, found at path.
 func (d *fields) gvrOf(o map[string]any, path string) metav1.GroupVersionResource {
-	return metav1.GroupVersionResource{Group: d.str(o, "group", path+".group"), Version: d.str(o, "version", path+".version"), Resource: d.str(o, "resource", path+".resource")}
+	return metav1.GroupVersionResource{Group: d.str(o, "group", path), Version: d.str(o, "version", path), Resource: d.str(o, "resource", path)}
 }
 
-func (d *fields) userInfo(m map[string]any, key, path string) authenticationv1.UserInfo {
-	o, _ := d.obj(m, key, path)
+// userInfo reads the UserInfo o, found at path.
+func (d *fields) userInfo(o map[string]any, path string) authenticationv1.UserInfo {
 	ui := authenticationv1.UserInfo{
-		Username: d.str(o, "username", path+".username"),
-		UID:      d.str(o, "uid", path+".uid"),
-		Groups:   d.strings(o, "groups", path+".groups"),
+		Username: d.str(o, "username", path),
+		UID:      d.str(o, "uid", path),
+		Groups:   d.strings(o, "groups", path),
 	}
-	if extra, ok := d.obj(o, "extra", path+".extra"); ok {
+	if extra, ok := d.obj(o, "extra", path); ok {
+		in := at(path, "extra")
 		ui.Extra = make(map[string]authenticationv1.ExtraValue, len(extra))
 		for k := range extra {
-			ui.Extra[k] = d.strings(extra, k, path+".extra."+k)
+			ui.Extra[k] = d.strings(extra, k, in)
 		}
 	}
 	return ui
