@@ -67,6 +67,7 @@ func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // and terminates its expired breached replicas.
 type groupReconciler struct {
 	client   client.Client
+	deleter  *Deleter
 	clock    clock.PassiveClock
 	recorder recorder.EventRecorder
 }
@@ -116,7 +117,7 @@ func (r *groupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		if len(victims) == 0 {
 			continue
 		}
-		n, err := DeleteAllExact(ctx, r.client, victims)
+		n, err := DeleteAllExact(ctx, r.deleter, victims)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -135,6 +136,7 @@ func (r *groupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 // setReconciler terminates PodCliqueSet replicas whose breach expired.
 type setReconciler struct {
 	client   client.Client
+	deleter  *Deleter
 	clock    clock.PassiveClock
 	recorder recorder.EventRecorder
 }
@@ -167,7 +169,7 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 				gone = append(gone, c.Name)
 			}
 		}
-		n, err := DeleteAllExact(ctx, r.client, victims)
+		n, err := DeleteAllExact(ctx, r.deleter, victims)
 		if err != nil {
 			return ctrl.Result{}, err
 		}

@@ -2,9 +2,7 @@ package gang
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -65,6 +63,10 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 	}
 	rec := mgr.GetEventRecorder("shepherd-gang")
 	c := mgr.GetClient()
+	del, err := NewDeleter(mgr)
+	if err != nil {
+		return err
+	}
 
 	if err := ctrl.NewControllerManagedBy(mgr).Named("gang-podclique").
 		For(&grovev1alpha1.PodClique{}).
@@ -77,7 +79,7 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 		For(&grovev1alpha1.PodCliqueScalingGroup{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Watches(&grovev1alpha1.PodClique{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPodCliqueScalingGroup))).
-		Complete(&groupReconciler{client: c, clock: clk, recorder: rec}); err != nil {
+		Complete(&groupReconciler{client: c, deleter: del, clock: clk, recorder: rec}); err != nil {
 		return fmt.Errorf("building the PodCliqueScalingGroup controller: %w", err)
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("gang-podcliqueset").
@@ -85,7 +87,7 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Watches(&grovev1alpha1.PodClique{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPartOf))).
 		Watches(&grovev1alpha1.PodCliqueScalingGroup{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPartOf))).
-		Complete(&setReconciler{client: c, clock: clk, recorder: rec}); err != nil {
+		Complete(&setReconciler{client: c, deleter: del, clock: clk, recorder: rec}); err != nil {
 		return fmt.Errorf("building the PodCliqueSet controller: %w", err)
 	}
 	return nil
@@ -166,42 +168,6 @@ func ParentSet(ctx context.Context, c client.Reader, o client.Object) (*grovev1a
 		return nil, fmt.Errorf("getting PodCliqueSet %s/%s: %w", o.GetNamespace(), name, err)
 	}
 	return &pcs, nil
-}
-
-// DeleteExact deletes o only if it is still the object with o's UID, in the
-// background, and reports whether this call deleted it. An object already
-// gone, or replaced by a new one of the same name, is not an error.
-func DeleteExact(ctx context.Context, c client.Client, o client.Object) (bool, error) {
-	uid := o.GetUID()
-	err := c.Delete(ctx, o, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
-	switch {
-	case err == nil:
-		return true, nil
-	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-		return false, nil
-	}
-	return false, fmt.Errorf("deleting %T %s/%s: %w", o, o.GetNamespace(), o.GetName(), err)
-}
-
-// DeleteAllExact deletes every object with DeleteExact at once — a gang goes
-// as one, in one round trip rather than one per object — and returns how many
-// this call deleted: a reconcile working from a cache that has not yet seen
-// an earlier deletion deletes nothing and so counts and reports nothing.
-func DeleteAllExact[T client.Object](ctx context.Context, c client.Client, objs []T) (int, error) {
-	errs := make([]error, len(objs))
-	done := make([]bool, len(objs))
-	var wg sync.WaitGroup
-	for i, o := range objs {
-		wg.Go(func() { done[i], errs[i] = DeleteExact(ctx, c, o) })
-	}
-	wg.Wait()
-	n := 0
-	for _, d := range done {
-		if d {
-			n++
-		}
-	}
-	return n, errors.Join(errs...)
 }
 
 // result turns a wait into a controller result.

@@ -65,6 +65,7 @@ func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // setReconciler runs the lifecycle of Training PodCliqueSets.
 type setReconciler struct {
 	client   client.Client
+	deleter  *gang.Deleter
 	clock    clock.PassiveClock
 	recorder recorder.EventRecorder
 }
@@ -141,7 +142,7 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	for _, p := range d.DeletePods {
 		victims = append(victims, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pcs.Namespace, Name: p.Name, UID: p.UID}})
 	}
-	if _, err := gang.DeleteAllExact(ctx, r.client, victims); err != nil {
+	if _, err := gang.DeleteAllExact(ctx, r.deleter, victims); err != nil {
 		return ctrl.Result{}, err
 	}
 	// 5. Cliques through their restart get a done marker.

@@ -48,6 +48,10 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 		return fmt.Errorf("indexing PodCliques by PodCliqueSet: %w", err)
 	}
 	c := mgr.GetClient()
+	del, err := gang.NewDeleter(mgr)
+	if err != nil {
+		return err
+	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("training-podclique").
 		For(&grovev1alpha1.PodClique{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &grovev1alpha1.PodClique{})).
@@ -64,7 +68,7 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 		For(&grovev1alpha1.PodCliqueSet{}).
 		Watches(&grovev1alpha1.PodClique{}, toSet).
 		Watches(&corev1.Pod{}, toSet).
-		Complete(&setReconciler{client: c, clock: clk, recorder: mgr.GetEventRecorder("shepherd-training")}); err != nil {
+		Complete(&setReconciler{client: c, deleter: del, clock: clk, recorder: mgr.GetEventRecorder("shepherd-training")}); err != nil {
 		return fmt.Errorf("building the Training PodCliqueSet controller: %w", err)
 	}
 	return nil
