@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 )
 
 // percentile of sorted durations (p in [0,1]).
@@ -103,3 +104,37 @@ func spin(n int) {
 	}
 	spinSink = x
 }
+
+// allocFloor measures what allocating alone does to the tail on this
+// machine: ops that each build a linked chain of 64-byte objects holding
+// pointers, bytesPerOp in all, and do nothing else, run n times under the
+// current garbage-collector target and timed like the benchmark's ops. The
+// collector traces such a chain as it traces decoded JSON objects, so the
+// p99 is what an op allocating that much pays in stop-the-world pauses,
+// mark assists and cache misses, however little work it does.
+func allocFloor(bytesPerOp int64, n int) (p50, p99 time.Duration) {
+	objs := max(1, int(bytesPerOp/int64(unsafe.Sizeof(link{}))))
+	lat := make([]time.Duration, n)
+	for i := range lat {
+		start := time.Now()
+		var head *link
+		for j := range objs {
+			head = &link{next: head, n: j}
+		}
+		linkSink = head
+		lat[i] = time.Since(start)
+	}
+	linkSink = nil
+	sortDurations(lat)
+	return percentile(lat, 0.5), percentile(lat, 0.99)
+}
+
+// link is a 64-byte heap object with pointers.
+type link struct {
+	next    *link
+	pad     [3]*link
+	n       int
+	_, _, _ int
+}
+
+var linkSink *link
