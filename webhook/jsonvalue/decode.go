@@ -138,7 +138,7 @@ func (d *decoder) value(depth int) (any, error) {
 		}
 		return d.array(depth + 1)
 	case c == '"':
-		return d.string()
+		return d.stringValue()
 	case c == 't':
 		return true, d.literal("true")
 	case c == 'f':
@@ -161,50 +161,62 @@ func (d *decoder) literal(want string) error {
 }
 
 func (d *decoder) object(depth int) (map[string]any, error) {
-	d.pos++ // {
 	m := map[string]any{}
+	err := d.members(func(key string) error {
+		v, err := d.value(depth)
+		m[key] = v
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// members reads the object at d.pos, calling member for each key with d
+// positioned at the key's value, which member must consume.
+func (d *decoder) members(member func(key string) error) error {
+	d.pos++ // {
 	d.skipSpace()
 	if d.pos < len(d.data) && d.data[d.pos] == '}' {
 		d.pos++
-		return m, nil
+		return nil
 	}
 	for {
 		d.skipSpace()
 		if d.pos >= len(d.data) {
-			return nil, d.errorf("unexpected end of JSON input")
+			return d.errorf("unexpected end of JSON input")
 		}
 		if d.data[d.pos] != '"' {
-			return nil, d.errorf("invalid character %q looking for the beginning of an object key", d.data[d.pos])
+			return d.errorf("invalid character %q looking for the beginning of an object key", d.data[d.pos])
 		}
 		key, err := d.key()
 		if err != nil {
-			return nil, err
+			return err
 		}
 		d.skipSpace()
 		if d.pos >= len(d.data) {
-			return nil, d.errorf("unexpected end of JSON input")
+			return d.errorf("unexpected end of JSON input")
 		}
 		if d.data[d.pos] != ':' {
-			return nil, d.errorf("invalid character %q after an object key", d.data[d.pos])
+			return d.errorf("invalid character %q after an object key", d.data[d.pos])
 		}
 		d.pos++
-		v, err := d.value(depth)
-		if err != nil {
-			return nil, err
+		if err := member(key); err != nil {
+			return err
 		}
-		m[key] = v
 		d.skipSpace()
 		if d.pos >= len(d.data) {
-			return nil, d.errorf("unexpected end of JSON input")
+			return d.errorf("unexpected end of JSON input")
 		}
 		switch d.data[d.pos] {
 		case ',':
 			d.pos++
 		case '}':
 			d.pos++
-			return m, nil
+			return nil
 		default:
-			return nil, d.errorf("invalid character %q after an object value", d.data[d.pos])
+			return d.errorf("invalid character %q after an object value", d.data[d.pos])
 		}
 	}
 }
@@ -388,22 +400,51 @@ func (d *decoder) string() (string, error) {
 
 // key decodes an object key. Kubernetes objects repeat a small vocabulary
 // of keys in every object; those share one copy instead of one each.
-func (d *decoder) key() (string, error) {
+func (d *decoder) key() (string, error) { return d.symbol() }
+
+// symbol decodes a string, sharing the copy of the vocabulary's words.
+func (d *decoder) symbol() (string, error) {
+	if w, ok := d.word(); ok {
+		return w.text, nil
+	}
+	return d.string()
+}
+
+// stringValue decodes a string as a value: a word of the vocabulary comes
+// already boxed, where any other string is copied and boxed.
+func (d *decoder) stringValue() (any, error) {
+	if w, ok := d.word(); ok {
+		return w.value, nil
+	}
+	return d.string()
+}
+
+// word reads the string at d.pos if it is a word of the vocabulary.
+func (d *decoder) word() (word, bool) {
 	end := d.pos + 1
 	for end < len(d.data) && d.data[end] != '"' && d.data[end] != '\\' && d.data[end] >= 0x20 && d.data[end] < utf8.RuneSelf {
 		end++
 	}
 	if end < len(d.data) && d.data[end] == '"' {
-		if k, ok := commonKeys[string(d.data[d.pos+1:end])]; ok {
+		if w, ok := vocabulary[string(d.data[d.pos+1:end])]; ok {
 			d.pos = end + 1
-			return k, nil
+			return w, true
 		}
 	}
-	return d.string()
+	return word{}, false
 }
 
-var commonKeys = func() map[string]string {
-	m := map[string]string{}
+// word is a string of the vocabulary, and the same string as an any: a
+// string stored in an any is otherwise a fresh allocation each time.
+type word struct {
+	text  string
+	value any
+}
+
+// vocabulary is the keys Kubernetes objects repeat in every object, and
+// the values an AdmissionReview repeats in every request.
+var vocabulary = func() map[string]word {
+	m := map[string]word{}
 	for _, k := range []string{
 		"apiVersion", "kind", "metadata", "name", "namespace", "labels", "annotations", "uid", "resourceVersion",
 		"generation", "creationTimestamp", "ownerReferences", "finalizers", "managedFields", "generateName",
@@ -419,8 +460,19 @@ var commonKeys = func() map[string]string {
 		"completions", "parallelism", "runtimeRef", "trainer", "numNodes", "numProcPerNode", "mlPolicy", "torch",
 		"podGroupPolicy", "coscheduling", "volcano", "workload", "scheduleTimeoutSeconds", "initializer",
 		"dataset", "model", "storageUri", "suspend", "managedBy", "podTemplateOverrides", "targetJobs",
+		// An AdmissionReview's envelope, keys and the values it repeats.
+		"request", "requestKind", "requestResource", "subResource", "requestSubResource", "operation",
+		"userInfo", "username", "groups", "extra", "object", "oldObject", "dryRun", "options", "fieldManager",
+		"group", "version", "resource", "admission.k8s.io/v1", "AdmissionReview", "meta.k8s.io/v1",
+		"CreateOptions", "UpdateOptions", "DeleteOptions", "CREATE", "UPDATE", "DELETE", "CONNECT",
+		"system:authenticated", "system:masters", "system:serviceaccounts",
+		"v1", "v1alpha1", "v1alpha2", "v1alpha3", "v1beta1", "grove.io", "trainer.kubeflow.org", "jobset.x-k8s.io",
+		"scheduling.k8s.io", "shepherd.dev", "PodCliqueSet", "PodClique", "PodCliqueScalingGroup", "TrainJob",
+		"TrainingRuntime", "ClusterTrainingRuntime", "JobSet", "WorkloadPolicy", "podcliquesets", "podcliques",
+		"podcliquescalinggroups", "trainjobs", "trainingruntimes", "clustertrainingruntimes", "jobsets",
+		"workloadpolicies",
 	} {
-		m[k] = k
+		m[k] = word{text: k, value: k}
 	}
 	return m
 }()

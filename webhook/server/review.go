@@ -43,70 +43,79 @@ func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 	return rv.AdmissionReview, nil
 }
 
-// decodeReview parses the whole review in one pass of jsonvalue (the
-// reflection-driven decoder spent more time on the envelope than shepherd
-// spends on the rules) and fills the few fields of the typed request by
-// hand, each type-checked.
+// decodeReview reads the review in one pass of a jsonvalue.Scanner: the
+// envelope's few fields go straight into the typed request, each
+// type-checked, and only the objects are decoded into maps. (Decoding the
+// envelope into maps first cost as much as decoding a typical object, and
+// the reflection-driven decoder before that more than the rules.)
 func decodeReview(body []byte) (*decodedReview, error) {
 	if len(body) == 0 {
 		return nil, errors.New("malformed AdmissionReview: the request body is empty")
 	}
-	doc, err := jsonvalue.Object(body)
-	if err != nil {
-		return nil, fmt.Errorf("malformed AdmissionReview: %w", err)
-	}
-	if doc == nil {
+	s := jsonvalue.NewScanner(body)
+	switch s.Next() {
+	case '{':
+	case 'n':
+		if _, err := s.Value(); err != nil {
+			return nil, malformed(err)
+		}
+		if err := s.End(); err != nil {
+			return nil, malformed(err)
+		}
 		return nil, errors.New("malformed AdmissionReview: the request body is null")
+	default:
+		// Not an object: Object says what it is, or where it is malformed.
+		_, err := jsonvalue.Object(body)
+		return nil, malformed(err)
 	}
-	d := fields{}
+	// Type errors are kept apart by where they were found, so they are
+	// reported in the order the checks below make, whatever the order of
+	// the document's fields; a syntax error anywhere comes first.
+	var envelope, inRequest, requestField fields
 	ar := &admissionv1.AdmissionReview{}
-	ar.APIVersion = d.str(doc, "apiVersion", "")
-	ar.Kind = d.str(doc, "kind", "")
-	if d.err != nil {
-		return nil, d.err
+	rv := &decodedReview{AdmissionReview: ar}
+	var req *admissionv1.AdmissionRequest
+	err := s.Members(func(key string) (err error) {
+		switch key {
+		case "apiVersion":
+			ar.APIVersion, err = envelope.str(s, "", key)
+		case "kind":
+			ar.Kind, err = envelope.str(s, "", key)
+		case "request":
+			// The last of duplicate keys wins, as it does in a map.
+			req, rv.object, rv.oldObject, inRequest, requestField = nil, nil, nil, fields{}, fields{}
+			r := &admissionv1.AdmissionRequest{}
+			present, err := inRequest.members(s, "", key, func(k string) error { return requestField.request(s, k, r, rv) })
+			if present {
+				req = r
+			}
+			return err
+		default:
+			_, err = s.Value()
+		}
+		return err
+	})
+	if err == nil {
+		err = s.End()
+	}
+	if err != nil {
+		return nil, malformed(err)
+	}
+	if envelope.err != nil {
+		return nil, envelope.err
 	}
 	if ar.GroupVersionKind() != admissionv1.SchemeGroupVersion.WithKind("AdmissionReview") {
 		return nil, fmt.Errorf("malformed AdmissionReview: apiVersion %q, kind %q: want admission.k8s.io/v1 AdmissionReview (list only v1 in the webhook's admissionReviewVersions)",
 			ar.APIVersion, ar.Kind)
 	}
-	rm, ok := d.obj(doc, "request", "")
-	if !ok || rm == nil {
-		if d.err != nil {
-			return nil, d.err
-		}
+	if inRequest.err != nil {
+		return nil, inRequest.err
+	}
+	if req == nil {
 		return nil, errors.New("malformed AdmissionReview: request is missing")
 	}
-	req := &admissionv1.AdmissionRequest{
-		UID:                types.UID(d.str(rm, "uid", "request")),
-		Kind:               d.gvkOf(d.objOrNil(rm, "kind", "request"), "request.kind"),
-		Resource:           d.gvrOf(d.objOrNil(rm, "resource", "request"), "request.resource"),
-		SubResource:        d.str(rm, "subResource", "request"),
-		RequestSubResource: d.str(rm, "requestSubResource", "request"),
-		Name:               d.str(rm, "name", "request"),
-		Namespace:          d.str(rm, "namespace", "request"),
-		Operation:          admissionv1.Operation(d.str(rm, "operation", "request")),
-		UserInfo:           d.userInfo(d.objOrNil(rm, "userInfo", "request"), "request.userInfo"),
-	}
-	if o, ok := d.obj(rm, "requestKind", "request"); ok {
-		gvk := d.gvkOf(o, "request.requestKind")
-		req.RequestKind = &gvk
-	}
-	if o, ok := d.obj(rm, "requestResource", "request"); ok {
-		gvr := d.gvrOf(o, "request.requestResource")
-		req.RequestResource = &gvr
-	}
-	if v, ok := rm["dryRun"]; ok && v != nil {
-		b, isBool := v.(bool)
-		if !isBool {
-			d.fail("request.dryRun", "a boolean", v)
-		}
-		req.DryRun = &b
-	}
-	rv := &decodedReview{AdmissionReview: ar}
-	rv.object = d.object(rm, "object", &req.Object.Raw)
-	rv.oldObject = d.object(rm, "oldObject", &req.OldObject.Raw)
-	if d.err != nil {
-		return nil, d.err
+	if requestField.err != nil {
+		return nil, requestField.err
 	}
 	ar.Request = req
 	switch {
@@ -120,10 +129,70 @@ func decodeReview(body []byte) (*decodedReview, error) {
 	return rv, nil
 }
 
-// fields reads typed fields out of decoded JSON, keeping the first type
-// error. Each reader takes the map, the key and the map's own path (""
-// for the document): the field's path is joined only for a message, as
-// every request reads a couple of dozen fields.
+func malformed(err error) error { return fmt.Errorf("malformed AdmissionReview: %w", err) }
+
+// request reads the request's field key into r (its objects into rv).
+func (d *fields) request(s *jsonvalue.Scanner, key string, r *admissionv1.AdmissionRequest, rv *decodedReview) (err error) {
+	const in = "request"
+	var str string
+	switch key {
+	case "uid":
+		str, err = d.str(s, in, key)
+		r.UID = types.UID(str)
+	case "kind":
+		r.Kind, _, err = d.gvk(s, in, key)
+	case "requestKind":
+		var gvk metav1.GroupVersionKind
+		var present bool
+		if gvk, present, err = d.gvk(s, in, key); present {
+			r.RequestKind = &gvk
+		}
+	case "resource":
+		r.Resource, _, err = d.gvr(s, in, key)
+	case "requestResource":
+		var gvr metav1.GroupVersionResource
+		var present bool
+		if gvr, present, err = d.gvr(s, in, key); present {
+			r.RequestResource = &gvr
+		}
+	case "subResource":
+		r.SubResource, err = d.str(s, in, key)
+	case "requestSubResource":
+		r.RequestSubResource, err = d.str(s, in, key)
+	case "name":
+		r.Name, err = d.str(s, in, key)
+	case "namespace":
+		r.Namespace, err = d.str(s, in, key)
+	case "operation":
+		str, err = d.str(s, in, key)
+		r.Operation = admissionv1.Operation(str)
+	case "userInfo":
+		r.UserInfo, err = d.userInfo(s)
+	case "dryRun":
+		var v any
+		if v, err = s.Value(); err != nil || v == nil {
+			return err
+		}
+		b, isBool := v.(bool)
+		if !isBool {
+			d.fail("request.dryRun", "a boolean", v)
+		}
+		r.DryRun = &b
+	case "object":
+		rv.object, r.Object.Raw, err = d.object(s, key)
+	case "oldObject":
+		rv.oldObject, r.OldObject.Raw, err = d.object(s, key)
+	default:
+		_, err = s.Value()
+	}
+	return err
+}
+
+// fields reads typed fields off a Scanner, keeping the first type error
+// (the value is still read, so the document is checked to its end). Each
+// reader takes the path of the object being read ("" for the document) and
+// the key: the field's path is joined only for a message, as every request
+// reads a couple of dozen fields.
 type fields struct{ err error }
 
 func (d *fields) fail(path, want string, got any) {
@@ -140,46 +209,47 @@ func at(in, key string) string {
 	return in + "." + key
 }
 
-func (d *fields) str(m map[string]any, key, in string) string {
-	v, ok := m[key]
-	if !ok || v == nil {
-		return ""
+// wrongType reads a value of the wrong type and records it.
+func (d *fields) wrongType(s *jsonvalue.Scanner, in, key, want string) error {
+	v, err := s.Value()
+	if err == nil {
+		d.fail(at(in, key), want, v)
 	}
-	s, ok := v.(string)
-	if !ok {
-		d.fail(at(in, key), "a string", v)
-	}
-	return s
+	return err
 }
 
-func (d *fields) obj(m map[string]any, key, in string) (map[string]any, bool) {
-	v, ok := m[key]
-	if !ok || v == nil {
-		return nil, false
+func (d *fields) str(s *jsonvalue.Scanner, in, key string) (string, error) {
+	switch s.Next() {
+	case '"':
+		return s.String()
+	case 'n':
+		_, err := s.Value()
+		return "", err
 	}
-	o, ok := v.(map[string]any)
-	if !ok {
-		d.fail(at(in, key), "an object", v)
-		return nil, false
-	}
-	return o, true
+	return "", d.wrongType(s, in, key, "a string")
 }
 
-// objOrNil is obj without the presence flag.
-func (d *fields) objOrNil(m map[string]any, key, in string) map[string]any {
-	o, _ := d.obj(m, key, in)
-	return o
+// members reads an object member by member; null is absent.
+func (d *fields) members(s *jsonvalue.Scanner, in, key string, member func(key string) error) (present bool, err error) {
+	switch s.Next() {
+	case '{':
+		return true, s.Members(member)
+	case 'n':
+		_, err := s.Value()
+		return false, err
+	}
+	return false, d.wrongType(s, in, key, "an object")
 }
 
-func (d *fields) strings(m map[string]any, key, in string) []string {
-	v, ok := m[key]
-	if !ok || v == nil {
-		return nil
+func (d *fields) strings(s *jsonvalue.Scanner, in, key string) ([]string, error) {
+	v, err := s.Value()
+	if err != nil || v == nil {
+		return nil, err
 	}
 	l, ok := v.([]any)
 	if !ok {
 		d.fail(at(in, key), "an array of strings", v)
-		return nil
+		return nil, nil
 	}
 	out := make([]string, len(l))
 	for i, e := range l {
@@ -189,53 +259,104 @@ func (d *fields) strings(m map[string]any, key, in string) []string {
 		}
 		out[i] = s
 	}
-	return out
+	return out, nil
 }
 
-// gvkOf reads the GroupVersionKind o, found at path.
-func (d *fields) gvkOf(o map[string]any, path string) metav1.GroupVersionKind {
-	return metav1.GroupVersionKind{Group: d.str(o, "group", path), Version: d.str(o, "version", path), Kind: d.str(o, "kind", path)}
+// gvk reads the GroupVersionKind at in.key.
+func (d *fields) gvk(s *jsonvalue.Scanner, in, key string) (metav1.GroupVersionKind, bool, error) {
+	v, present, err := d.groupVersion(s, in, key, "kind")
+	return metav1.GroupVersionKind{Group: v[0], Version: v[1], Kind: v[2]}, present, err
 }
 
-// gvrOf reads the GroupVersionResource o, found at path.
-func (d *fields) gvrOf(o map[string]any, path string) metav1.GroupVersionResource {
-	return metav1.GroupVersionResource{Group: d.str(o, "group", path), Version: d.str(o, "version", path), Resource: d.str(o, "resource", path)}
+// gvr reads the GroupVersionResource at in.key.
+func (d *fields) gvr(s *jsonvalue.Scanner, in, key string) (metav1.GroupVersionResource, bool, error) {
+	v, present, err := d.groupVersion(s, in, key, "resource")
+	return metav1.GroupVersionResource{Group: v[0], Version: v[1], Resource: v[2]}, present, err
 }
 
-// userInfo reads the UserInfo o, found at path.
-func (d *fields) userInfo(o map[string]any, path string) authenticationv1.UserInfo {
-	ui := authenticationv1.UserInfo{
-		Username: d.str(o, "username", path),
-		UID:      d.str(o, "uid", path),
-		Groups:   d.strings(o, "groups", path),
-	}
-	if extra, ok := d.obj(o, "extra", path); ok {
-		in := at(path, "extra")
-		ui.Extra = make(map[string]authenticationv1.ExtraValue, len(extra))
-		for k := range extra {
-			ui.Extra[k] = d.strings(extra, k, in)
+// groupVersion reads the group, version and third string of the object at
+// in.key, a GroupVersionKind or GroupVersionResource.
+func (d *fields) groupVersion(s *jsonvalue.Scanner, in, key, third string) (v [3]string, present bool, err error) {
+	path := requestPath(key)
+	present, err = d.members(s, in, key, func(k string) (err error) {
+		switch k {
+		case "group":
+			v[0], err = d.str(s, path, k)
+		case "version":
+			v[1], err = d.str(s, path, k)
+		case third:
+			v[2], err = d.str(s, path, k)
+		default:
+			_, err = s.Value()
 		}
-	}
-	return ui
+		return err
+	})
+	return v, present, err
 }
 
-// object returns an embedded object. Any other JSON value is kept as raw
-// JSON for the chain to deny with its decode error, as it would deny it
-// coming from encoding/json.
-func (d *fields) object(m map[string]any, key string, raw *[]byte) map[string]any {
-	v, ok := m[key]
-	if !ok || v == nil {
-		return nil
+// requestPath is the path of the request's field key, without joining
+// strings for the four read on every request.
+func requestPath(key string) string {
+	switch key {
+	case "kind":
+		return "request.kind"
+	case "requestKind":
+		return "request.requestKind"
+	case "resource":
+		return "request.resource"
+	case "requestResource":
+		return "request.requestResource"
+	}
+	return "request." + key
+}
+
+// userInfo reads request.userInfo.
+func (d *fields) userInfo(s *jsonvalue.Scanner) (ui authenticationv1.UserInfo, err error) {
+	const in = "request.userInfo"
+	_, err = d.members(s, "request", "userInfo", func(k string) (err error) {
+		switch k {
+		case "username":
+			ui.Username, err = d.str(s, in, k)
+		case "uid":
+			ui.UID, err = d.str(s, in, k)
+		case "groups":
+			ui.Groups, err = d.strings(s, in, k)
+		case "extra":
+			ui.Extra = nil
+			extra := map[string]authenticationv1.ExtraValue{}
+			present, err := d.members(s, in, k, func(name string) error {
+				vals, err := d.strings(s, in+".extra", name)
+				extra[name] = vals
+				return err
+			})
+			if present {
+				ui.Extra = extra
+			}
+			return err
+		default:
+			_, err = s.Value()
+		}
+		return err
+	})
+	return ui, err
+}
+
+// object reads request.object or request.oldObject. Any JSON value other
+// than an object or null is kept as raw JSON for the chain to deny with its
+// decode error, as it would deny it coming from encoding/json.
+func (d *fields) object(s *jsonvalue.Scanner, key string) (map[string]any, []byte, error) {
+	v, err := s.Value()
+	if err != nil || v == nil {
+		return nil, nil, err
 	}
 	if o, ok := v.(map[string]any); ok {
-		return o
+		return o, nil, nil
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		d.fail("request."+key, "JSON", v)
 	}
-	*raw = b
-	return nil
+	return nil, b, nil
 }
 
 // requestFrom turns a decoded review into the chain's Request.

@@ -88,3 +88,38 @@ func TestNonObjectObjectIsPassedOnRaw(t *testing.T) {
 		t.Errorf("object %v, raw %q; want nil and [1,2]", rv.object, rv.Request.Object.Raw)
 	}
 }
+
+// Errors come in the order of the checks, not of the document's fields: a
+// syntax error anywhere first, then the envelope, then the request.
+func TestDecodeReviewReportsErrorsInCheckOrder(t *testing.T) {
+	for body, want := range map[string]string{
+		// A type error early, a syntax error late: the syntax error.
+		`{"request":{"uid":7},"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",}`: "invalid character '}' looking for the beginning of an object key",
+		// A malformed request and a wrong apiVersion: the apiVersion.
+		`{"request":[],"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview"}`: `apiVersion "admission.k8s.io/v1beta1"`,
+		// A type error in the request reported before a missing field.
+		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"operation":1}}`: "request.operation: want a string, got a number",
+		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":null}`:            "request is missing",
+		`null`: "the request body is null",
+		`[]`:   "want a JSON object, got an array",
+	} {
+		_, err := DecodeReview([]byte(body))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v, want one containing %q", body, err, want)
+		}
+	}
+}
+
+// The last of duplicate keys wins, as in a map: a whole request, not a
+// merge of two.
+func TestDecodeReviewDuplicateRequestLastWins(t *testing.T) {
+	rv, err := DecodeReview([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview",` +
+		`"request":{"uid":"first","name":"a","kind":{"kind":"X"},"operation":"CREATE"},` +
+		`"request":{"uid":"second","kind":{"kind":"Y"},"operation":"UPDATE"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rv.Request; r.UID != "second" || r.Name != "" || r.Kind.Kind != "Y" || r.Operation != admissionv1.Update {
+		t.Errorf("request %+v; want only the second one", r)
+	}
+}
