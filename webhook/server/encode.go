@@ -19,15 +19,14 @@ import (
 // every request's path. Anything else (denials with their Status, audit
 // annotations) goes through encoding/json.
 
-// encodeReview encodes the AdmissionReview answering with resp.
-func encodeReview(resp *admissionv1.AdmissionResponse) ([]byte, error) {
+// encodeReview appends the AdmissionReview answering with resp to b.
+func encodeReview(b []byte, resp *admissionv1.AdmissionResponse) ([]byte, error) {
 	if resp.Result != nil || len(resp.AuditAnnotations) > 0 {
 		return json.Marshal(&admissionv1.AdmissionReview{
 			TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
 			Response: resp,
 		})
 	}
-	b := make([]byte, 0, 160+base64.StdEncoding.EncodedLen(len(resp.Patch)))
 	b = append(b, `{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","response":{"uid":`...)
 	b = appendString(b, string(resp.UID))
 	b = append(b, `,"allowed":`...)

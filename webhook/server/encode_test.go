@@ -61,7 +61,7 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := encodeReview(resp)
+			got, err := encodeReview(nil, resp)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -156,7 +157,9 @@ func (h *Handler) readReview(w http.ResponseWriter, r *http.Request) (*decodedRe
 	if max <= 0 {
 		max = DefaultMaxBodyBytes
 	}
-	body, err := readBody(http.MaxBytesReader(w, r.Body, max), r.ContentLength, max)
+	buf := getBuffer(0)
+	defer putBuffer(buf)
+	body, err := readBody(http.MaxBytesReader(w, r.Body, max), r.ContentLength, max, buf)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -168,18 +171,21 @@ func (h *Handler) readReview(w http.ResponseWriter, r *http.Request) (*decodedRe
 	return decodeReview(body)
 }
 
-// readBody reads the whole body into one buffer sized by Content-Length
-// when the client sent it (the apiserver does), instead of growing one;
-// net/http never hands a handler more than Content-Length bytes.
-func readBody(body io.Reader, contentLength, max int64) ([]byte, error) {
+// readBody reads the whole body into buf, sized by Content-Length when the
+// client sent it (the apiserver does) instead of growing it; net/http never
+// hands a handler more than Content-Length bytes.
+func readBody(body io.Reader, contentLength, max int64, buf *[]byte) ([]byte, error) {
 	if contentLength <= 0 || contentLength > max {
 		return io.ReadAll(body)
 	}
-	buf := make([]byte, contentLength)
-	if _, err := io.ReadFull(body, buf); err != nil {
+	if int64(cap(*buf)) < contentLength {
+		*buf = make([]byte, 0, contentLength)
+	}
+	b := (*buf)[:contentLength]
+	if _, err := io.ReadFull(body, b); err != nil {
 		return nil, err
 	}
-	return buf, nil
+	return b, nil
 }
 
 // RequestFrom turns an AdmissionRequest into the chain's Request; the
@@ -211,7 +217,9 @@ func verdictLabel(v *webhook.Verdict) string {
 }
 
 func writeReview(w http.ResponseWriter, resp *admissionv1.AdmissionResponse) {
-	out, err := encodeReview(resp)
+	buf := getBuffer(256 + base64.StdEncoding.EncodedLen(len(resp.Patch)))
+	defer putBuffer(buf)
+	out, err := encodeReview(*buf, resp)
 	if err != nil {
 		// Every field is a plain string, number or []byte: this cannot
 		// fail short of a bug, which the recover above turns into a 500.

@@ -123,3 +123,32 @@ func TestDecodeReviewDuplicateRequestLastWins(t *testing.T) {
 		t.Errorf("request %+v; want only the second one", r)
 	}
 }
+
+// The handler recycles the body's buffer once the review is decoded, so
+// nothing decoded may point into it: overwriting the body afterwards
+// changes nothing decoded.
+func TestDecodedReviewDoesNotAliasTheBody(t *testing.T) {
+	body := []byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u-1","name":"my-set",` +
+		`"namespace":"team-a","kind":{"group":"grove.io","version":"v1alpha1","kind":"PodCliqueSet"},"operation":"CREATE",` +
+		`"userInfo":{"username":"alice","groups":["ml-team"],"extra":{"scopes":["s1"]}},` +
+		`"object":{"metadata":{"name":"my-set","labels":{"team":"x"}},"spec":{"replicas":3,"image":"trainer:v2","f":1.5}},"oldObject":[1,"z"]}}`)
+	decode := func(b []byte) *decodedReview {
+		rv, err := decodeReview(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rv
+	}
+	want := decode(append([]byte(nil), body...))
+	rv := decode(body)
+	for i := range body {
+		body[i] = 'X'
+	}
+	opts := cmp.AllowUnexported(decodedReview{})
+	if diff := cmp.Diff(want, rv, opts); diff != "" {
+		t.Fatalf("a decoded review changed when its body was overwritten (-before +after):\n%s", diff)
+	}
+	if rv.object["spec"].(map[string]any)["image"] != "trainer:v2" || string(rv.Request.OldObject.Raw) != `[1,"z"]` {
+		t.Fatalf("decoded %v, %s", rv.object, rv.Request.OldObject.Raw)
+	}
+}
