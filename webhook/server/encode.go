@@ -53,10 +53,10 @@ func encodeReview(b []byte, resp *admissionv1.AdmissionResponse) ([]byte, error)
 	return append(b, "}}"...), nil
 }
 
-// encodePatch encodes a JSON patch as encoding/json encodes
+// encodePatch appends a JSON patch to b as encoding/json encodes
 // []jsonpatch.JsonPatchOperation.
-func encodePatch(ops []jsonpatch.JsonPatchOperation) ([]byte, error) {
-	b := make([]byte, 0, 2+128*len(ops)) // an op with a short value is about 80 bytes
+func encodePatch(b []byte, ops []jsonpatch.JsonPatchOperation) ([]byte, error) {
+	b = slices.Grow(b, 2+128*len(ops)) // an op with a short value is about 80 bytes
 	b = append(b, '[')
 	for i, op := range ops {
 		if i > 0 {

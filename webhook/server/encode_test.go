@@ -34,7 +34,7 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := encodePatch(ops)
+			got, err := encodePatch(nil, ops)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -107,7 +107,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h.Audit != nil {
 		h.Audit.Record(ctx, req, verdict)
 	}
-	resp := Response(h.Mode, req, verdict)
+	patch := getBuffer(0)
+	defer putBuffer(patch)
+	resp := response(h.Mode, req, verdict, *patch)
+	if resp.Patch != nil {
+		*patch = resp.Patch[:0] // keep what the patch grew the buffer to
+	}
 	h.observe(rv.Request, verdictLabel(verdict), start)
 	writeReview(w, resp)
 }
