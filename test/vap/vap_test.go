@@ -146,20 +146,33 @@ func TestExportedPoliciesMatchCheck(t *testing.T) {
 // control plane has no controller-manager) against the schemas the
 // apiserver publishes, and requires no warning for any policy.
 func typeCheck(t *testing.T, vaps []*admissionregistrationv1.ValidatingAdmissionPolicy) {
-	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
-	if err != nil {
-		t.Fatal(err)
+	checker := func() *validating.TypeChecker {
+		dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+		return &validating.TypeChecker{SchemaResolver: &resolver.ClientDiscoveryResolver{Discovery: dc}, RestMapper: mapper}
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	tc := &validating.TypeChecker{SchemaResolver: &resolver.ClientDiscoveryResolver{Discovery: dc}, RestMapper: mapper}
+	tc := checker()
 	for _, v := range vaps {
 		var live admissionregistrationv1.ValidatingAdmissionPolicy
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(v), &live); err != nil {
 			t.Fatal(err)
 		}
 		// A misspelled field must be caught: proof that the checker resolved
-		// the matched kinds' schemas rather than checking nothing.
-		if res := tc.CheckExpression(tc.CreateContext(&live), "object.spec.noSuchFieldAnywhere == 1"); len(res) == 0 {
+		// the matched kinds' schemas rather than checking nothing. The
+		// apiserver publishes a new CRD's OpenAPI schema a little after the
+		// CRD is established, so the checker (rebuilt, as discovery caches)
+		// is given a while to find it.
+		found := func() bool {
+			return len(tc.CheckExpression(tc.CreateContext(&live), "object.spec.noSuchFieldAnywhere == 1")) > 0
+		}
+		for deadline := time.Now().Add(30 * time.Second); !found() && time.Now().Before(deadline); {
+			time.Sleep(250 * time.Millisecond)
+			tc = checker()
+		}
+		if !found() {
 			t.Errorf("%s: the type checker found no schema to check against", v.Name)
 		}
 		if w := tc.Check(&live); len(w) > 0 {
