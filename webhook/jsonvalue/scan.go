@@ -23,9 +23,6 @@ func (s *Scanner) Next() byte {
 	return s.d.data[s.d.pos]
 }
 
-// Offset is the byte offset of the scanner in the document.
-func (s *Scanner) Offset() int { return s.d.pos }
-
 // Value decodes the next value.
 func (s *Scanner) Value() (any, error) { return s.d.value(s.depth) }
 
