@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -46,6 +47,9 @@ type Handler struct {
 	// Log is the base logger; each request's context carries it with the
 	// request's uid, kind, namespace, name and operation.
 	Log logr.Logger
+
+	logOnce sync.Once
+	logSink logr.LogSink // lazyBase(Log)
 }
 
 // httpError is a request rejected before admission: it never reached the
@@ -99,7 +103,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := requestFrom(rv)
-	log := h.Log.WithValues("webhook", h.Mode, "uid", req.UID, "kind", req.Kind.Kind,
+	h.logOnce.Do(func() { h.logSink = lazyBase(h.Log) })
+	log := withLazyValues(h.Log, h.logSink, "webhook", h.Mode, "uid", req.UID, "kind", req.Kind.Kind,
 		"namespace", req.Namespace, "name", req.Name, "operation", req.Operation)
 	ctx := ctrl.LoggerInto(r.Context(), log)
 
