@@ -160,8 +160,8 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 	v := &Verdict{Allowed: true, Object: obj}
 	switch (schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}) {
 	case schema.GroupKind{Group: api.GroveGroup, Kind: api.KindPodCliqueSet}:
-		var r recorder
-		if defaultPodCliqueSet(obj, c.cfg, &r) {
+		r := newRecorder()
+		if defaultPodCliqueSet(obj, c.cfg, r) {
 			v.Patch = sortedOps(r.ops)
 		}
 	case schema.GroupKind{Group: api.JobSetGroup, Kind: api.KindJobSet}:

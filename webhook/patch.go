@@ -86,6 +86,11 @@ func (d *differ) values(key string, a, b any) {
 // pointer is the JSON pointer (RFC 6901) of key under the segments.
 func pointer(segments []string, key string) string {
 	var sb strings.Builder
+	n := len(segments) + 1 + len(key) // one '/' each; escapes grow it rarely
+	for _, s := range segments {
+		n += len(s)
+	}
+	sb.Grow(n)
 	for _, s := range segments {
 		sb.WriteByte('/')
 		sb.WriteString(escapePointer(s))
