@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -301,4 +303,52 @@ func BenchmarkHandlerOverhead(b *testing.B) {
 			b.Fatal(w.Body.String())
 		}
 	}
+}
+
+// echoAdmitter answers each request with a patch and a warning made from
+// the request itself.
+type echoAdmitter struct{}
+
+func (echoAdmitter) Default(_ context.Context, r *webhook.Request) *webhook.Verdict {
+	name, _ := r.ObjectValue["metadata"].(map[string]any)["name"].(string)
+	return &webhook.Verdict{Allowed: true, Warnings: []string{"name " + name},
+		Patch: []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", "/metadata/uid", string(r.UID))}}
+}
+func (e echoAdmitter) Validate(ctx context.Context, r *webhook.Request) *webhook.Verdict {
+	return e.Default(ctx, r)
+}
+func (e echoAdmitter) Admit(ctx context.Context, r *webhook.Request) *webhook.Verdict {
+	return e.Default(ctx, r)
+}
+
+// The handler recycles its byte buffers: concurrent requests, each of a
+// different size, must still get exactly their own answers.
+func TestConcurrentRequestsGetTheirOwnAnswers(t *testing.T) {
+	h := &Handler{Mode: Mutating, Admitter: echoAdmitter{}}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				uid := fmt.Sprintf("uid-%d-%d", g, i)
+				name := strings.Repeat("n", 1+(g*200+i)%300) // bodies of many sizes
+				obj := fmt.Sprintf(`{"apiVersion":"grove.io/v1alpha1","kind":"PodCliqueSet","metadata":{"name":%q}}`, name)
+				body := fmt.Sprintf(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":%q,`+
+					`"kind":{"group":"grove.io","version":"v1alpha1","kind":"PodCliqueSet"},"operation":"CREATE","object":%s}}`, uid, obj)
+				r := httptest.NewRequest(http.MethodPost, "/mutate", strings.NewReader(body))
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, r)
+				var rv admissionv1.AdmissionReview
+				if err := json.Unmarshal(w.Body.Bytes(), &rv); err != nil || rv.Response == nil {
+					t.Errorf("%s: answer %q: %v", uid, w.Body.String(), err)
+					return
+				}
+				wantPatch := fmt.Sprintf(`[{"op":"add","path":"/metadata/uid","value":%q}]`, uid)
+				if got := rv.Response; string(got.UID) != uid || string(got.Patch) != wantPatch || len(got.Warnings) != 1 || got.Warnings[0] != "name "+name {
+					t.Errorf("%s: answered uid %q, patch %s, warnings %q", uid, got.UID, got.Patch, got.Warnings)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
