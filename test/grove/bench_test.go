@@ -6,7 +6,6 @@ import (
 	"maps"
 	"os"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,9 +49,7 @@ func BenchmarkGangTermination(b *testing.B) {
 	const cliquesPerSet, podsPerClique = 3, 4
 	// shepherd's controllers run here, in this process: with the garbage
 	// collector target `shepherd serve` sets (unless GOGC is set).
-	if _, set := os.LookupEnv("GOGC"); !set {
-		defer debug.SetGCPercent(debug.SetGCPercent(server.DefaultGCPercent))
-	}
+	defer server.SetGCPercent(server.DefaultGCPercent)()
 	delay := 5 * time.Second
 	for range b.N {
 		b.StopTimer()

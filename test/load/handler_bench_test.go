@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"runtime"
-	"runtime/debug"
 	"syscall"
 	"testing"
 	"time"
@@ -55,9 +53,7 @@ func (noObjects) WorkloadAPIServed() bool { return true }
 // and p99 reported (target: p99 ≤ 100 µs).
 func BenchmarkHandlerPodCliqueSet(b *testing.B) {
 	// As `shepherd serve` runs (unless GOGC is set).
-	if _, set := os.LookupEnv("GOGC"); !set {
-		defer debug.SetGCPercent(debug.SetGCPercent(server.DefaultGCPercent))
-	}
+	defer server.SetGCPercent(server.DefaultGCPercent)()
 	chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: noObjects{}, Rules: celrules.Config{}})
 	if err != nil {
 		b.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -96,9 +95,7 @@ func quantile(sorted []float64, q float64) float64 {
 func BenchmarkTrainJobDeadline(b *testing.B) {
 	// shepherd's controllers run in this process: with the garbage
 	// collector target `shepherd serve` sets (unless GOGC is set).
-	if _, set := os.LookupEnv("GOGC"); !set {
-		defer debug.SetGCPercent(debug.SetGCPercent(webhookserver.DefaultGCPercent))
-	}
+	defer webhookserver.SetGCPercent(webhookserver.DefaultGCPercent)()
 	jobs := envInt(b, "SHEPHERD_PERF_JOBS", 5000)
 	spread := time.Duration(envInt(b, "SHEPHERD_PERF_SPREAD_SECONDS", 60)) * time.Second
 	lead := time.Duration(envInt(b, "SHEPHERD_PERF_LEAD_SECONDS", 60)) * time.Second

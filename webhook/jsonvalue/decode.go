@@ -190,7 +190,7 @@ func (d *decoder) members(member func(key string) error) error {
 		if d.data[d.pos] != '"' {
 			return d.errorf("invalid character %q looking for the beginning of an object key", d.data[d.pos])
 		}
-		key, err := d.key()
+		key, err := d.symbol()
 		if err != nil {
 			return err
 		}
@@ -398,11 +398,9 @@ func (d *decoder) string() (string, error) {
 	return "", d.errorf("unexpected end of JSON input")
 }
 
-// key decodes an object key. Kubernetes objects repeat a small vocabulary
-// of keys in every object; those share one copy instead of one each.
-func (d *decoder) key() (string, error) { return d.symbol() }
-
-// symbol decodes a string, sharing the copy of the vocabulary's words.
+// symbol decodes a string, sharing the copy of the vocabulary's words: an
+// object key (Kubernetes objects repeat a small vocabulary of keys in every
+// object), or a word of an AdmissionReview's envelope.
 func (d *decoder) symbol() (string, error) {
 	if w, ok := d.word(); ok {
 		return w.text, nil

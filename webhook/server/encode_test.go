@@ -30,17 +30,7 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 	}
 	for name, ops := range patches {
 		t.Run("patch/"+name, func(t *testing.T) {
-			want, err := json.Marshal(ops)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, err := encodePatch(nil, ops)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != string(want) {
-				t.Errorf("encodePatch:\n got %s\nwant %s", got, want)
-			}
+			sameAsEncodingJSON(t, ops, func() ([]byte, error) { return encodePatch(nil, ops) })
 		})
 	}
 	pt := admissionv1.PatchTypeJSONPatch
@@ -54,20 +44,28 @@ func TestEncodersMatchEncodingJSON(t *testing.T) {
 		"empty warnings": {UID: "u", Allowed: true, Warnings: []string{}},
 	} {
 		t.Run("review/"+name, func(t *testing.T) {
-			want, err := json.Marshal(&admissionv1.AdmissionReview{
+			rv := &admissionv1.AdmissionReview{
 				TypeMeta: metav1.TypeMeta{APIVersion: admissionv1.SchemeGroupVersion.String(), Kind: "AdmissionReview"},
 				Response: resp,
-			})
-			if err != nil {
-				t.Fatal(err)
 			}
-			got, err := encodeReview(nil, resp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(got) != string(want) {
-				t.Errorf("encodeReview:\n got %s\nwant %s", got, want)
-			}
+			sameAsEncodingJSON(t, rv, func() ([]byte, error) { return encodeReview(nil, resp) })
 		})
+	}
+}
+
+// sameAsEncodingJSON checks that encode writes exactly what encoding/json
+// writes for v.
+func sameAsEncodingJSON(t *testing.T, v any, encode func() ([]byte, error)) {
+	t.Helper()
+	want, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("hand-written encoding:\n got %s\nwant %s", got, want)
 	}
 }

@@ -36,7 +36,7 @@ func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 	}{{rv.object, &rv.Request.Object.Raw}, {rv.oldObject, &rv.Request.OldObject.Raw}} {
 		if o.value != nil {
 			if *o.raw, err = json.Marshal(o.value); err != nil {
-				return nil, fmt.Errorf("malformed AdmissionReview: %w", err)
+				return nil, malformed(err)
 			}
 		}
 	}
@@ -53,20 +53,13 @@ func decodeReview(body []byte) (*decodedReview, error) {
 		return nil, errors.New("malformed AdmissionReview: the request body is empty")
 	}
 	s := jsonvalue.NewScanner(body)
-	switch s.Next() {
-	case '{':
-	case 'n':
-		if _, err := s.Value(); err != nil {
-			return nil, malformed(err)
-		}
-		if err := s.End(); err != nil {
+	if s.Next() != '{' {
+		// Not an object: Object says what it is or where it is malformed,
+		// and reads a lone null as no object.
+		if _, err := jsonvalue.Object(body); err != nil {
 			return nil, malformed(err)
 		}
 		return nil, errors.New("malformed AdmissionReview: the request body is null")
-	default:
-		// Not an object: Object says what it is, or where it is malformed.
-		_, err := jsonvalue.Object(body)
-		return nil, malformed(err)
 	}
 	// Type errors are kept apart by where they were found, so they are
 	// reported in the order the checks below make, whatever the order of
@@ -140,19 +133,19 @@ func (d *fields) request(s *jsonvalue.Scanner, key string, r *admissionv1.Admiss
 		str, err = d.str(s, in, key)
 		r.UID = types.UID(str)
 	case "kind":
-		r.Kind, _, err = d.gvk(s, in, key)
+		r.Kind, _, err = d.gvk(s, key)
 	case "requestKind":
 		var gvk metav1.GroupVersionKind
 		var present bool
-		if gvk, present, err = d.gvk(s, in, key); present {
+		if gvk, present, err = d.gvk(s, key); present {
 			r.RequestKind = &gvk
 		}
 	case "resource":
-		r.Resource, _, err = d.gvr(s, in, key)
+		r.Resource, _, err = d.gvr(s, key)
 	case "requestResource":
 		var gvr metav1.GroupVersionResource
 		var present bool
-		if gvr, present, err = d.gvr(s, in, key); present {
+		if gvr, present, err = d.gvr(s, key); present {
 			r.RequestResource = &gvr
 		}
 	case "subResource":
@@ -262,23 +255,23 @@ func (d *fields) strings(s *jsonvalue.Scanner, in, key string) ([]string, error)
 	return out, nil
 }
 
-// gvk reads the GroupVersionKind at in.key.
-func (d *fields) gvk(s *jsonvalue.Scanner, in, key string) (metav1.GroupVersionKind, bool, error) {
-	v, present, err := d.groupVersion(s, in, key, "kind")
+// gvk reads the GroupVersionKind at request.key.
+func (d *fields) gvk(s *jsonvalue.Scanner, key string) (metav1.GroupVersionKind, bool, error) {
+	v, present, err := d.groupVersion(s, key, "kind")
 	return metav1.GroupVersionKind{Group: v[0], Version: v[1], Kind: v[2]}, present, err
 }
 
-// gvr reads the GroupVersionResource at in.key.
-func (d *fields) gvr(s *jsonvalue.Scanner, in, key string) (metav1.GroupVersionResource, bool, error) {
-	v, present, err := d.groupVersion(s, in, key, "resource")
+// gvr reads the GroupVersionResource at request.key.
+func (d *fields) gvr(s *jsonvalue.Scanner, key string) (metav1.GroupVersionResource, bool, error) {
+	v, present, err := d.groupVersion(s, key, "resource")
 	return metav1.GroupVersionResource{Group: v[0], Version: v[1], Resource: v[2]}, present, err
 }
 
 // groupVersion reads the group, version and third string of the object at
-// in.key, a GroupVersionKind or GroupVersionResource.
-func (d *fields) groupVersion(s *jsonvalue.Scanner, in, key, third string) (v [3]string, present bool, err error) {
+// request.key, a GroupVersionKind or GroupVersionResource.
+func (d *fields) groupVersion(s *jsonvalue.Scanner, key, third string) (v [3]string, present bool, err error) {
 	path := requestPath(key)
-	present, err = d.members(s, in, key, func(k string) (err error) {
+	present, err = d.members(s, "request", key, func(k string) (err error) {
 		switch k {
 		case "group":
 			v[0], err = d.str(s, path, k)

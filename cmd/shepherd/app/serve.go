@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -207,9 +206,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	ctrl.SetLogger(log)
 	ctx = ctrl.LoggerInto(ctx, log)
 
-	if _, set := os.LookupEnv("GOGC"); !set {
-		debug.SetGCPercent(o.gcPercent)
-	}
+	server.SetGCPercent(o.gcPercent)
 	for _, id := range o.disabledRules {
 		if strings.TrimSpace(id) == "" {
 			return &ExitError{Code: 2, Err: fmt.Errorf("--disable-rules has an empty rule ID")}
