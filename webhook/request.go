@@ -28,7 +28,10 @@ type Request struct {
 	// ObjectValue and OldObjectValue are Object and OldObject already
 	// decoded, when the caller has them (the server decodes them with the
 	// AdmissionReview): the chain then uses them instead of the raw JSON,
-	// and the defaulters change ObjectValue in place.
+	// and the defaulters change ObjectValue in place. They are valid only
+	// until the chain's call returns and its verdict has been answered: the
+	// server then reuses their maps and arrays, so anything keeping a part
+	// of them longer must copy it (strings and numbers are never reused).
 	ObjectValue    map[string]any
 	OldObjectValue map[string]any
 	DryRun         bool

@@ -95,6 +95,8 @@ type decoder struct {
 	// stack collects the elements of the arrays being decoded, so each
 	// array is allocated once, at its final length.
 	stack []any
+	// arena, when set, supplies the maps and arrays.
+	arena *Arena
 }
 
 func (d *decoder) errorf(format string, args ...any) error {
@@ -161,7 +163,12 @@ func (d *decoder) literal(want string) error {
 }
 
 func (d *decoder) object(depth int) (map[string]any, error) {
-	m := map[string]any{}
+	var m map[string]any
+	if d.arena != nil {
+		m = d.arena.newMap()
+	} else {
+		m = map[string]any{}
+	}
 	err := d.members(func(key string) error {
 		v, err := d.value(depth)
 		m[key] = v
@@ -245,6 +252,9 @@ func (d *decoder) array(depth int) ([]any, error) {
 			d.pos++
 		case ']':
 			d.pos++
+			if d.arena != nil {
+				return d.arena.newArray(d.stack[base:]), nil
+			}
 			return append([]any(nil), d.stack[base:]...), nil
 		default:
 			return nil, d.errorf("invalid character %q after an array element", d.data[d.pos])

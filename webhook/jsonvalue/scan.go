@@ -13,6 +13,12 @@ type Scanner struct {
 // NewScanner returns a Scanner at the start of data.
 func NewScanner(data []byte) *Scanner { return &Scanner{d: decoder{data: data}} }
 
+// NewScannerIn is NewScanner building the objects and arrays it decodes
+// from a (see Arena for when they may be handed back).
+func NewScannerIn(data []byte, a *Arena) *Scanner {
+	return &Scanner{d: decoder{data: data, arena: a}}
+}
+
 // Next reports the first byte of the next value, after whitespace: '{',
 // '[', '"', 't' or 'f', 'n', '-' or a digit; 0 at the end of the input.
 func (s *Scanner) Next() byte {

@@ -1,6 +1,10 @@
 package server
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/shepherd-k8s/shepherd/webhook/jsonvalue"
+)
 
 // buffers recycles a request's byte buffers — the body once it is decoded,
 // the answer once it is written — which are garbage at once otherwise: an
@@ -29,4 +33,20 @@ func putBuffer(p *[]byte) {
 	if cap(*p) <= maxPooled {
 		buffers.Put(p)
 	}
+}
+
+// arenas recycles the maps and arrays a request's objects are decoded into,
+// the largest part of what an admission allocates. An arena goes back only
+// once the answer is written: the chain, the patch and the audit trail
+// keep nothing of the decoded objects past the request (audit records and
+// events copy strings, which are never recycled).
+var arenas = sync.Pool{New: func() any { return new(jsonvalue.Arena) }}
+
+func getArena() *jsonvalue.Arena { return arenas.Get().(*jsonvalue.Arena) }
+
+// putArena empties a and hands it back; nothing decoded with it may be used
+// after.
+func putArena(a *jsonvalue.Arena) {
+	a.Reset()
+	arenas.Put(a)
 }

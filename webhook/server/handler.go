@@ -19,6 +19,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
+	"github.com/shepherd-k8s/shepherd/webhook/jsonvalue"
 )
 
 // Mode says which half of the chain a handler serves.
@@ -66,11 +67,21 @@ func (e *httpError) Error() string { return e.msg }
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var rv *decodedReview
+	// Deferred first, so it runs last: after the answer is written.
+	arena := getArena()
+	recycle := true
+	defer func() {
+		if recycle {
+			putArena(arena)
+		}
+	}()
 	defer func() {
 		// A bug in a rule or defaulter must not take the server down nor
 		// hand the apiserver a broken connection: answer with a denial
 		// (the webhooks fail closed anyway) and leave the stack in the log.
 		if p := recover(); p != nil {
+			// What the panic left half-built is not worth reusing.
+			recycle = false
 			admissionPanics.WithLabelValues(string(h.Mode)).Inc()
 			h.Log.Error(fmt.Errorf("panic: %v", p), "recovered from a panic while admitting", "webhook", h.Mode, "stack", string(debug.Stack()))
 			if rv == nil || rv.Request == nil {
@@ -92,7 +103,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
-	rv, err := h.readReview(w, r)
+	rv, err := h.readReview(w, r, arena)
 	if err != nil {
 		var he *httpError
 		if !errors.As(err, &he) {
@@ -151,7 +162,7 @@ func (h *Handler) observe(r *admissionv1.AdmissionRequest, verdict string, start
 
 // readReview reads and checks the request: POST, JSON, bounded, and a
 // well-formed admission.k8s.io/v1 AdmissionReview carrying a request.
-func (h *Handler) readReview(w http.ResponseWriter, r *http.Request) (*decodedReview, error) {
+func (h *Handler) readReview(w http.ResponseWriter, r *http.Request, arena *jsonvalue.Arena) (*decodedReview, error) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		return nil, &httpError{code: http.StatusMethodNotAllowed, reason: "method",
@@ -178,7 +189,7 @@ func (h *Handler) readReview(w http.ResponseWriter, r *http.Request) (*decodedRe
 		}
 		return nil, &httpError{code: http.StatusBadRequest, reason: "malformed", msg: fmt.Sprintf("reading the request body: %v", err)}
 	}
-	return decodeReview(body)
+	return decodeReview(body, arena)
 }
 
 // readBody reads the whole body into buf, sized by Content-Length when the

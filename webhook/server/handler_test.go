@@ -37,8 +37,21 @@ type fakeAdmitter struct {
 	got      *webhook.Request
 }
 
+// record keeps a copy of the request: its decoded objects are the
+// handler's, which reuses their maps once it has answered.
+func (f *fakeAdmitter) record(r *webhook.Request) {
+	c := *r
+	if r.ObjectValue != nil {
+		c.ObjectValue = runtime.DeepCopyJSON(r.ObjectValue)
+	}
+	if r.OldObjectValue != nil {
+		c.OldObjectValue = runtime.DeepCopyJSON(r.OldObjectValue)
+	}
+	f.got = &c
+}
+
 func (f *fakeAdmitter) Default(_ context.Context, r *webhook.Request) *webhook.Verdict {
-	f.got = r
+	f.record(r)
 	if f.panics {
 		panic("boom")
 	}
@@ -46,7 +59,7 @@ func (f *fakeAdmitter) Default(_ context.Context, r *webhook.Request) *webhook.V
 }
 
 func (f *fakeAdmitter) Validate(_ context.Context, r *webhook.Request) *webhook.Verdict {
-	f.got = r
+	f.record(r)
 	if f.panics {
 		panic("boom")
 	}

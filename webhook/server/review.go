@@ -26,7 +26,7 @@ type decodedReview struct {
 // on; every error is a message for a 400 answer. The request's object and
 // oldObject are returned as raw JSON, as encoding/json would give them.
 func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
-	rv, err := decodeReview(body)
+	rv, err := decodeReview(body, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -48,11 +48,11 @@ func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 // type-checked, and only the objects are decoded into maps. (Decoding the
 // envelope into maps first cost as much as decoding a typical object, and
 // the reflection-driven decoder before that more than the rules.)
-func decodeReview(body []byte) (*decodedReview, error) {
+func decodeReview(body []byte, arena *jsonvalue.Arena) (*decodedReview, error) {
 	if len(body) == 0 {
 		return nil, errors.New("malformed AdmissionReview: the request body is empty")
 	}
-	s := jsonvalue.NewScanner(body)
+	s := jsonvalue.NewScannerIn(body, arena)
 	if s.Next() != '{' {
 		// Not an object: Object says what it is or where it is malformed,
 		// and reads a lone null as no object.
