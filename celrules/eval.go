@@ -52,16 +52,26 @@ type request struct {
 	admission         ref.Val
 	namespace         ref.Val
 
-	shared  map[string]ref.Val
-	varCost int64
+	// shared holds the values of the variables evaluated so far, by
+	// sharedKey: a request evaluates a handful, so a slice searched in
+	// order, on sharedBuf until it outgrows it, costs less than a map.
+	shared    []sharedValue
+	sharedBuf [4]sharedValue
+	varCost   int64
 	// lastVarCost is the part of the last expression's cost spent on
 	// variables: when a combined expression's cost is not charged, its
 	// variables' still is, because later expressions reuse their values.
 	lastVarCost int64
 }
 
+type sharedValue struct {
+	key string
+	val ref.Val
+}
+
 func newRequest(ctx context.Context, in *Input) *request {
 	r := &request{ctx: ctx, in: in, object: celtypes.NullValue, oldObject: celtypes.NullValue}
+	r.shared = r.sharedBuf[:0]
 	if in.Object != nil {
 		r.object = jsonObject(in.Object)
 	}
@@ -152,8 +162,10 @@ func newActivation(r *request, vars []compiledVariable) *activation {
 // variable evaluates one variable, or takes the value another rule's
 // identical definition already produced in this request.
 func (r *request) variable(a *activation, v compiledVariable) ref.Val {
-	if val, ok := r.shared[v.sharedKey]; ok {
-		return val
+	for _, sv := range r.shared {
+		if sv.key == v.sharedKey {
+			return sv.val
+		}
 	}
 	val, details, err := v.program.ContextEval(r.ctx, a)
 	if details == nil || details.ActualCost() == nil {
@@ -163,10 +175,7 @@ func (r *request) variable(a *activation, v compiledVariable) ref.Val {
 	if err != nil {
 		val = celtypes.NewErr("variable %q fails to evaluate: %v", v.name, err)
 	}
-	if r.shared == nil {
-		r.shared = map[string]ref.Val{}
-	}
-	r.shared[v.sharedKey] = val
+	r.shared = append(r.shared, sharedValue{key: v.sharedKey, val: val})
 	return val
 }
 

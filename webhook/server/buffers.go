@@ -3,6 +3,9 @@ package server
 import (
 	"sync"
 
+	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/jsonvalue"
 )
 
@@ -35,18 +38,29 @@ func putBuffer(p *[]byte) {
 	}
 }
 
-// arenas recycles the maps and arrays a request's objects are decoded into,
-// the largest part of what an admission allocates. An arena goes back only
-// once the answer is written: the chain, the patch and the audit trail
-// keep nothing of the decoded objects past the request (audit records and
-// events copy strings, which are never recycled).
-var arenas = sync.Pool{New: func() any { return new(jsonvalue.Arena) }}
+// exchange is one request's working memory, recycled whole once the answer
+// is written: the typed review and request, the chain's Request, and the
+// arena the objects are decoded into — the largest part of what an
+// admission allocates. Nothing of it outlives the request: the chain, the
+// patch and the audit trail keep no decoded map or array past it (audit
+// records and events copy strings, which are never recycled), and the
+// request's logger holds copies of the strings it logs.
+type exchange struct {
+	arena   jsonvalue.Arena
+	review  admissionv1.AdmissionReview
+	request admissionv1.AdmissionRequest
+	decoded decodedReview
+	req     webhook.Request
+}
 
-func getArena() *jsonvalue.Arena { return arenas.Get().(*jsonvalue.Arena) }
+var exchanges = sync.Pool{New: func() any { return new(exchange) }}
 
-// putArena empties a and hands it back; nothing decoded with it may be used
-// after.
-func putArena(a *jsonvalue.Arena) {
-	a.Reset()
-	arenas.Put(a)
+func getExchange() *exchange { return exchanges.Get().(*exchange) }
+
+// putExchange empties x and hands it back; nothing decoded into it may be
+// used after.
+func putExchange(x *exchange) {
+	x.arena.Reset()
+	*x = exchange{arena: x.arena}
+	exchanges.Put(x)
 }

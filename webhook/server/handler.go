@@ -19,7 +19,6 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
-	"github.com/shepherd-k8s/shepherd/webhook/jsonvalue"
 )
 
 // Mode says which half of the chain a handler serves.
@@ -68,11 +67,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var rv *decodedReview
 	// Deferred first, so it runs last: after the answer is written.
-	arena := getArena()
-	recycle := true
+	x := getExchange()
 	defer func() {
-		if recycle {
-			putArena(arena)
+		if x != nil {
+			putExchange(x)
 		}
 	}()
 	defer func() {
@@ -81,7 +79,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// (the webhooks fail closed anyway) and leave the stack in the log.
 		if p := recover(); p != nil {
 			// What the panic left half-built is not worth reusing.
-			recycle = false
+			x = nil
 			admissionPanics.WithLabelValues(string(h.Mode)).Inc()
 			h.Log.Error(fmt.Errorf("panic: %v", p), "recovered from a panic while admitting", "webhook", h.Mode, "stack", string(debug.Stack()))
 			if rv == nil || rv.Request == nil {
@@ -103,7 +101,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
-	rv, err := h.readReview(w, r, arena)
+	rv, err := h.readReview(w, r, x)
 	if err != nil {
 		var he *httpError
 		if !errors.As(err, &he) {
@@ -113,10 +111,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, he.msg, he.code)
 		return
 	}
-	req := requestFrom(rv)
+	req := x.requestFrom()
 	h.logOnce.Do(func() { h.logSink = lazyBase(h.Log) })
-	log := withLazyValues(h.Log, h.logSink, "webhook", h.Mode, "uid", req.UID, "kind", req.Kind.Kind,
-		"namespace", req.Namespace, "name", req.Name, "operation", req.Operation)
+	log := withRequestValues(h.Log, h.logSink, requestID{webhook: h.Mode, uid: string(req.UID), kind: req.Kind.Kind,
+		namespace: req.Namespace, name: req.Name, operation: string(req.Operation)})
 	ctx := ctrl.LoggerInto(r.Context(), log)
 
 	verdict := h.admit(ctx, req)
@@ -162,7 +160,7 @@ func (h *Handler) observe(r *admissionv1.AdmissionRequest, verdict string, start
 
 // readReview reads and checks the request: POST, JSON, bounded, and a
 // well-formed admission.k8s.io/v1 AdmissionReview carrying a request.
-func (h *Handler) readReview(w http.ResponseWriter, r *http.Request, arena *jsonvalue.Arena) (*decodedReview, error) {
+func (h *Handler) readReview(w http.ResponseWriter, r *http.Request, x *exchange) (*decodedReview, error) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		return nil, &httpError{code: http.StatusMethodNotAllowed, reason: "method",
@@ -189,7 +187,7 @@ func (h *Handler) readReview(w http.ResponseWriter, r *http.Request, arena *json
 		}
 		return nil, &httpError{code: http.StatusBadRequest, reason: "malformed", msg: fmt.Sprintf("reading the request body: %v", err)}
 	}
-	return decodeReview(body, arena)
+	return decodeReview(body, x)
 }
 
 // readBody reads the whole body into buf, sized by Content-Length when the
@@ -212,7 +210,12 @@ func readBody(body io.Reader, contentLength, max int64, buf *[]byte) ([]byte, er
 // RequestFrom turns an AdmissionRequest into the chain's Request; the
 // objects stay raw JSON so the chain patches exactly what was sent.
 func RequestFrom(r *admissionv1.AdmissionRequest) *webhook.Request {
-	return &webhook.Request{
+	req := requestOf(r)
+	return &req
+}
+
+func requestOf(r *admissionv1.AdmissionRequest) webhook.Request {
+	return webhook.Request{
 		UID:       r.UID,
 		Operation: r.Operation,
 		Kind:      r.Kind,

@@ -6,13 +6,16 @@ import (
 	"github.com/go-logr/logr"
 )
 
-// lazySink is a logr.LogSink that holds the key/values added with
-// WithValues and hands them to the sink below only when a line is logged.
-// Each request's logger carries six values (uid, kind, namespace, name,
-// operation, webhook), and zap encodes values as they are added: about 2 µs
-// and 2 KB per request, for a logger most requests never log with.
+// lazySink is a logr.LogSink that holds a request's identity and the
+// key/values added with WithValues, and hands them to the sink below only
+// when a line is logged. Each request's logger carries six values (webhook,
+// uid, kind, namespace, name, operation), and zap encodes values as they
+// are added: about 2 µs and 2 KB per request, for a logger most requests
+// never log with. The identity is kept as plain strings, not as key/values,
+// which would box each one.
 type lazySink struct {
-	sink logr.LogSink // already one call deeper: see withLazyValues
+	sink logr.LogSink // already one call deeper: see withRequestValues
+	id   requestID
 	kvs  []any
 
 	once     sync.Once
@@ -35,17 +38,28 @@ func lazyBase(base logr.Logger) logr.LogSink {
 	return sink
 }
 
-// withLazyValues is base.WithValues(kvs...) whose values are encoded on
+// requestID is what every line a request logs says about the request.
+type requestID struct {
+	webhook                               Mode
+	uid, kind, namespace, name, operation string
+}
+
+func (r *requestID) keysAndValues() []any {
+	return []any{"webhook", r.webhook, "uid", r.uid, "kind", r.kind,
+		"namespace", r.namespace, "name", r.name, "operation", r.operation}
+}
+
+// withRequestValues is base.WithValues with id's key/values, encoded on
 // first use; sink is lazyBase(base).
-func withLazyValues(base logr.Logger, sink logr.LogSink, kvs ...any) logr.Logger {
+func withRequestValues(base logr.Logger, sink logr.LogSink, id requestID) logr.Logger {
 	if sink == nil {
-		return base.WithValues(kvs...)
+		return base.WithValues(id.keysAndValues()...)
 	}
-	return logr.New(&lazySink{sink: sink, kvs: kvs})
+	return logr.New(&lazySink{sink: sink, id: id})
 }
 
 func (s *lazySink) target() logr.LogSink {
-	s.once.Do(func() { s.resolved = s.sink.WithValues(s.kvs...) })
+	s.once.Do(func() { s.resolved = s.sink.WithValues(append(s.id.keysAndValues(), s.kvs...)...) })
 	return s.resolved
 }
 
@@ -64,16 +78,16 @@ func (s *lazySink) Error(err error, msg string, kvs ...any) {
 }
 
 func (s *lazySink) WithValues(kvs ...any) logr.LogSink {
-	return &lazySink{sink: s.sink, kvs: append(append(make([]any, 0, len(s.kvs)+len(kvs)), s.kvs...), kvs...)}
+	return &lazySink{sink: s.sink, id: s.id, kvs: append(append(make([]any, 0, len(s.kvs)+len(kvs)), s.kvs...), kvs...)}
 }
 
 func (s *lazySink) WithName(name string) logr.LogSink {
-	return &lazySink{sink: s.sink.WithName(name), kvs: s.kvs}
+	return &lazySink{sink: s.sink.WithName(name), id: s.id, kvs: s.kvs}
 }
 
 func (s *lazySink) WithCallDepth(depth int) logr.LogSink {
 	if cd, ok := s.sink.(logr.CallDepthLogSink); ok {
-		return &lazySink{sink: cd.WithCallDepth(depth), kvs: s.kvs}
+		return &lazySink{sink: cd.WithCallDepth(depth), id: s.id, kvs: s.kvs}
 	}
 	return s
 }

@@ -28,7 +28,7 @@ func TestLazyValuesAreEncodedOnlyWhenLogging(t *testing.T) {
 	calls := 0
 	base = logr.New(countingSink{LogSink: base.GetSink(), withValues: &calls})
 
-	log := withLazyValues(base, lazyBase(base), "uid", "u-1", "kind", "PodCliqueSet")
+	log := withRequestValues(base, lazyBase(base), requestID{webhook: Validating, uid: "u-1", kind: "PodCliqueSet", operation: "CREATE"})
 	if calls != 0 {
 		t.Fatalf("%d WithValues calls before anything was logged, want 0", calls)
 	}
@@ -43,7 +43,7 @@ func TestLazyValuesAreEncodedOnlyWhenLogging(t *testing.T) {
 		t.Errorf("the request's values were handed down %d times, want once", calls)
 	}
 	want := [][]string{
-		{`"uid"="u-1"`, `"kind"="PodCliqueSet"`, `"allowed"=true`, `"msg"="admitted"`},
+		{`"webhook"="validating"`, `"uid"="u-1"`, `"kind"="PodCliqueSet"`, `"namespace"=""`, `"operation"="CREATE"`, `"allowed"=true`, `"msg"="admitted"`},
 		{`"uid"="u-1"`, `"error"="boom"`, `"msg"="denied"`},
 		{`audit`, `"uid"="u-1"`, `"rule"="V-PCS-1"`, `"msg"="violation"`},
 	}
@@ -61,7 +61,7 @@ func TestLazyValuesAreEncodedOnlyWhenLogging(t *testing.T) {
 
 // A logger without a sink (logr.Discard) stays one.
 func TestLazyValuesOnDiscard(t *testing.T) {
-	log := withLazyValues(logr.Discard(), lazyBase(logr.Discard()), "uid", "u-1")
+	log := withRequestValues(logr.Discard(), lazyBase(logr.Discard()), requestID{uid: "u-1"})
 	if log.GetSink() != nil {
 		t.Fatalf("sink %T, want none", log.GetSink())
 	}

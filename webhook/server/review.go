@@ -26,7 +26,7 @@ type decodedReview struct {
 // on; every error is a message for a 400 answer. The request's object and
 // oldObject are returned as raw JSON, as encoding/json would give them.
 func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
-	rv, err := decodeReview(body, nil)
+	rv, err := decodeReview(body, new(exchange))
 	if err != nil {
 		return nil, err
 	}
@@ -48,11 +48,11 @@ func DecodeReview(body []byte) (*admissionv1.AdmissionReview, error) {
 // type-checked, and only the objects are decoded into maps. (Decoding the
 // envelope into maps first cost as much as decoding a typical object, and
 // the reflection-driven decoder before that more than the rules.)
-func decodeReview(body []byte, arena *jsonvalue.Arena) (*decodedReview, error) {
+func decodeReview(body []byte, x *exchange) (*decodedReview, error) {
 	if len(body) == 0 {
 		return nil, errors.New("malformed AdmissionReview: the request body is empty")
 	}
-	s := jsonvalue.NewScannerIn(body, arena)
+	s := jsonvalue.NewScannerIn(body, &x.arena)
 	if s.Next() != '{' {
 		// Not an object: Object says what it is or where it is malformed,
 		// and reads a lone null as no object.
@@ -65,8 +65,9 @@ func decodeReview(body []byte, arena *jsonvalue.Arena) (*decodedReview, error) {
 	// reported in the order the checks below make, whatever the order of
 	// the document's fields; a syntax error anywhere comes first.
 	var envelope, inRequest, requestField fields
-	ar := &admissionv1.AdmissionReview{}
-	rv := &decodedReview{AdmissionReview: ar}
+	ar := &x.review
+	rv := &x.decoded
+	rv.AdmissionReview = ar
 	var req *admissionv1.AdmissionRequest
 	err := s.Members(func(key string) (err error) {
 		switch key {
@@ -77,7 +78,8 @@ func decodeReview(body []byte, arena *jsonvalue.Arena) (*decodedReview, error) {
 		case "request":
 			// The last of duplicate keys wins, as it does in a map.
 			req, rv.object, rv.oldObject, inRequest, requestField = nil, nil, nil, fields{}, fields{}
-			r := &admissionv1.AdmissionRequest{}
+			x.request = admissionv1.AdmissionRequest{}
+			r := &x.request
 			present, err := inRequest.members(s, "", key, func(k string) error { return requestField.request(s, k, r, rv) })
 			if present {
 				req = r
@@ -352,9 +354,9 @@ func (d *fields) object(s *jsonvalue.Scanner, key string) (map[string]any, []byt
 	return nil, b, nil
 }
 
-// requestFrom turns a decoded review into the chain's Request.
-func requestFrom(rv *decodedReview) *webhook.Request {
-	req := RequestFrom(rv.Request)
-	req.ObjectValue, req.OldObjectValue = rv.object, rv.oldObject
-	return req
+// requestFrom turns the decoded review into the chain's Request.
+func (x *exchange) requestFrom() *webhook.Request {
+	x.req = requestOf(x.decoded.Request)
+	x.req.ObjectValue, x.req.OldObjectValue = x.decoded.object, x.decoded.oldObject
+	return &x.req
 }

@@ -51,7 +51,7 @@ func TestDecodeReviewMatchesEncodingJSON(t *testing.T) {
 	if diff := cmp.Diff(want, got, sameJSON, cmpopts.IgnoreFields(admissionv1.AdmissionRequest{}, "Options")); diff != "" {
 		t.Errorf("decoded review (-encoding/json +shepherd):\n%s", diff)
 	}
-	rv, err := decodeReview(body, nil)
+	rv, err := decodeReview(body, new(exchange))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestDecodeReviewNamesTheMalformedField(t *testing.T) {
 // An object that is not a JSON object reaches the chain as raw JSON, which
 // denies it with its decode error, as it did with encoding/json.
 func TestNonObjectObjectIsPassedOnRaw(t *testing.T) {
-	rv, err := decodeReview([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"kind":"X"},"operation":"CREATE","object":[1,2]}}`), nil)
+	rv, err := decodeReview([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"kind":"X"},"operation":"CREATE","object":[1,2]}}`), new(exchange))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestDecodedReviewDoesNotAliasTheBody(t *testing.T) {
 		`"userInfo":{"username":"alice","groups":["ml-team"],"extra":{"scopes":["s1"]}},` +
 		`"object":{"metadata":{"name":"my-set","labels":{"team":"x"}},"spec":{"replicas":3,"image":"trainer:v2","f":1.5}},"oldObject":[1,"z"]}}`)
 	decode := func(b []byte) *decodedReview {
-		rv, err := decodeReview(b, nil)
+		rv, err := decodeReview(b, new(exchange))
 		if err != nil {
 			t.Fatal(err)
 		}
