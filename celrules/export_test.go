@@ -26,3 +26,19 @@ func Combine(validations []string) string {
 	}
 	return combine([]*compiledRule{{rule: r}})
 }
+
+// CombinedVariables is the number of variables the combined program for in
+// evaluates as programs of their own (none when they are bound inline).
+func (e *Engine) CombinedVariables(in *Input) int {
+	return len(e.snapshot().fusedForNow(in).variables)
+}
+
+// InlineVariables is inlineVariables for variables given as name,
+// expression pairs.
+func InlineVariables(vars [][2]string, body string) (string, bool) {
+	cv := make([]compiledVariable, len(vars))
+	for i, v := range vars {
+		cv[i] = compiledVariable{name: v[0], expression: v[1]}
+	}
+	return inlineVariables(cv, body)
+}

@@ -124,6 +124,15 @@ next:
 	if len(members) < 2 {
 		return
 	}
+	body := combine(members)
+	if src, ok := inlineVariables(vars, body); ok {
+		if compiler, err := plugincel.NewCompositedCompiler(bindingsEnv); err == nil {
+			if res := compiler.CompileCELExpression(boolExpr(src), optionalVars, environment.StoredExpressions); res.Error == nil {
+				f.use(members, nil, res.Program)
+				return
+			}
+		}
+	}
 	compiler, err := plugincel.NewCompositedCompiler(baseEnv)
 	if err != nil {
 		return
@@ -135,16 +144,19 @@ next:
 		}
 		vars[i].program = res.Program
 	}
-	res := compiler.CompileCELExpression(boolExpr(combine(members)), optionalVars, environment.StoredExpressions)
+	res := compiler.CompileCELExpression(boolExpr(body), optionalVars, environment.StoredExpressions)
 	if res.Error != nil {
 		return
 	}
+	f.use(members, vars, res.Program)
+}
+
+func (f *fusedRules) use(members []*compiledRule, vars []compiledVariable, program cel.Program) {
 	f.members = make(map[*compiledRule]bool, len(members))
 	for _, cr := range members {
 		f.members[cr] = true
 	}
-	f.variables = vars
-	f.program = res.Program
+	f.variables, f.program = vars, program
 }
 
 func matchesResource(cr *compiledRule, in *Input) bool {
