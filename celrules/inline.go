@@ -9,8 +9,8 @@ import (
 	"github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/ext"
 	"github.com/google/cel-go/parser"
-	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apimachinery/pkg/util/version"
+	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
 )
 
