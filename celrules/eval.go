@@ -54,10 +54,9 @@ type request struct {
 
 	// shared holds the values of the variables evaluated so far, by
 	// sharedKey: a request evaluates a handful, so a slice searched in
-	// order, on sharedBuf until it outgrows it, costs less than a map.
-	shared    []sharedValue
-	sharedBuf [4]sharedValue
-	varCost   int64
+	// order costs less than a map.
+	shared  []sharedValue
+	varCost int64
 	// lastVarCost is the part of the last expression's cost spent on
 	// variables: when a combined expression's cost is not charged, its
 	// variables' still is, because later expressions reuse their values.
@@ -71,7 +70,6 @@ type sharedValue struct {
 
 func newRequest(ctx context.Context, in *Input) *request {
 	r := &request{ctx: ctx, in: in, object: celtypes.NullValue, oldObject: celtypes.NullValue}
-	r.shared = r.sharedBuf[:0]
 	if in.Object != nil {
 		r.object = jsonObject(in.Object)
 	}

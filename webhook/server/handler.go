@@ -166,7 +166,9 @@ func (h *Handler) readReview(w http.ResponseWriter, r *http.Request, x *exchange
 		return nil, &httpError{code: http.StatusMethodNotAllowed, reason: "method",
 			msg: fmt.Sprintf("shepherd admission webhooks accept POST, not %s", r.Method)}
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	// The apiserver sends exactly "application/json"; anything else is
+	// parsed, for parameters such as a charset.
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 			return nil, &httpError{code: http.StatusUnsupportedMediaType, reason: "content_type",
 				msg: fmt.Sprintf("Content-Type %q is not supported: send an AdmissionReview as application/json", ct)}
