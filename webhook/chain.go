@@ -160,7 +160,7 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 	v := &Verdict{Allowed: true, Object: obj}
 	switch (schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}) {
 	case schema.GroupKind{Group: api.GroveGroup, Kind: api.KindPodCliqueSet}:
-		r := newRecorder()
+		r := newRecorder(req.PatchScratch)
 		if defaultPodCliqueSet(obj, c.cfg, r) {
 			v.Patch = sortedOps(r.ops)
 		}

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -178,6 +180,25 @@ func TestDefaultPatchTouchesOnlyDefaultedPathsAndKeepsUnknownFields(t *testing.T
 	b, _ := json.Marshal(v.Object["spec"].(map[string]any)["futureField"])
 	if string(b) != `{"x":[1,2.5,"y"]}` {
 		t.Errorf("unknown field changed: %s", b)
+	}
+}
+
+// Given scratch memory, the defaulters build the patch in it (the server
+// recycles it); a leftover operation in it does not leak into the patch.
+func TestDefaultBuildsThePatchInTheScratchGiven(t *testing.T) {
+	c := newChain(t)
+	raw := []byte(`{"apiVersion":"grove.io/v1alpha1","kind":"PodCliqueSet","metadata":{"name":"p","namespace":"ns"},"spec":{"replicas":1,"template":{"cliques":[{"name":"a","spec":{"replicas":2,"podSpec":{"containers":[{"name":"c","image":"i"}]}}}]}}}`)
+	req := &Request{Operation: admissionv1.Create, Kind: metav1.GroupVersionKind{Group: "grove.io", Version: "v1alpha1", Kind: "PodCliqueSet"}, Namespace: "ns", Object: raw}
+	want := c.Default(context.Background(), req).Patch
+
+	scratch := append(make([]jsonpatch.JsonPatchOperation, 0, TypicalPatchOps), jsonpatch.NewOperation("remove", "/stale", nil))
+	req.PatchScratch = scratch
+	got := c.Default(context.Background(), req).Patch
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("patch built in scratch (-without +with):\n%s", diff)
+	}
+	if len(got) == 0 || &got[0] != &scratch[:1][0] {
+		t.Errorf("the patch was not built in the scratch given")
 	}
 }
 

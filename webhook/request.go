@@ -36,6 +36,10 @@ type Request struct {
 	OldObjectValue map[string]any
 	DryRun         bool
 	UserInfo       authenticationv1.UserInfo
+	// PatchScratch, when it has capacity, is where the defaulters build the
+	// patch: the server hands each request memory it recycles once it has
+	// answered (the Verdict's Patch may be built in it).
+	PatchScratch []jsonpatch.JsonPatchOperation
 }
 
 // Action is what a rule does when its validation fails. It is the

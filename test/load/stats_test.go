@@ -1,6 +1,7 @@
 package load
 
 import (
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -76,9 +77,15 @@ func procRSS(pid int) (rss, peak float64, err error) {
 func noiseFloor(median time.Duration, n int) (p50, p99 time.Duration) {
 	iters := 1 << 10
 	for {
-		start := time.Now()
-		spin(iters)
-		if d := time.Since(start); d >= median/4 {
+		// The fastest of a few runs: one interrupted run would otherwise
+		// calibrate ops far shorter than the median.
+		d := time.Duration(math.MaxInt64)
+		for range 5 {
+			start := time.Now()
+			spin(iters)
+			d = min(d, time.Since(start))
+		}
+		if d >= median/4 {
 			iters = int(float64(iters) * float64(median) / float64(d))
 			break
 		}

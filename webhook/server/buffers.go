@@ -3,6 +3,7 @@ package server
 import (
 	"sync"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/shepherd-k8s/shepherd/webhook"
@@ -47,13 +48,17 @@ func putBuffer(p *[]byte) {
 // request's logger holds copies of the strings it logs.
 type exchange struct {
 	arena   jsonvalue.Arena
+	patch   []jsonpatch.JsonPatchOperation // the chain's PatchScratch
 	review  admissionv1.AdmissionReview
 	request admissionv1.AdmissionRequest
 	decoded decodedReview
 	req     webhook.Request
+	log     lazySink
 }
 
-var exchanges = sync.Pool{New: func() any { return new(exchange) }}
+var exchanges = sync.Pool{New: func() any {
+	return &exchange{patch: make([]jsonpatch.JsonPatchOperation, 0, webhook.TypicalPatchOps)}
+}}
 
 func getExchange() *exchange { return exchanges.Get().(*exchange) }
 
@@ -61,6 +66,8 @@ func getExchange() *exchange { return exchanges.Get().(*exchange) }
 // used after.
 func putExchange(x *exchange) {
 	x.arena.Reset()
-	*x = exchange{arena: x.arena}
+	patch := x.patch
+	clear(patch[:cap(patch)]) // the operations' values are the request's
+	*x = exchange{arena: x.arena, patch: patch[:0]}
 	exchanges.Put(x)
 }

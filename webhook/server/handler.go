@@ -114,7 +114,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := x.requestFrom()
 	h.logOnce.Do(func() { h.logSink = lazyBase(h.Log) })
 	log := withRequestValues(h.Log, h.logSink, requestID{webhook: h.Mode, uid: string(req.UID), kind: req.Kind.Kind,
-		namespace: req.Namespace, name: req.Name, operation: string(req.Operation)})
+		namespace: req.Namespace, name: req.Name, operation: string(req.Operation)}, &x.log)
 	ctx := ctrl.LoggerInto(r.Context(), log)
 
 	verdict := h.admit(ctx, req)

@@ -50,12 +50,17 @@ func (r *requestID) keysAndValues() []any {
 }
 
 // withRequestValues is base.WithValues with id's key/values, encoded on
-// first use; sink is lazyBase(base).
-func withRequestValues(base logr.Logger, sink logr.LogSink, id requestID) logr.Logger {
+// first use; sink is lazyBase(base). The logger's sink is built in into,
+// when given, which must outlive every use of the logger.
+func withRequestValues(base logr.Logger, sink logr.LogSink, id requestID, into *lazySink) logr.Logger {
 	if sink == nil {
 		return base.WithValues(id.keysAndValues()...)
 	}
-	return logr.New(&lazySink{sink: sink, id: id})
+	if into == nil {
+		into = new(lazySink)
+	}
+	*into = lazySink{sink: sink, id: id}
+	return logr.New(into)
 }
 
 func (s *lazySink) target() logr.LogSink {

@@ -28,7 +28,7 @@ func TestLazyValuesAreEncodedOnlyWhenLogging(t *testing.T) {
 	calls := 0
 	base = logr.New(countingSink{LogSink: base.GetSink(), withValues: &calls})
 
-	log := withRequestValues(base, lazyBase(base), requestID{webhook: Validating, uid: "u-1", kind: "PodCliqueSet", operation: "CREATE"})
+	log := withRequestValues(base, lazyBase(base), requestID{webhook: Validating, uid: "u-1", kind: "PodCliqueSet", operation: "CREATE"}, nil)
 	if calls != 0 {
 		t.Fatalf("%d WithValues calls before anything was logged, want 0", calls)
 	}
@@ -61,7 +61,7 @@ func TestLazyValuesAreEncodedOnlyWhenLogging(t *testing.T) {
 
 // A logger without a sink (logr.Discard) stays one.
 func TestLazyValuesOnDiscard(t *testing.T) {
-	log := withRequestValues(logr.Discard(), lazyBase(logr.Discard()), requestID{uid: "u-1"})
+	log := withRequestValues(logr.Discard(), lazyBase(logr.Discard()), requestID{uid: "u-1"}, nil)
 	if log.GetSink() != nil {
 		t.Fatalf("sink %T, want none", log.GetSink())
 	}

@@ -358,5 +358,6 @@ func (d *fields) object(s *jsonvalue.Scanner, key string) (map[string]any, []byt
 func (x *exchange) requestFrom() *webhook.Request {
 	x.req = requestOf(x.decoded.Request)
 	x.req.ObjectValue, x.req.OldObjectValue = x.decoded.object, x.decoded.oldObject
+	x.req.PatchScratch = x.patch
 	return &x.req
 }
