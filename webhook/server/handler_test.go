@@ -365,3 +365,62 @@ func TestConcurrentRequestsGetTheirOwnAnswers(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// mirrorAdmitter patches in a copy of an object's metadata map and denies
+// the object naming it: both come from memory the handler recycles.
+type mirrorAdmitter struct{ echoAdmitter }
+
+func (mirrorAdmitter) Default(_ context.Context, r *webhook.Request) *webhook.Verdict {
+	meta := r.ObjectValue["metadata"].(map[string]any)
+	return &webhook.Verdict{Allowed: true,
+		Patch: []jsonpatch.JsonPatchOperation{jsonpatch.NewOperation("add", "/metadata/annotations", meta)}}
+}
+
+func (mirrorAdmitter) Validate(_ context.Context, r *webhook.Request) *webhook.Verdict {
+	name, _ := r.ObjectValue["metadata"].(map[string]any)["name"].(string)
+	return &webhook.Verdict{Violations: []webhook.Violation{
+		{Rule: "mirror", Field: "metadata.name", Message: "no " + name, Action: webhook.ActionDeny}}}
+}
+
+// What a request hands on — its answer, built from its decoded maps, and
+// its audit records — is its own, however many requests reuse its memory
+// after it.
+func TestAnswersAndAuditRecordsOutliveTheRequestsMemory(t *testing.T) {
+	rec := audit.NewRecorder(1000, nil, clocktesting.NewFakePassiveClock(time.Now()))
+	mutate := &Handler{Mode: Mutating, Admitter: mirrorAdmitter{}, Log: logr.Discard()}
+	validate := &Handler{Mode: Validating, Admitter: mirrorAdmitter{}, Audit: rec, Log: logr.Discard()}
+	nameOf := func(i int) string { return fmt.Sprintf("obj-%d-%s", i, strings.Repeat("x", i%40)) }
+	const n = 300
+	for i := range n {
+		name := nameOf(i)
+		body := fmt.Sprintf(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u%d",`+
+			`"kind":{"group":"grove.io","version":"v1alpha1","kind":"PodCliqueSet"},"operation":"CREATE","name":%q,`+
+			`"userInfo":{"username":"u","groups":["g%d"]},"object":{"metadata":{"name":%q,"labels":{"i":"%d"}}}}}`, i, name, i, name, i)
+		answer := func(h *Handler) *admissionv1.AdmissionResponse {
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body)))
+			var rv admissionv1.AdmissionReview
+			if err := json.Unmarshal(w.Body.Bytes(), &rv); err != nil || rv.Response == nil {
+				t.Fatalf("request %d: answer %q: %v", i, w.Body.String(), err)
+			}
+			return rv.Response
+		}
+		wantPatch := fmt.Sprintf(`[{"op":"add","path":"/metadata/annotations","value":{"labels":{"i":"%d"},"name":%q}}]`, i, name)
+		if got := answer(mutate); string(got.Patch) != wantPatch {
+			t.Errorf("request %d: patch %s, want %s", i, got.Patch, wantPatch)
+		}
+		if got := answer(validate); got.Allowed || !strings.Contains(got.Result.Message, "no "+name) {
+			t.Errorf("request %d: answered %+v, want denied naming %s", i, got.Result, name)
+		}
+	}
+	got := rec.Ring.Query(audit.Query{})
+	if len(got) != n {
+		t.Fatalf("%d audit records, want %d", len(got), n)
+	}
+	for i, r := range got {
+		name := nameOf(i)
+		if r.Name != name || r.Message != "no "+name || len(r.Groups) != 1 || r.Groups[0] != fmt.Sprint("g", i) {
+			t.Errorf("audit record %d = %+v, want the name and message of %s, groups [g%d]", i, r, name, i)
+		}
+	}
+}
