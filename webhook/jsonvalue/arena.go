@@ -23,11 +23,11 @@ type Arena struct {
 // Bounds on what an Arena keeps between uses: one unusually large document
 // must not pin its memory for as long as the Arena lives.
 const (
-	maxArenaMaps   = 1024
-	maxArenaArrays = 256
+	maxArenaMaps   = 512
+	maxArenaArrays = 128
 	// maxKeptLen is the largest map or array kept; a cleared map keeps its
 	// capacity, and every later use of a huge one would iterate it whole.
-	maxKeptLen = 64
+	maxKeptLen = 32
 )
 
 func (a *Arena) newMap() map[string]any {
