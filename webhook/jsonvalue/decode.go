@@ -410,10 +410,13 @@ func (d *decoder) string() (string, error) {
 
 // symbol decodes a string, sharing the copy of the vocabulary's words: an
 // object key (Kubernetes objects repeat a small vocabulary of keys in every
-// object), or a word of an AdmissionReview's envelope.
+// object) or an envelope field.
 func (d *decoder) symbol() (string, error) {
-	if w, ok := d.word(); ok {
-		return w.text, nil
+	if b, ok := d.plain(); ok {
+		if w := lookupWord(b); w != nil {
+			return w.text, nil
+		}
+		return string(b), nil
 	}
 	return d.string()
 }
@@ -421,69 +424,39 @@ func (d *decoder) symbol() (string, error) {
 // stringValue decodes a string as a value: a word of the vocabulary comes
 // already boxed, where any other string is copied and boxed.
 func (d *decoder) stringValue() (any, error) {
-	if w, ok := d.word(); ok {
-		return w.value, nil
+	if b, ok := d.plain(); ok {
+		if w := lookupWord(b); w != nil {
+			return w.value, nil
+		}
+		return string(b), nil
 	}
 	return d.string()
 }
 
-// word reads the string at d.pos if it is a word of the vocabulary.
-func (d *decoder) word() (word, bool) {
+// plainByte is true for the bytes a plain string holds as they are:
+// printable ASCII but the quote and the backslash.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
+// plain reads the string at d.pos when it is printable ASCII without
+// escapes, returning its bytes (still the input's); anything else is left
+// to string, which unescapes and checks UTF-8.
+func (d *decoder) plain() ([]byte, bool) {
 	end := d.pos + 1
-	for end < len(d.data) && d.data[end] != '"' && d.data[end] != '\\' && d.data[end] >= 0x20 && d.data[end] < utf8.RuneSelf {
+	for end < len(d.data) && plainByte[d.data[end]] {
 		end++
 	}
-	if end < len(d.data) && d.data[end] == '"' {
-		if w, ok := vocabulary[string(d.data[d.pos+1:end])]; ok {
-			d.pos = end + 1
-			return w, true
-		}
+	if end >= len(d.data) || d.data[end] != '"' {
+		return nil, false
 	}
-	return word{}, false
+	b := d.data[d.pos+1 : end]
+	d.pos = end + 1
+	return b, true
 }
-
-// word is a string of the vocabulary, and the same string as an any: a
-// string stored in an any is otherwise a fresh allocation each time.
-type word struct {
-	text  string
-	value any
-}
-
-// vocabulary is the keys Kubernetes objects repeat in every object, and
-// the values an AdmissionReview repeats in every request.
-var vocabulary = func() map[string]word {
-	m := map[string]word{}
-	for _, k := range []string{
-		"apiVersion", "kind", "metadata", "name", "namespace", "labels", "annotations", "uid", "resourceVersion",
-		"generation", "creationTimestamp", "ownerReferences", "finalizers", "managedFields", "generateName",
-		"spec", "status", "template", "replicas", "minAvailable", "selector", "matchLabels", "conditions",
-		"type", "reason", "message", "lastTransitionTime", "observedGeneration", "value", "key", "operator", "values",
-		"containers", "initContainers", "image", "imagePullPolicy", "command", "args", "env", "envFrom", "ports",
-		"containerPort", "protocol", "resources", "limits", "requests", "cpu", "memory", "nvidia.com/gpu",
-		"volumeMounts", "mountPath", "volumes", "restartPolicy", "nodeSelector", "tolerations", "affinity",
-		"serviceAccountName", "schedulingGroup", "podGroupName", "podSpec", "roleName", "startsAfter",
-		"cliques", "cliqueNames", "podCliqueScalingGroups", "terminationDelay", "workloadType", "trainingSpec",
-		"maxRestarts", "maxRuntime", "replicatedJobs", "dependsOn", "startupPolicy", "startupPolicyOrder",
-		"successPolicy", "failurePolicy", "ttlSecondsAfterFinished", "activeDeadlineSeconds", "backoffLimit",
-		"completions", "parallelism", "runtimeRef", "trainer", "numNodes", "numProcPerNode", "mlPolicy", "torch",
-		"podGroupPolicy", "coscheduling", "volcano", "workload", "scheduleTimeoutSeconds", "initializer",
-		"dataset", "model", "storageUri", "suspend", "managedBy", "podTemplateOverrides", "targetJobs",
-		// An AdmissionReview's envelope, keys and the values it repeats.
-		"request", "requestKind", "requestResource", "subResource", "requestSubResource", "operation",
-		"userInfo", "username", "groups", "extra", "object", "oldObject", "dryRun", "options", "fieldManager",
-		"group", "version", "resource", "admission.k8s.io/v1", "AdmissionReview", "meta.k8s.io/v1",
-		"CreateOptions", "UpdateOptions", "DeleteOptions", "CREATE", "UPDATE", "DELETE", "CONNECT",
-		"system:authenticated", "system:masters", "system:serviceaccounts",
-		"v1", "v1alpha1", "v1alpha2", "v1alpha3", "v1beta1", "grove.io", "trainer.kubeflow.org", "jobset.x-k8s.io",
-		"scheduling.k8s.io", "shepherd.dev", "PodCliqueSet", "PodClique", "PodCliqueScalingGroup", "TrainJob",
-		"TrainingRuntime", "ClusterTrainingRuntime", "JobSet", "WorkloadPolicy", "podcliquesets", "podcliques",
-		"podcliquescalinggroups", "trainjobs", "trainingruntimes", "clustertrainingruntimes", "jobsets",
-		"workloadpolicies",
-	} {
-		m[k] = word{text: k, value: k}
-	}
-	return m
-}()
 
 func (d *decoder) hex4() (rune, bool) {
 	if len(d.data)-d.pos < 4 {

@@ -89,7 +89,15 @@ func FuzzDecodesAsApimachineryDoes(f *testing.F) {
 	for _, c := range cases {
 		f.Add([]byte(c))
 	}
+	var a Arena // shared across inputs, as a server's arenas are
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		same(t, doc)
+		// Through an arena reused from earlier documents: the same value.
+		want, wantErr := Value(doc)
+		got, gotErr := decodeIn(&a, string(doc))
+		if (wantErr == nil) != (gotErr == nil) || (wantErr == nil && !reflect.DeepEqual(got, want)) {
+			t.Fatalf("%q: through an arena %#v, %v; without %#v, %v", doc, got, gotErr, want, wantErr)
+		}
+		a.Reset()
 	})
 }

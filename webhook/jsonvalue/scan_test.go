@@ -63,12 +63,24 @@ func TestScannerDepthIsBounded(t *testing.T) {
 	}
 }
 
-// The vocabulary's words decode to the same strings as any other.
+// The vocabulary's words decode to the same strings as any other, and are
+// found as words; a string that only resembles one is not found as it.
 func TestVocabularyWordsDecodeAsStrings(t *testing.T) {
-	for w := range vocabulary {
-		v, err := Value([]byte(`"` + w + `"`))
-		if err != nil || v != w {
-			t.Fatalf("%q decoded to %#v, %v", w, v, err)
+	for _, w := range vocabulary {
+		v, err := Value([]byte(`"` + w.text + `"`))
+		if err != nil || v != w.text {
+			t.Fatalf("%q decoded to %#v, %v", w.text, v, err)
 		}
+		if got := lookupWord([]byte(w.text)); got == nil || got.text != w.text {
+			t.Errorf("%q is not found in the vocabulary's index", w.text)
+		}
+		for _, near := range []string{w.text + "x", w.text[:len(w.text)-1], "x" + w.text} {
+			if got := lookupWord([]byte(near)); got != nil && got.text != near {
+				t.Errorf("%q is found as the word %q", near, got.text)
+			}
+		}
+	}
+	if lookupWord(nil) != nil {
+		t.Error("the empty string is found as a word")
 	}
 }
