@@ -40,12 +40,13 @@ func putBuffer(p *[]byte) {
 }
 
 // exchange is one request's working memory, recycled whole once the answer
-// is written: the typed review and request, the chain's Request, and the
-// arena the objects are decoded into — the largest part of what an
-// admission allocates. Nothing of it outlives the request: the chain, the
-// patch and the audit trail keep no decoded map or array past it (audit
-// records and events copy strings, which are never recycled), and the
-// request's logger holds copies of the strings it logs.
+// is written: the typed review and request, the chain's Request, the arena
+// the objects are decoded into — the largest part of what an admission
+// allocates — the patch, and the request logger's sink. Nothing of it
+// outlives the request: the chain, the patch and the audit trail keep no
+// decoded map or array past it (audit records and events copy strings,
+// which are never recycled), and nothing logs with the request's logger
+// once it has answered.
 type exchange struct {
 	arena   jsonvalue.Arena
 	patch   []jsonpatch.JsonPatchOperation // the chain's PatchScratch
