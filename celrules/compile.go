@@ -71,10 +71,12 @@ type compiledRule struct {
 }
 
 // conjunction is a rule as one boolean expression: its matchConditions
-// imply all its validations. CEL's && and || absorb errors when another
-// operand decides the result, so true means what it says: some condition is
-// false (the rule is skipped, as any false matchCondition skips it), or
-// every condition and every validation evaluated to true.
+// imply all its validations, so true means what it says: some condition is
+// false (the rule is skipped, as any false matchCondition skips it, even
+// when another fails to evaluate), or every condition and every validation
+// evaluated to true. It is a conditional, not `!(conds) || (vals)`: CEL's
+// || absorbs an error when the other operand is true, which would read a
+// condition that fails to evaluate — a denial — as passing.
 func conjunction(r Rule) string {
 	var conds, vals []string
 	for _, mc := range r.MatchConditions {
@@ -87,7 +89,7 @@ func conjunction(r Rule) string {
 	if len(conds) == 0 {
 		return all
 	}
-	return "!(" + strings.Join(conds, " && ") + ") || (" + all + ")"
+	return "(" + strings.Join(conds, " && ") + ") ? (" + all + ") : true"
 }
 
 // compiledExpr is one expression and its program (nil when absent).

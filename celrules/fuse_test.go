@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/test/corpus"
@@ -68,5 +71,45 @@ func TestCombinedAllOverTheSameRangeIteratesOnce(t *testing.T) {
 	want := "(object.spec.items).all(x, (x.a > 0) && (has(x.b))) && (object.spec.items).all(y, (y.a < 9)) && (object.spec.name != '')"
 	if got != want {
 		t.Fatalf("combined:\n got %s\nwant %s", got, want)
+	}
+}
+
+// A matchCondition that fails to evaluate denies (the rule could not be
+// evaluated), even when the validations would pass: the combined programs
+// must not read such a rule as passing.
+func TestMatchConditionErrorIsNotPassedByCombinedPrograms(t *testing.T) {
+	e, err := celrules.NewEngine(celrules.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"numeric-names", "numeric-names-2"} { // two: a combined program of its own
+		p := &shepherdv1alpha1.WorkloadPolicy{
+			ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "1"},
+			Spec: shepherdv1alpha1.WorkloadPolicySpec{
+				Match:           shepherdv1alpha1.Match{Resources: []shepherdv1alpha1.ResourceRule{{APIGroups: []string{"trainer.kubeflow.org"}, Kinds: []string{"TrainJob"}}}},
+				MatchConditions: []shepherdv1alpha1.MatchCondition{{Name: "numeric", Expression: "int(object.metadata.name) > 0"}},
+				Validations:     []shepherdv1alpha1.Validation{{Expression: "object.metadata.name != ''"}},
+			},
+		}
+		if errs := e.SetPolicy(p); len(errs) > 0 {
+			t.Fatal(errs)
+		}
+	}
+	in := &celrules.Input{Operation: "CREATE", Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob", Resource: "trainjobs",
+		Namespace: "ns", Name: "abc", Object: map[string]any{
+			"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+			"metadata": map[string]any{"name": "abc", "namespace": "ns"}, "spec": map[string]any{"runtimeRef": map[string]any{"name": "r"}}}}
+	want := e.EvaluateOneByOne(context.Background(), in)
+	denied := 0
+	for _, r := range want {
+		if r.EvalError && (r.Rule == "numeric-names" || r.Rule == "numeric-names-2") {
+			denied++
+		}
+	}
+	if denied != 2 {
+		t.Fatalf("one by one: %+v, want both policies denied for their matchCondition's error", want)
+	}
+	if got := e.Evaluate(context.Background(), in); !cmp.Equal(want, got) {
+		t.Errorf("combined evaluation differs (-one by one +combined):\n%s", cmp.Diff(want, got))
 	}
 }
