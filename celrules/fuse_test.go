@@ -14,11 +14,10 @@ import (
 	"github.com/shepherd-k8s/shepherd/test/corpus"
 )
 
-// Evaluating the rules that match a request as one combined program first
-// is an optimisation only: for every corpus case, allowed or denied, CREATE
-// or UPDATE, the results are exactly those of evaluating every expression on
-// its own.
-func TestCombinedEvaluationGivesTheSameResultsAsOneByOne(t *testing.T) {
+// corpusAndEngine loads the admission corpus and an engine of the built-in
+// rules.
+func corpusAndEngine(t *testing.T) ([]corpus.Case, *celrules.Engine) {
+	t.Helper()
 	cases, err := corpus.Load(corpus.Dir())
 	if err != nil {
 		t.Fatal(err)
@@ -27,6 +26,15 @@ func TestCombinedEvaluationGivesTheSameResultsAsOneByOne(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return cases, e
+}
+
+// Evaluating the rules that match a request as one combined program first
+// is an optimisation only: for every corpus case, allowed or denied, CREATE
+// or UPDATE, the results are exactly those of evaluating every expression on
+// its own.
+func TestCombinedEvaluationGivesTheSameResultsAsOneByOne(t *testing.T) {
+	cases, e := corpusAndEngine(t)
 	combinedPassed, combinedFailed := 0, 0
 	for _, c := range cases {
 		gvk := c.Object.GroupVersionKind()

@@ -81,10 +81,10 @@ func replaceVariables(expr string, ids map[string]string) (string, bool) {
 	ast.PreOrderVisit(parsed.Expr(), ast.NewExprVisitor(func(e ast.Expr) {
 		switch e.Kind() {
 		case ast.SelectKind:
-			sel := e.AsSelect()
-			if op := sel.Operand(); op.Kind() != ast.IdentKind || op.AsIdent() != plugincel.VariableVarName {
+			if !usesVariables(e) {
 				return
 			}
+			sel := e.AsSelect()
 			id, known := ids[sel.FieldName()]
 			if !known || sel.IsTestOnly() {
 				ok = false
@@ -114,6 +114,7 @@ func replaceVariables(expr string, ids map[string]string) (string, bool) {
 	return out, true
 }
 
+// usesVariables reports whether e is `variables.NAME`.
 func usesVariables(e ast.Expr) bool {
 	return e.Kind() == ast.SelectKind && e.AsSelect().Operand().Kind() == ast.IdentKind &&
 		e.AsSelect().Operand().AsIdent() == plugincel.VariableVarName

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
-	"github.com/shepherd-k8s/shepherd/test/corpus"
 )
 
 // A combined program binds each variable once, in order, and reads it
@@ -46,14 +45,7 @@ func TestCombinedProgramKeepsVariablesItCannotBind(t *testing.T) {
 // The built-in PodCliqueSet rules, with variables, are combined into one
 // program that evaluates no variable as a program of its own.
 func TestBuiltInRulesAreCombinedWithTheirVariablesBound(t *testing.T) {
-	cases, err := corpus.Load(corpus.Dir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := celrules.NewEngine(celrules.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cases, e := corpusAndEngine(t)
 	checked := 0
 	for _, c := range cases {
 		gvk := c.Object.GroupVersionKind()

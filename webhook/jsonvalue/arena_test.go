@@ -8,7 +8,7 @@ import (
 )
 
 func decodeIn(a *Arena, doc string) (any, error) {
-	s := NewScannerIn([]byte(doc), a)
+	s := NewScanner([]byte(doc), a)
 	v, err := s.Value()
 	if err == nil {
 		err = s.End()

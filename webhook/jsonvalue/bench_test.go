@@ -19,7 +19,7 @@ func BenchmarkDecodeIntoArena(b *testing.B) {
 	b.SetBytes(int64(len(benchDoc)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := NewScannerIn(doc, &a).Value(); err != nil {
+		if _, err := NewScanner(doc, &a).Value(); err != nil {
 			b.Fatal(err)
 		}
 		a.Reset()

@@ -10,12 +10,10 @@ type Scanner struct {
 	depth int
 }
 
-// NewScanner returns a Scanner at the start of data.
-func NewScanner(data []byte) *Scanner { return &Scanner{d: decoder{data: data}} }
-
-// NewScannerIn is NewScanner building the objects and arrays it decodes
-// from a (see Arena for when they may be handed back).
-func NewScannerIn(data []byte, a *Arena) *Scanner {
+// NewScanner returns a Scanner at the start of data. It builds the objects
+// and arrays it decodes from a when a is not nil (see Arena for when they
+// may be handed back).
+func NewScanner(data []byte, a *Arena) *Scanner {
 	return &Scanner{d: decoder{data: data, arena: a}}
 }
 

@@ -9,7 +9,7 @@ import (
 // scanObject rebuilds an object member by member with a Scanner, strings
 // through String and everything else through Value.
 func scanObject(doc []byte) (map[string]any, error) {
-	s := NewScanner(doc)
+	s := NewScanner(doc, nil)
 	if s.Next() != '{' {
 		return Object(doc)
 	}

@@ -52,7 +52,7 @@ func decodeReview(body []byte, x *exchange) (*decodedReview, error) {
 	if len(body) == 0 {
 		return nil, errors.New("malformed AdmissionReview: the request body is empty")
 	}
-	s := jsonvalue.NewScannerIn(body, &x.arena)
+	s := jsonvalue.NewScanner(body, &x.arena)
 	if s.Next() != '{' {
 		// Not an object: Object says what it is or where it is malformed,
 		// and reads a lone null as no object.
