@@ -96,6 +96,11 @@ func replicatedJob(name, step string) jobsetv1alpha2.ReplicatedJob {
 // the given replicatedJobs and mlPolicy.numNodes.
 func createRuntime(t *testing.T, c *cluster.Cluster, numNodes int32, mpi bool, jobs ...jobsetv1alpha2.ReplicatedJob) *trainerv1alpha1.ClusterTrainingRuntime {
 	t.Helper()
+	return create(t, c, newRuntime(numNodes, mpi, jobs...))
+}
+
+// newRuntime is a ClusterTrainingRuntime whose podGroupPolicy is workload.
+func newRuntime(numNodes int32, mpi bool, jobs ...jobsetv1alpha2.ReplicatedJob) *trainerv1alpha1.ClusterTrainingRuntime {
 	rt := &trainerv1alpha1.ClusterTrainingRuntime{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "ctr-"},
 		Spec: trainerv1alpha1.TrainingRuntimeSpec{
@@ -109,6 +114,11 @@ func createRuntime(t *testing.T, c *cluster.Cluster, numNodes int32, mpi bool, j
 	} else {
 		rt.Spec.MLPolicy.Torch = &trainerv1alpha1.TorchMLPolicySource{}
 	}
+	return rt
+}
+
+func create(t *testing.T, c *cluster.Cluster, rt *trainerv1alpha1.ClusterTrainingRuntime) *trainerv1alpha1.ClusterTrainingRuntime {
+	t.Helper()
 	if err := c.Client.Create(context.Background(), rt); err != nil {
 		t.Fatalf("creating ClusterTrainingRuntime: %v", err)
 	}
@@ -411,11 +421,11 @@ func testServedVersion(t *testing.T, setting cluster.WorkloadAPI) {
 
 	t.Run("runtime without podGroupPolicy.workload: nothing created", func(t *testing.T) {
 		ns := c.Namespace(t)
-		rt := createRuntime(t, c, 1, false, replicatedJob("node", api.AncestorTrainer))
-		patch := []byte(`{"spec":{"podGroupPolicy":null}}`)
-		if err := c.Client.Patch(context.Background(), rt, client.RawPatch("application/merge-patch+json", patch)); err != nil {
-			t.Fatalf("removing podGroupPolicy: %v", err)
-		}
+		// Created without the policy: removing it afterwards would race
+		// the TrainJob against shepherd's cache seeing the removal.
+		rt := newRuntime(1, false, replicatedJob("node", api.AncestorTrainer))
+		rt.Spec.PodGroupPolicy = nil
+		create(t, c, rt)
 		tj := createTrainJob(t, c, ns, "plain", rt.Name, ptr.To[int32](2))
 		// A marker job in the same namespace, on a Workload runtime, proves
 		// the controller has processed this namespace's jobs.
