@@ -78,18 +78,24 @@ type compiledRule struct {
 // || absorbs an error when the other operand is true, which would read a
 // condition that fails to evaluate — a denial — as passing.
 func conjunction(r Rule) string {
-	var conds, vals []string
-	for _, mc := range r.MatchConditions {
-		conds = append(conds, "("+mc.Expression+")")
-	}
+	var vals []string
 	for _, v := range r.Validations {
 		vals = append(vals, "("+v.Expression+")")
 	}
 	all := strings.Join(vals, " && ")
-	if len(conds) == 0 {
+	if len(r.MatchConditions) == 0 {
 		return all
 	}
-	return "(" + strings.Join(conds, " && ") + ") ? (" + all + ") : true"
+	return "(" + conditions(r) + ") ? (" + all + ") : true"
+}
+
+// conditions is the conjunction of a rule's matchConditions.
+func conditions(r Rule) string {
+	conds := make([]string, len(r.MatchConditions))
+	for i, mc := range r.MatchConditions {
+		conds[i] = "(" + mc.Expression + ")"
+	}
+	return strings.Join(conds, " && ")
 }
 
 // compiledExpr is one expression and its program (nil when absent).

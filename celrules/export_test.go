@@ -2,6 +2,7 @@ package celrules
 
 import (
 	"context"
+	"fmt"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 )
@@ -17,14 +18,26 @@ func (e *Engine) CombinedRules(in *Input) int {
 	return len(e.snapshot().fusedForNow(in).members)
 }
 
-// Combine combines validations (of one rule without matchConditions) as
-// the combined program does.
-func Combine(validations []string) string {
+// Combine combines rules as the combined program does.
+func Combine(rules ...Rule) string {
+	crs := make([]*compiledRule, len(rules))
+	for i, r := range rules {
+		crs[i] = &compiledRule{rule: r}
+	}
+	return combine(crs)
+}
+
+// RuleOf is a rule of validations under matchConditions (none when conds is
+// empty), for Combine.
+func RuleOf(conds []string, validations ...string) Rule {
 	r := Rule{ID: "r"}
+	for i, c := range conds {
+		r.MatchConditions = append(r.MatchConditions, shepherdv1alpha1.MatchCondition{Name: fmt.Sprint("c", i), Expression: c})
+	}
 	for _, v := range validations {
 		r.Validations = append(r.Validations, shepherdv1alpha1.Validation{Expression: v})
 	}
-	return combine([]*compiledRule{{rule: r}})
+	return r
 }
 
 // CombinedVariables is the number of variables the combined program for in

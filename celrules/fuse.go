@@ -168,46 +168,94 @@ func matchesResource(cr *compiledRule, in *Input) bool {
 	return false
 }
 
-// combine is the conjunction of the rules' conjunctions. Validations of
-// rules without matchConditions that are `R.all(x, P)` over the same range R
-// and variable x become one `R.all(x, (P1) && (P2) ...)`: it is true exactly
-// when each of them is, and iterates once. (In cel-go a comprehension costs
-// far more to set up than to step through.)
+// combine is the conjunction of the rules' conjunctions, arranged to do
+// less work while being true exactly when every rule's conjunction is:
+//   - rules with the same matchConditions share one conditional,
+//     `(C) ? (V1 && V2 ...) : true`, so the conditions are evaluated once;
+//     it is true exactly when each rule's own `(C) ? (Vi) : true` is (and an
+//     error in C is an error either way);
+//   - validations `R.all(x, P)` over the same range R and variable x, among
+//     the rules without matchConditions or within one conditional, become
+//     one `R.all(x, (P1) && (P2) ...)`: it is true exactly when each of them
+//     is, and iterates once. (In cel-go a comprehension costs far more to
+//     set up than to step through.)
+//
+// Nothing is moved into or out of a conditional: a condition evaluated
+// inside a comprehension would not be evaluated at all over an empty range,
+// and its error would go unnoticed.
 func combine(rules []*compiledRule) string {
-	type allGroup struct {
-		rng, iterVar string
-		bodies       []string
-	}
-	var parts []any // string or *allGroup, in order of first appearance
-	groups := map[string]*allGroup{}
+	var top conjuncts
+	conditionals := map[string]*conditional{}
 	for _, cr := range rules {
+		in := &top
 		if len(cr.rule.MatchConditions) > 0 {
-			parts = append(parts, "("+conjunction(cr.rule)+")")
-			continue
+			conds := conditions(cr.rule)
+			c, ok := conditionals[conds]
+			if !ok {
+				c = &conditional{conditions: conds}
+				conditionals[conds] = c
+				top.parts = append(top.parts, c)
+			}
+			in = &c.body
 		}
 		for _, v := range cr.rule.Validations {
-			rng, iterVar, body, ok := splitAll(v.Expression)
-			if !ok {
-				parts = append(parts, "("+v.Expression+")")
-				continue
-			}
-			key := rng + "\x00" + iterVar
-			if g, ok := groups[key]; ok {
-				g.bodies = append(g.bodies, body)
-				continue
-			}
-			g := &allGroup{rng: rng, iterVar: iterVar, bodies: []string{body}}
-			groups[key] = g
-			parts = append(parts, g)
+			in.add(v.Expression)
 		}
 	}
-	src := make([]string, len(parts))
-	for i, p := range parts {
+	return top.String()
+}
+
+// conjuncts is a conjunction being built: its terms in order of first
+// appearance, each a string, an *allTerm or a *conditional.
+type conjuncts struct {
+	parts []any
+	alls  map[string]*allTerm // by range and variable
+}
+
+// allTerm is `rng.all(iterVar, (bodies[0]) && ...)`.
+type allTerm struct {
+	rng, iterVar string
+	bodies       []string
+}
+
+// conditional is `(conditions) ? (body) : true`.
+type conditional struct {
+	conditions string
+	body       conjuncts
+}
+
+func (c *conjuncts) add(expr string) {
+	rng, iterVar, body, ok := splitAll(expr)
+	if !ok {
+		c.parts = append(c.parts, "("+expr+")")
+		return
+	}
+	key := rng + "\x00" + iterVar
+	if t, ok := c.alls[key]; ok {
+		t.bodies = append(t.bodies, body)
+		return
+	}
+	if c.alls == nil {
+		c.alls = map[string]*allTerm{}
+	}
+	t := &allTerm{rng: rng, iterVar: iterVar, bodies: []string{body}}
+	c.alls[key] = t
+	c.parts = append(c.parts, t)
+}
+
+func (c *conjuncts) String() string {
+	if len(c.parts) == 0 {
+		return "true"
+	}
+	src := make([]string, len(c.parts))
+	for i, p := range c.parts {
 		switch p := p.(type) {
 		case string:
 			src[i] = p
-		case *allGroup:
+		case *allTerm:
 			src[i] = "(" + p.rng + ").all(" + p.iterVar + ", (" + strings.Join(p.bodies, ") && (") + "))"
+		case *conditional:
+			src[i] = "((" + p.conditions + ") ? (" + p.body.String() + ") : true)"
 		}
 	}
 	return strings.Join(src, " && ")

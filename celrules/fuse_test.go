@@ -70,13 +70,34 @@ func TestCombinedEvaluationGivesTheSameResultsAsOneByOne(t *testing.T) {
 }
 
 func TestCombinedAllOverTheSameRangeIteratesOnce(t *testing.T) {
-	got := celrules.Combine([]string{
+	got := celrules.Combine(celrules.RuleOf(nil,
 		"object.spec.items.all(x, x.a > 0)",
 		"object.spec.items.all(x, has(x.b))",
 		"object.spec.items.all(y, y.a < 9)",
 		"object.spec.name != ''",
-	})
+	))
 	want := "(object.spec.items).all(x, (x.a > 0) && (has(x.b))) && (object.spec.items).all(y, (y.a < 9)) && (object.spec.name != '')"
+	if got != want {
+		t.Fatalf("combined:\n got %s\nwant %s", got, want)
+	}
+}
+
+// Rules with the same matchConditions share one conditional, inside which
+// their comprehensions over the same range are merged too; nothing crosses
+// into or out of a conditional, so a condition is never left unevaluated by
+// an empty range.
+func TestCombinedRulesShareTheirMatchConditions(t *testing.T) {
+	training := []string{"object.spec.type == 'Training'"}
+	got := celrules.Combine(
+		celrules.RuleOf(nil, "object.spec.items.all(x, x.a > 0)"),
+		celrules.RuleOf(training, "object.spec.items.all(x, has(x.b))", "object.spec.name != ''"),
+		celrules.RuleOf([]string{"object.spec.type == 'Inference'"}, "object.spec.items.all(x, has(x.c))"),
+		celrules.RuleOf(training, "object.spec.items.all(x, x.a < 9)"),
+		celrules.RuleOf(nil, "object.spec.items.all(x, x.a != 5)"),
+	)
+	want := "(object.spec.items).all(x, (x.a > 0) && (x.a != 5))" +
+		" && (((object.spec.type == 'Training')) ? ((object.spec.items).all(x, (has(x.b)) && (x.a < 9)) && (object.spec.name != '')) : true)" +
+		" && (((object.spec.type == 'Inference')) ? ((object.spec.items).all(x, (has(x.c)))) : true)"
 	if got != want {
 		t.Fatalf("combined:\n got %s\nwant %s", got, want)
 	}
