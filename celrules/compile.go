@@ -86,7 +86,13 @@ func conjunction(r Rule) string {
 	if len(r.MatchConditions) == 0 {
 		return all
 	}
-	return "(" + conditions(r) + ") ? (" + all + ") : true"
+	return implication(conditions(r), all)
+}
+
+// implication is `(conds) ? (body) : true`, the form every rule with
+// matchConditions takes (see conjunction).
+func implication(conds, body string) string {
+	return "(" + conds + ") ? (" + body + ") : true"
 }
 
 // conditions is the conjunction of a rule's matchConditions.

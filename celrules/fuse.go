@@ -255,7 +255,7 @@ func (c *conjuncts) String() string {
 		case *allTerm:
 			src[i] = "(" + p.rng + ").all(" + p.iterVar + ", (" + strings.Join(p.bodies, ") && (") + "))"
 		case *conditional:
-			src[i] = "((" + p.conditions + ") ? (" + p.body.String() + ") : true)"
+			src[i] = "(" + implication(p.conditions, p.body.String()) + ")"
 		}
 	}
 	return strings.Join(src, " && ")
