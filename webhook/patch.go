@@ -93,10 +93,10 @@ func pointer(segments []string, key string) string {
 	sb.Grow(n)
 	for _, s := range segments {
 		sb.WriteByte('/')
-		sb.WriteString(escapePointer(s))
+		writeEscaped(&sb, s)
 	}
 	sb.WriteByte('/')
-	sb.WriteString(escapePointer(key))
+	writeEscaped(&sb, key)
 	return sb.String()
 }
 
@@ -144,10 +144,21 @@ func equalJSON(a, b any) bool {
 	return reflect.DeepEqual(a, b)
 }
 
-// escapePointer escapes a key for a JSON pointer (RFC 6901).
-func escapePointer(k string) string {
-	if !strings.ContainsAny(k, "~/") {
-		return k
+// writeEscaped writes a key as a JSON pointer segment (RFC 6901: '~' is
+// "~0", '/' is "~1"). Keys almost never need it; two byte scans tell.
+func writeEscaped(sb *strings.Builder, k string) {
+	if strings.IndexByte(k, '~') < 0 && strings.IndexByte(k, '/') < 0 {
+		sb.WriteString(k)
+		return
 	}
-	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+	for i := 0; i < len(k); i++ {
+		switch k[i] {
+		case '~':
+			sb.WriteString("~0")
+		case '/':
+			sb.WriteString("~1")
+		default:
+			sb.WriteByte(k[i])
+		}
+	}
 }
