@@ -2,10 +2,7 @@ package load
 
 import (
 	"math"
-	"os"
 	"sort"
-	"strconv"
-	"strings"
 	"time"
 	"unsafe"
 )
@@ -21,51 +18,6 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 
 func sortDurations(d []time.Duration) {
 	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
-}
-
-// procCPU is the user+system CPU time of a process, from /proc/<pid>/stat.
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the parenthesised command name; utime and stime are the
-	// 14th and 15th fields of the whole line, in clock ticks (USER_HZ, 100
-	// on Linux).
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ut, err := strconv.ParseInt(fields[11], 10, 64)
-	if err != nil {
-		return 0, err
-	}
-	st, err := strconv.ParseInt(fields[12], 10, 64)
-	if err != nil {
-		return 0, err
-	}
-	return time.Duration(ut+st) * (time.Second / 100), nil
-}
-
-// procRSS returns the resident set size now and its peak (VmRSS, VmHWM) in
-// MiB, from /proc/<pid>/status.
-func procRSS(pid int) (rss, peak float64, err error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "VmRSS:":
-			rss = kb / 1024
-		case "VmHWM:":
-			peak = kb / 1024
-		}
-	}
-	return rss, peak, nil
 }
 
 // noiseFloor measures what this machine does to the latency of work that

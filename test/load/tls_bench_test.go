@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/proc"
 )
 
 const (
@@ -155,7 +156,7 @@ func BenchmarkTLSLoad(b *testing.B) {
 	var wg sync.WaitGroup
 	go func() {
 		time.Sleep(time.Until(measureFrom))
-		cpuStart, _ = procCPU(srv.Process.Pid)
+		cpuStart, _ = proc.CPU(srv.Process.Pid)
 		genStart = processCPUSelf()
 	}()
 	for w := 0; w < clients; w++ {
@@ -219,11 +220,11 @@ func BenchmarkTLSLoad(b *testing.B) {
 	}
 	wg.Wait()
 	genCPU := processCPUSelf() - genStart
-	cpuEnd, err := procCPU(srv.Process.Pid)
+	cpuEnd, err := proc.CPU(srv.Process.Pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	rss, peak, err := procRSS(srv.Process.Pid)
+	rss, peak, err := proc.Memory(srv.Process.Pid)
 	if err != nil {
 		b.Fatal(err)
 	}
