@@ -18,7 +18,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -157,7 +156,7 @@ func BenchmarkTLSLoad(b *testing.B) {
 	go func() {
 		time.Sleep(time.Until(measureFrom))
 		cpuStart, _ = proc.CPU(srv.Process.Pid)
-		genStart = processCPUSelf()
+		genStart, _ = proc.CPU(proc.Self)
 	}()
 	for w := 0; w < clients; w++ {
 		wg.Add(1)
@@ -219,7 +218,8 @@ func BenchmarkTLSLoad(b *testing.B) {
 		}(w)
 	}
 	wg.Wait()
-	genCPU := processCPUSelf() - genStart
+	genEnd, _ := proc.CPU(proc.Self)
+	genCPU := genEnd - genStart
 	cpuEnd, err := proc.CPU(srv.Process.Pid)
 	if err != nil {
 		b.Fatal(err)
@@ -350,14 +350,6 @@ func waitReady(url string, within time.Duration) error {
 
 // processCPUSelf is the CPU time the benchmark process (the load generator)
 // has used.
-func processCPUSelf() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // admissionResponse is the AdmissionResponse of a webhook's HTTP answer.
 func admissionResponse(status int, body []byte) (*admissionv1.AdmissionResponse, error) {
 	if status != http.StatusOK {

@@ -1,7 +1,6 @@
 package perf
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math"
@@ -37,6 +36,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/reconcile/trainjob"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/proc"
 	webhookserver "github.com/shepherd-k8s/shepherd/webhook/server"
 )
 
@@ -53,24 +53,13 @@ func envInt(b *testing.B, name string, def int) int {
 	return n
 }
 
-// procStatus reads a kB field (VmRSS, VmHWM) of /proc/self/status in MiB.
-func procStatus(field string) float64 {
-	f, err := os.Open("/proc/self/status")
+// rss is this process's resident set size now, in MiB (NaN if unreadable).
+func rss() float64 {
+	v, _, err := proc.Memory(proc.Self)
 	if err != nil {
 		return math.NaN()
 	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		if rest, ok := strings.CutPrefix(s.Text(), field+":"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
-			if err != nil {
-				return math.NaN()
-			}
-			return kb / 1024
-		}
-	}
-	return math.NaN()
+	return v
 }
 
 func quantile(sorted []float64, q float64) float64 {
@@ -119,7 +108,7 @@ func BenchmarkTrainJobDeadline(b *testing.B) {
 	if err := c.Client.Create(ctx, rt); err != nil {
 		b.Fatal(err)
 	}
-	rssBefore := procStatus("VmRSS")
+	rssBefore := rss()
 
 	// shepherd's client rate limit: SHEPHERD_PERF_QPS / SHEPHERD_PERF_BURST,
 	// default the test cluster's 500 / 1000. Each expiry costs one status
@@ -204,7 +193,7 @@ func BenchmarkTrainJobDeadline(b *testing.B) {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if v := procStatus("VmRSS"); v > math.Float64frombits(peakRSS.Load()) {
+				if v := rss(); v > math.Float64frombits(peakRSS.Load()) {
 					peakRSS.Store(math.Float64bits(v))
 				}
 			}
@@ -282,7 +271,10 @@ func BenchmarkTrainJobDeadline(b *testing.B) {
 	sort.Float64s(lags)
 	missed := jobs - len(lags)
 	p50, p99, pmax := quantile(lags, 0.50), quantile(lags, 0.99), quantile(lags, 1)
-	hwm := procStatus("VmHWM")
+	_, hwm, err := proc.Memory(proc.Self)
+	if err != nil {
+		hwm = math.NaN()
+	}
 	peak := math.Float64frombits(peakRSS.Load())
 	b.ReportMetric(float64(jobs), "jobs")
 	b.ReportMetric(float64(missed), "missed")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -42,8 +43,16 @@ func stat(pid int) (comm string, fields []string, err error) {
 	return s[open+1 : end], strings.Fields(s[end+2:]), nil
 }
 
-// CPU is the user+system CPU time a process has used so far.
+// CPU is the user+system CPU time a process has used so far: to the
+// microsecond for this process (getrusage), to the clock tick for others.
 func CPU(pid int) (time.Duration, error) {
+	if pid == Self {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			return 0, fmt.Errorf("getrusage: %w", err)
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
+	}
 	_, f, err := stat(pid)
 	if err != nil {
 		return 0, err

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -58,5 +59,21 @@ func TestChildrenFindsAChildByName(t *testing.T) {
 func TestMissingProcessIsAnError(t *testing.T) {
 	if _, err := CPU(1 << 30); err == nil {
 		t.Error("CPU of a pid that cannot exist: want an error")
+	}
+}
+
+// Another process's CPU comes from /proc/<pid>/stat, in clock ticks: this
+// process read that way agrees with getrusage to within a few ticks.
+func TestCPUOfAPidAgreesWithSelf(t *testing.T) {
+	self, err := CPU(Self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPid, err := CPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := byPid - self; d < -50*time.Millisecond || d > 50*time.Millisecond {
+		t.Errorf("CPU(%d) = %s, CPU(Self) = %s: want them within 50ms", os.Getpid(), byPid, self)
 	}
 }
