@@ -36,13 +36,29 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy functions and CRDs from api/.
 	$(CONTROLLER_GEN) object paths=./api/...
 	$(MAKE) manifests
 
-CRD_DIR ?= deploy/crds
+# Generated CRDs, by owner. deploy/crds holds shepherd's own (shepherd.dev),
+# the only CRDs an install carries. test/seedcrds holds the seed designs'
+# shapes of the third-party groups (tests of clusters whose CRDs carry the
+# seed fields); integrations/pinned/crds the Grove CRDs that mirror Grove's
+# published API. CRD_DIR, when set, receives the three in its subdirectories
+# shepherd/, seed/ and grove/ instead (the freshness test).
+CRD_DIR ?=
+SHEPHERD_CRD_DIR := $(if $(CRD_DIR),$(CRD_DIR)/shepherd,deploy/crds)
+SEED_CRD_DIR := $(if $(CRD_DIR),$(CRD_DIR)/seed,test/seedcrds)
+GROVE_CRD_DIR := $(if $(CRD_DIR),$(CRD_DIR)/grove,integrations/pinned/crds)
+CRD_GEN := crd:generateEmbeddedObjectMeta=true
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Regenerate CRDs into deploy/crds (or CRD_DIR).
-	mkdir -p $(CRD_DIR)
-	rm -f $(CRD_DIR)/*.yaml
-	$(CONTROLLER_GEN) crd:generateEmbeddedObjectMeta=true paths=./api/... output:crd:artifacts:config=$(CRD_DIR)
+manifests: $(CONTROLLER_GEN) ## Regenerate the CRDs (shepherd's, the seed shapes, the Grove mirror).
+	mkdir -p $(SHEPHERD_CRD_DIR) $(SEED_CRD_DIR) $(GROVE_CRD_DIR)
+	rm -f $(SHEPHERD_CRD_DIR)/shepherd.dev_*.yaml $(SEED_CRD_DIR)/*.yaml $(GROVE_CRD_DIR)/grove.io_*.yaml
+	$(CONTROLLER_GEN) $(CRD_GEN) paths=./api/shepherd/... output:crd:artifacts:config=$(SHEPHERD_CRD_DIR)
+	$(CONTROLLER_GEN) $(CRD_GEN) paths=./api/trainer/... paths=./api/jobset/... paths=./api/grove/... output:crd:artifacts:config=$(SEED_CRD_DIR)
+	$(CONTROLLER_GEN) $(CRD_GEN) paths=./integrations/pinned/grove/... output:crd:artifacts:config=$(GROVE_CRD_DIR)
+
+.PHONY: pinned-crds
+pinned-crds: ## Copy the Trainer and JobSet CRDs of the versions go.mod pins into integrations/pinned/crds (not committed).
+	go run ./hack/pinnedcrds
 
 .PHONY: fmt
 fmt: ## go fmt.
@@ -58,7 +74,7 @@ lint: vet ## gofmt check and go vet.
 
 .PHONY: verify
 verify: generate lint ## Fail if generated files are stale or code is unformatted.
-	@git diff --exit-code -- api deploy/crds || { echo "generated files are stale: run make generate"; exit 1; }
+	@git diff --exit-code -- api deploy/crds test/seedcrds integrations/pinned || { echo "generated files are stale: run make generate"; exit 1; }
 
 .PHONY: controlplane
 controlplane: ## Build (once) the real kube-apiserver + etcd used by tests and make run.
@@ -67,11 +83,11 @@ controlplane: ## Build (once) the real kube-apiserver + etcd used by tests and m
 ##@ Build and run
 
 .PHONY: build
-build: ## Build bin/shepherd.
+build: pinned-crds ## Build bin/shepherd.
 	go build -ldflags "$(LDFLAGS)" -o bin/shepherd ./cmd/shepherd
 
 .PHONY: test
-test: controlplane $(CONTROLLER_GEN) ## Unit and integration tests against a real kube-apiserver + etcd.
+test: controlplane pinned-crds $(CONTROLLER_GEN) ## Unit and integration tests against a real kube-apiserver + etcd.
 	KUBEBUILDER_ASSETS="$$(./hack/build-controlplane.sh)" go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: run

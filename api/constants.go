@@ -99,6 +99,11 @@ const (
 	EventWorkloadSucceeded    = "WorkloadSucceeded"
 	EventPolicyViolation      = "PolicyViolation"
 	EventStartupPolicyRewrote = "StartupPolicyRewritten"
+
+	// EventInvalidKnob (Warning, on the object carrying it): a knob's
+	// stored value does not parse (a carrier written before shepherd's
+	// admission rules ran); the reconciler acts as if it were unset.
+	EventInvalidKnob = "InvalidKnob"
 )
 
 // Gang termination and Training restarts (reconcile/gang, reconcile/training).
@@ -139,4 +144,36 @@ const (
 	EventServingCertRotated    = "ServingCertificateRotated"
 	EventCABundleInjected      = "CABundleInjected"
 	EventCertificateSecretMade = "CertificateSecretCreated"
+)
+
+// Carriers (SPEC §9): where a seed knob lives on an upstream object whose
+// served schema lacks the seed field — an annotation on the same object
+// named shepherd.dev/ + the field's name in kebab case. integrations/knob
+// is the one place that reads and writes them.
+const (
+	AnnotationTTLSecondsAfterFinished = "shepherd.dev/ttl-seconds-after-finished"
+	AnnotationPodGroupPolicy          = "shepherd.dev/pod-group-policy"
+	AnnotationWorkloadType            = "shepherd.dev/workload-type"
+	AnnotationMaxRestarts             = "shepherd.dev/max-restarts"
+	AnnotationMaxRuntime              = "shepherd.dev/max-runtime"
+	// AnnotationTerminationDelay carries the scaling groups' terminationDelay
+	// overrides on a PodCliqueSet: "group=duration" pairs joined by commas.
+	AnnotationTerminationDelay = "shepherd.dev/termination-delay"
+
+	// PodGroupPolicyWorkload is the value of AnnotationPodGroupPolicy that
+	// stands for podGroupPolicy.workload.
+	PodGroupPolicyWorkload = "workload"
+)
+
+// Status carriers: what shepherd keeps on an upstream object whose schema
+// has no field for it.
+const (
+	// AnnotationWasAvailable is set to "true" on a PodClique once it has
+	// been available (Grove's PodClique status has no wasAvailable).
+	AnnotationWasAvailable = "shepherd.dev/was-available"
+	// Training PodCliqueSet status (Grove's status has no phase,
+	// restartCount or startTime of a Training workload).
+	AnnotationTrainingPhase = "shepherd.dev/phase"
+	AnnotationRestartCount  = "shepherd.dev/restart-count"
+	AnnotationStartTime     = "shepherd.dev/start-time"
 )

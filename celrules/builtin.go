@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"path"
 	"sort"
-	"sync"
 
 	"k8s.io/apiserver/pkg/cel/environment"
 	"sigs.k8s.io/yaml"
@@ -51,37 +50,35 @@ func BuiltinRules() ([]Rule, error) {
 	return out, nil
 }
 
-// CompileBuiltins compiles and type-checks the whole built-in library. Any
-// error names the rule and the expression.
-func CompileBuiltins() ([]*compiledRule, error) {
+// CompileBuiltins compiles and type-checks the whole built-in library
+// against s. A rule that does not type-check there is inactive: its fields
+// are not in the schemas the target cluster serves (a seed field the
+// upstream CRD lacks), so enforcing it would deny every object or nothing.
+// inactive maps its ID to the reason; the library itself failing to parse
+// is an error.
+func CompileBuiltins(s *Schemas) (active []*compiledRule, inactive map[string]string, err error) {
+	s.builtinsOnce.Do(func() { s.builtins, s.inactive, s.builtinsErr = compileBuiltins(s) })
+	return s.builtins, s.inactive, s.builtinsErr
+}
+
+func compileBuiltins(s *Schemas) ([]*compiledRule, map[string]string, error) {
 	rules, err := BuiltinRules()
 	if err != nil {
-		return nil, err
-	}
-	s, err := LoadSchemas()
-	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tc := newTypeChecker(s)
 	out := make([]*compiledRule, 0, len(rules))
+	inactive := map[string]string{}
 	for _, r := range rules {
+		if r, err = expandKnobs(r, s); err != nil {
+			return nil, nil, err
+		}
 		cr, errs := compileRule(r, SourceBuiltin, environment.NewExpressions, tc)
 		if len(errs) > 0 {
-			return nil, fmt.Errorf("built-in rule %s: %w", r.ID, errs.ToAggregate())
+			inactive[r.ID] = fmt.Sprintf("does not type-check against %s: %v", s.Source, errs.ToAggregate())
+			continue
 		}
 		out = append(out, cr)
 	}
-	return out, nil
-}
-
-var (
-	builtinOnce     sync.Once
-	builtinCompiled []*compiledRule
-	builtinErr      error
-)
-
-// builtinRules compiles the library once per process: it never changes.
-func builtinRules() ([]*compiledRule, error) {
-	builtinOnce.Do(func() { builtinCompiled, builtinErr = CompileBuiltins() })
-	return builtinCompiled, builtinErr
+	return out, inactive, nil
 }

@@ -5,17 +5,22 @@ import (
 	"testing"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/cel/environment"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/pinned"
 )
 
 func TestBuiltinLibraryCompiles(t *testing.T) {
-	rules, err := CompileBuiltins()
+	rules, inactive, err := CompileBuiltins(seedSchemas(t))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(inactive) > 0 {
+		t.Errorf("built-in rules inactive against the seed-shaped schemas: %v", inactive)
 	}
 	ids := map[string]bool{}
 	for _, r := range rules {
@@ -30,10 +35,7 @@ func TestBuiltinLibraryCompiles(t *testing.T) {
 }
 
 func TestSchemasCoverShepherdKinds(t *testing.T) {
-	s, err := LoadSchemas()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := seedSchemas(t)
 	for _, gk := range []schema.GroupKind{
 		{Group: "trainer.kubeflow.org", Kind: "TrainJob"}, {Group: "trainer.kubeflow.org", Kind: "TrainingRuntime"},
 		{Group: "trainer.kubeflow.org", Kind: "ClusterTrainingRuntime"}, {Group: "grove.io", Kind: "PodCliqueSet"},
@@ -55,10 +57,7 @@ func trainJobRule(id string, v shepherdv1alpha1.Validation, vars ...shepherdv1al
 }
 
 func TestMisspelledFieldIsALoadErrorWithPathAndPosition(t *testing.T) {
-	s, err := LoadSchemas()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := seedSchemas(t)
 	tc := newTypeChecker(s)
 	for name, tt := range map[string]struct {
 		rule  Rule
@@ -119,7 +118,7 @@ func TestShapeErrors(t *testing.T) {
 }
 
 func TestSetPolicyCachesByResourceVersion(t *testing.T) {
-	e, err := NewEngine(Config{})
+	e, err := NewEngine(Config{Schemas: seedSchemas(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +139,7 @@ func TestSetPolicyCachesByResourceVersion(t *testing.T) {
 }
 
 func TestExportUsesExplicitVersionsAndActions(t *testing.T) {
-	e, err := NewEngine(Config{DisabledRules: []string{"V-TJ-2"}})
+	e, err := NewEngine(Config{DisabledRules: []string{"V-TJ-2"}, Schemas: seedSchemas(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,5 +163,120 @@ func TestExportUsesExplicitVersionsAndActions(t *testing.T) {
 	}
 	if seen["shepherd-v-tj-2"] || !seen["shepherd-v-tj-1"] {
 		t.Errorf("disabled rule exported or enabled rule missing: %v", seen)
+	}
+}
+
+// TestBuiltinsAllActiveAgainstUpstreamSchemas: against the pinned upstream
+// CRDs every built-in rule type-checks — the rules on seed knobs read their
+// carriers there — so none is inactive, silently dead or denying everything.
+func TestBuiltinsAllActiveAgainstUpstreamSchemas(t *testing.T) {
+	s, err := PinnedSchemas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, inactive, err := CompileBuiltins(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(inactive) > 0 {
+		t.Errorf("built-ins inactive against %s: %v", s.Source, inactive)
+	}
+}
+
+// withoutField returns the pinned upstream CRDs with one property removed
+// from a CRD's schema: a cluster serving an older or narrower version.
+func withoutField(t *testing.T, crdName string, path ...string) *Schemas {
+	t.Helper()
+	crds, err := pinned.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*apiextensionsv1.CustomResourceDefinition
+	found := false
+	for _, c := range crds {
+		c = c.DeepCopy()
+		if c.Name == crdName {
+			for i := range c.Spec.Versions {
+				found = dropProperty(c.Spec.Versions[i].Schema.OpenAPIV3Schema, path) || found
+			}
+		}
+		out = append(out, c)
+	}
+	if !found {
+		t.Fatalf("%s has no %v", crdName, path)
+	}
+	s, err := NewSchemas(out, "upstream CRDs without "+crdName+" "+strings.Join(path, "."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func dropProperty(s *apiextensionsv1.JSONSchemaProps, path []string) bool {
+	child, ok := s.Properties[path[0]]
+	if !ok {
+		return false
+	}
+	if len(path) == 1 {
+		delete(s.Properties, path[0])
+		return true
+	}
+	found := dropProperty(&child, path[1:])
+	s.Properties[path[0]] = child
+	return found
+}
+
+// TestEngineFollowsSchemaChanges: a rule whose field the cluster's schema
+// lacks is inactive with a reason naming the field, and active again when
+// the field comes back; a policy given earlier is compiled again each time.
+func TestEngineFollowsSchemaChanges(t *testing.T) {
+	e, err := NewEngine(Config{Schemas: seedSchemas(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &shepherdv1alpha1.WorkloadPolicy{ObjectMeta: metav1.ObjectMeta{Name: "ttl", ResourceVersion: "1"}, Spec: shepherdv1alpha1.WorkloadPolicySpec{
+		Match:       shepherdv1alpha1.Match{Resources: []shepherdv1alpha1.ResourceRule{{APIGroups: []string{"trainer.kubeflow.org"}, Kinds: []string{"ClusterTrainingRuntime"}}}},
+		Validations: []shepherdv1alpha1.Validation{{Expression: "object.spec.?ttlSecondsAfterFinished.orValue(0) < 86400", Message: "at most a day"}},
+	}}
+	if errs := e.SetPolicy(p); len(errs) > 0 {
+		t.Fatalf("policy on a seed field against the seed schemas: %v", errs)
+	}
+	if len(e.Inactive()) != 0 {
+		t.Fatalf("inactive against the seed schemas: %v", e.Inactive())
+	}
+	narrow := withoutField(t, "jobsets.jobset.x-k8s.io", "spec", "startupPolicy")
+	if err := e.SetSchemas(narrow); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"V-JS-1", "V-JS-2", "V-JS-5"} {
+		if reason, ok := e.Inactive()[id]; !ok || !strings.Contains(reason, "startupPolicy") {
+			t.Errorf("%s against a JobSet schema without startupPolicy: inactive=%v reason %q", id, ok, reason)
+		}
+	}
+	listed := false
+	for _, r := range e.Rules() {
+		if r.ID == "V-JS-1" {
+			listed = r.Inactive != "" && !r.Exportable
+		}
+	}
+	if !listed {
+		t.Error("an inactive rule is not listed as inactive and unexported")
+	}
+	if errs := e.SetPolicy(p); len(errs) == 0 {
+		t.Errorf("policy on runtime ttlSecondsAfterFinished compiles against the upstream schemas")
+	}
+	for _, r := range e.Rules() {
+		if r.ID == "ttl" {
+			t.Errorf("a policy that no longer compiles is still listed as active")
+		}
+	}
+	if err := e.SetSchemas(seedSchemas(t)); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.Inactive()) != 0 {
+		t.Errorf("inactive after the seed schemas came back: %v", e.Inactive())
+	}
+	if errs := e.SetPolicy(p); len(errs) > 0 {
+		t.Errorf("policy does not compile again after its field came back: %v", errs)
 	}
 }

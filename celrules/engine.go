@@ -19,6 +19,7 @@ import (
 // evaluates them. It is safe for concurrent use: evaluations read an
 // immutable snapshot while SetPolicy and DeletePolicy swap it.
 type Engine struct {
+	cfg     Config
 	schemas *Schemas
 	tc      *typeChecker
 
@@ -27,6 +28,9 @@ type Engine struct {
 
 	mu       sync.RWMutex
 	policies map[string]*compiledRule
+	// given holds every policy last given to SetPolicy, compiled or not, so
+	// a change of schemas can compile each one again.
+	given map[string]*shepherdv1alpha1.WorkloadPolicy
 	// failed caches the errors of a policy version that did not compile, so
 	// a resync of the same resourceVersion does not compile it again.
 	failed map[string]failedPolicy
@@ -40,29 +44,93 @@ type failedPolicy struct {
 	errs            field.ErrorList
 }
 
-// NewEngine compiles the built-in library (once per process; the result is
-// shared) and switches rules on and off per cfg.
+// NewEngine compiles the built-in library against cfg.Schemas (the pinned
+// upstream schemas when nil; compiled once per schema set) and switches
+// rules on and off per cfg.
 func NewEngine(cfg Config) (*Engine, error) {
-	s, err := LoadSchemas()
-	if err != nil {
-		return nil, err
-	}
-	all, err := builtinRules()
-	if err != nil {
-		return nil, err
-	}
-	e := &Engine{schemas: s, tc: newTypeChecker(s), policies: map[string]*compiledRule{}, failed: map[string]failedPolicy{}}
-	for _, cr := range all {
-		enabled := cfg.Enabled(cr.rule.ID)
-		if enabled {
-			e.builtins = append(e.builtins, cr)
+	s := cfg.Schemas
+	if s == nil {
+		var err error
+		if s, err = PinnedSchemas(); err != nil {
+			return nil, err
 		}
-		info := cr.info()
-		info.Enabled = enabled
-		e.infos = append(e.infos, info)
+	}
+	e := &Engine{cfg: cfg, policies: map[string]*compiledRule{}, given: map[string]*shepherdv1alpha1.WorkloadPolicy{}, failed: map[string]failedPolicy{}}
+	if err := e.useSchemas(s); err != nil {
+		return nil, err
 	}
 	e.ordered = newRuleSet(slices.Clone(e.builtins))
 	return e, nil
+}
+
+// useSchemas compiles the built-ins against s; e.mu must be held (or e not
+// yet shared).
+func (e *Engine) useSchemas(s *Schemas) error {
+	active, inactive, err := CompileBuiltins(s)
+	if err != nil {
+		return err
+	}
+	rules, err := BuiltinRules()
+	if err != nil {
+		return err
+	}
+	byID := map[string]*compiledRule{}
+	for _, cr := range active {
+		byID[cr.rule.ID] = cr
+	}
+	var builtins []*compiledRule
+	var infos []RuleInfo
+	for _, r := range rules {
+		enabled := e.cfg.Enabled(r.ID)
+		var info RuleInfo
+		if cr, ok := byID[r.ID]; ok {
+			info = cr.info()
+			if enabled {
+				builtins = append(builtins, cr)
+			}
+		} else {
+			info = RuleInfo{ID: r.ID, Kinds: r.kinds(), Action: string(r.action()), Source: SourceBuiltin,
+				Description: r.Description, Inactive: inactive[r.ID], Reason: "inactive: " + inactive[r.ID]}
+		}
+		info.Enabled = enabled
+		infos = append(infos, info)
+	}
+	e.schemas, e.tc, e.builtins, e.infos = s, newTypeChecker(s), builtins, infos
+	return nil
+}
+
+// SetSchemas type-checks every rule again against s — the schemas the
+// cluster serves changed (a CRD installed or upgraded) — and makes the
+// result active at once: built-ins whose fields s lacks become inactive,
+// ones it now has become active, and every policy given is compiled again
+// (PolicyErrors then reports its new outcome).
+func (e *Engine) SetSchemas(s *Schemas) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err := e.useSchemas(s); err != nil {
+		return err
+	}
+	e.policies = map[string]*compiledRule{}
+	e.failed = map[string]failedPolicy{}
+	for _, p := range e.given {
+		e.compilePolicy(p)
+	}
+	e.reorder()
+	return nil
+}
+
+// Inactive lists the built-in rules that do not type-check against the
+// engine's schemas, by ID, with the reason.
+func (e *Engine) Inactive() map[string]string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := map[string]string{}
+	for _, info := range e.infos {
+		if info.Inactive != "" {
+			out[info.ID] = info.Inactive
+		}
+	}
+	return out
 }
 
 func (cr *compiledRule) info() RuleInfo {
@@ -95,10 +163,19 @@ func (e *Engine) SetPolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
 	}
 	e.mu.RUnlock()
 
-	cr, errs := compileRule(RuleFromPolicy(p), SourcePolicy, environment.NewExpressions, e.tc)
-
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.given[p.Name] = p.DeepCopy()
+	errs := e.compilePolicy(p)
+	e.reorder()
+	return errs
+}
+
+// compilePolicy compiles p against the current schemas and records the
+// outcome; e.mu must be held.
+func (e *Engine) compilePolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
+	rv := p.ResourceVersion
+	cr, errs := compileRule(RuleFromPolicy(p), SourcePolicy, environment.NewExpressions, e.tc)
 	if len(errs) > 0 {
 		delete(e.policies, p.Name)
 		e.failed[p.Name] = failedPolicy{resourceVersion: rv, errs: errs}
@@ -107,7 +184,6 @@ func (e *Engine) SetPolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
 		e.policies[p.Name] = cr
 		delete(e.failed, p.Name)
 	}
-	e.reorder()
 	return errs
 }
 
@@ -116,6 +192,7 @@ func (e *Engine) DeletePolicy(name string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.policies, name)
+	delete(e.given, name)
 	delete(e.failed, name)
 	e.reorder()
 }
@@ -142,7 +219,9 @@ func (e *Engine) snapshot() *ruleSet {
 
 // Rules lists every built-in rule (enabled or not) and every active policy.
 func (e *Engine) Rules() []RuleInfo {
+	e.mu.RLock()
 	out := slices.Clone(e.infos)
+	e.mu.RUnlock()
 	for _, cr := range e.snapshot().rules {
 		if cr.source == SourcePolicy {
 			out = append(out, cr.info())
@@ -157,7 +236,7 @@ func (e *Engine) Export() ([]*admissionregistrationv1.ValidatingAdmissionPolicy,
 	var vaps []*admissionregistrationv1.ValidatingAdmissionPolicy
 	var bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	for _, cr := range e.snapshot().rules {
-		v, b := exportRule(cr.rule, cr.source, e.schemas)
+		v, b := exportRule(cr.rule, cr.source, e.Schemas())
 		vaps = append(vaps, v)
 		bindings = append(bindings, b)
 	}
@@ -165,7 +244,11 @@ func (e *Engine) Export() ([]*admissionregistrationv1.ValidatingAdmissionPolicy,
 }
 
 // Schemas returns the schemas the engine type-checks with.
-func (e *Engine) Schemas() *Schemas { return e.schemas }
+func (e *Engine) Schemas() *Schemas {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.schemas
+}
 
 // Input is one admission request as the engine sees it.
 type Input struct {

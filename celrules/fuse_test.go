@@ -12,6 +12,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/test/corpus"
+	"github.com/shepherd-k8s/shepherd/test/seedcrds"
 )
 
 // corpusAndEngine loads the admission corpus and an engine of the built-in
@@ -22,7 +23,7 @@ func corpusAndEngine(t *testing.T) ([]corpus.Case, *celrules.Engine) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := celrules.NewEngine(celrules.Config{})
+	e, err := celrules.NewEngine(seedcrds.Config(celrules.Config{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestCombinedRulesShareTheirMatchConditions(t *testing.T) {
 // evaluated), even when the validations would pass: the combined programs
 // must not read such a rule as passing.
 func TestMatchConditionErrorIsNotPassedByCombinedPrograms(t *testing.T) {
-	e, err := celrules.NewEngine(celrules.Config{})
+	e, err := celrules.NewEngine(seedcrds.Config(celrules.Config{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,10 @@ type RuleInfo struct {
 	Source      Source   `json:"source"`
 	Description string   `json:"description,omitempty"`
 	Enabled     bool     `json:"enabled"`
+	// Inactive, for a built-in rule, says why it is not enforced although
+	// enabled: it does not type-check against the schemas the target
+	// cluster serves (a field the served CRD lacks).
+	Inactive string `json:"inactive,omitempty"`
 }
 
 // Config switches built-in behaviour on and off. The zero value is the
@@ -57,6 +61,9 @@ type Config struct {
 	// PodCliqueSets; nil leaves terminationDelay unset (gang termination
 	// stays opt-in).
 	InferenceTerminationDelay *metav1.Duration `json:"inferenceTerminationDelay,omitempty"`
+	// Schemas are the schemas rules are type-checked against: the target
+	// cluster's. Nil: the pinned upstream schemas (PinnedSchemas).
+	Schemas *Schemas `json:"-"`
 }
 
 // Enabled reports whether rule id is switched on.

@@ -3,20 +3,21 @@ package celrules
 import (
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"strings"
 	"sync"
 
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	extopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apiserver/pkg/cel/openapi/resolver"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
-	"github.com/shepherd-k8s/shepherd/deploy/crds"
+	"github.com/shepherd-k8s/shepherd/integrations/pinned"
 )
 
 // kindInfo is what the engine needs to know about a kind it has a schema for.
@@ -26,14 +27,28 @@ type kindInfo struct {
 	namespaced bool
 }
 
-// Schemas resolves the structural schemas of shepherd's CRDs (embedded from
-// deploy/crds, the generated source of truth) for type-checking, the way a
-// kube-apiserver resolves them from its published OpenAPI: the CRD schema
-// with apiVersion, kind and a full ObjectMeta at the root.
+// Schemas resolves the structural schemas of a set of CRDs for
+// type-checking, the way a kube-apiserver resolves them from its published
+// OpenAPI: the CRD schema with apiVersion, kind and a full ObjectMeta at the
+// root. The set is what the target cluster serves: on a cluster, the CRDs it
+// has established (a custom resource's published OpenAPI v3 is generated
+// from exactly that schema, and reading the CRD avoids the publication lag
+// after an install or upgrade); offline, CRD files given with --crd or the
+// pinned upstream set (integrations/pinned).
 type Schemas struct {
-	byGVK  map[schema.GroupVersionKind]*spec.Schema
-	kinds  map[schema.GroupKind]kindInfo
-	mapper *meta.DefaultRESTMapper
+	byGVK map[schema.GroupVersionKind]*spec.Schema
+	// structural are the same schemas as the apiserver prunes with.
+	structural map[schema.GroupVersionKind]*structuralschema.Structural
+	kinds      map[schema.GroupKind]kindInfo
+	mapper     *meta.DefaultRESTMapper
+	// Source says where the schemas came from, for logs and messages.
+	Source string
+
+	// The built-in library compiled against these schemas, once.
+	builtinsOnce sync.Once
+	builtins     []*compiledRule
+	inactive     map[string]string
+	builtinsErr  error
 }
 
 var _ resolver.SchemaResolver = (*Schemas)(nil)
@@ -44,35 +59,36 @@ var (
 	schemasErr  error
 )
 
-// LoadSchemas parses the embedded CRDs once.
-func LoadSchemas() (*Schemas, error) {
-	schemasOnce.Do(func() { schemasVal, schemasErr = loadSchemas(crds.FS) })
+// PinnedSchemas returns the schemas of the pinned upstream CRDs (Trainer and
+// JobSet of the versions go.mod pins, the Grove mirror), parsed once: what
+// `check` and `export` type-check against when given no --crd.
+func PinnedSchemas() (*Schemas, error) {
+	schemasOnce.Do(func() {
+		crds, err := pinned.CRDs()
+		if err != nil {
+			schemasErr = err
+			return
+		}
+		schemasVal, schemasErr = NewSchemas(crds, fmt.Sprintf("pinned upstream CRDs (Trainer %s, JobSet %s, %s)", pinned.TrainerVersion, pinned.JobSetVersion, pinned.GroveAPI))
+	})
 	return schemasVal, schemasErr
 }
 
-func loadSchemas(fsys fs.FS) (*Schemas, error) {
+// NewSchemas indexes the served versions of crds; source names them.
+func NewSchemas(crds []*apiextensionsv1.CustomResourceDefinition, source string) (*Schemas, error) {
 	objectMeta, err := objectMetaSchema()
 	if err != nil {
 		return nil, err
 	}
 	s := &Schemas{
-		byGVK:  map[schema.GroupVersionKind]*spec.Schema{},
-		kinds:  map[schema.GroupKind]kindInfo{},
-		mapper: meta.NewDefaultRESTMapper(nil),
+		byGVK:      map[schema.GroupVersionKind]*spec.Schema{},
+		kinds:      map[schema.GroupKind]kindInfo{},
+		structural: map[schema.GroupVersionKind]*structuralschema.Structural{},
+		mapper:     meta.NewDefaultRESTMapper(nil),
+		Source:     source,
 	}
-	files, err := fs.Glob(fsys, "*.yaml")
-	if err != nil {
-		return nil, err
-	}
-	for _, f := range files {
-		b, err := fs.ReadFile(fsys, f)
-		if err != nil {
-			return nil, err
-		}
-		var crd apiextensionsv1.CustomResourceDefinition
-		if err := yaml.Unmarshal(b, &crd); err != nil {
-			return nil, fmt.Errorf("parsing CRD %s: %w", f, err)
-		}
+	for _, crd := range crds {
+		f := crd.Name
 		gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
 		info := kindInfo{resource: crd.Spec.Names.Plural, namespaced: crd.Spec.Scope == apiextensionsv1.NamespaceScoped}
 		for _, v := range crd.Spec.Versions {
@@ -95,6 +111,9 @@ func loadSchemas(fsys fs.FS) (*Schemas, error) {
 			sch.Properties["kind"] = *spec.StringProperty()
 			gvk := gk.WithVersion(v.Name)
 			s.byGVK[gvk] = &sch
+			if st, err := structuralOf(v.Schema.OpenAPIV3Schema); err == nil {
+				s.structural[gvk] = st
+			}
 			info.versions = append(info.versions, v.Name)
 			scope := meta.RESTScopeRoot
 			if info.namespaced {
@@ -155,4 +174,59 @@ func (s *Schemas) KindForResource(gr schema.GroupResource) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// HasField reports whether the schema of gk (any served version) has path;
+// "[]" steps into a list's items. It decides a knob's form
+// (integrations/knob): a field the schema lacks would be pruned.
+func (s *Schemas) HasField(gk schema.GroupKind, path []string) bool {
+	for _, v := range s.kinds[gk].versions {
+		if schemaHas(s.byGVK[gk.WithVersion(v)], path) {
+			return true
+		}
+	}
+	return false
+}
+
+func schemaHas(sch *spec.Schema, path []string) bool {
+	for _, p := range path {
+		if sch == nil {
+			return false
+		}
+		if p == "[]" {
+			if sch.Items == nil || sch.Items.Schema == nil {
+				return false
+			}
+			sch = sch.Items.Schema
+			continue
+		}
+		next, ok := sch.Properties[p]
+		if !ok {
+			return false
+		}
+		sch = &next
+	}
+	return sch != nil
+}
+
+func structuralOf(props *apiextensionsv1.JSONSchemaProps) (*structuralschema.Structural, error) {
+	internal := &apiextensions.JSONSchemaProps{}
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(props, internal, nil); err != nil {
+		return nil, err
+	}
+	return structuralschema.NewStructural(internal)
+}
+
+// Prune drops from obj (decoded JSON, changed in place) every field the
+// schema of gvk does not have, as the apiserver does when it decodes a
+// custom resource, and returns their paths. Under kubectl's default
+// (Strict) field validation the apiserver rejects such an object instead;
+// under Warn it drops them with a warning. Kinds without a schema here are
+// left alone.
+func (s *Schemas) Prune(gvk schema.GroupVersionKind, obj map[string]any) []string {
+	st, ok := s.structural[gvk]
+	if !ok {
+		return nil
+	}
+	return pruning.PruneWithOptions(obj, st, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
 }

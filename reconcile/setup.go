@@ -6,6 +6,8 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
 	"github.com/shepherd-k8s/shepherd/reconcile/training"
 	"github.com/shepherd-k8s/shepherd/reconcile/trainjob"
@@ -16,31 +18,59 @@ import (
 type Options struct {
 	// Clock is the clock every decision is made with; tests inject a fake.
 	Clock clock.PassiveClock
+	// Enforcement decides which lifecycle features the upstream operators
+	// enforce themselves (nil: shepherd enforces every one).
+	Enforcement *integrations.Enforcement
+	// Schemas answers which fields the served schemas have, which decides
+	// where knobs and status are carried (nil: the carrier annotations).
+	Schemas knob.FieldSchemas
 }
 
-// controller is one controller's registration.
-type controller struct {
-	name  string
-	setup func(mgr ctrl.Manager, opts Options) error
+// Controller is one controller's registration.
+type Controller struct {
+	Name string
+	// Frameworks are the integrations whose kinds the controller watches:
+	// it can start only once all of them are active, since an informer of
+	// a kind the apiserver does not serve never syncs.
+	Frameworks []string
+	setup      func(mgr ctrl.Manager, opts Options) error
 }
 
-// controllers lists every controller SetupAll starts, in order. Each
-// controller package's Setup is added here.
-var controllers = []controller{
-	{name: "trainjob", setup: func(mgr ctrl.Manager, o Options) error { return trainjob.Setup(mgr, o.Clock) }},
-	{name: "workload", setup: func(mgr ctrl.Manager, o Options) error { return workload.Setup(mgr, o.Clock) }},
-	{name: "gang", setup: func(mgr ctrl.Manager, o Options) error { return gang.Setup(mgr, o.Clock) }},
-	{name: "training", setup: func(mgr ctrl.Manager, o Options) error { return training.Setup(mgr, o.Clock) }},
+// Controllers lists every controller, in the order SetupAll starts them.
+// Each controller package's Setup is added here.
+func Controllers() []Controller {
+	return []Controller{
+		// The TrainJob's JobSet is watched (and deleted at the deadline).
+		{Name: "trainjob", Frameworks: []string{integrations.Trainer, integrations.JobSet},
+			setup: func(mgr ctrl.Manager, o Options) error { return trainjob.Setup(mgr, o.Clock, o.Enforcement) }},
+		// TrainJobs and their runtimes only; the Workload API is discovered.
+		{Name: "workload", Frameworks: []string{integrations.Trainer},
+			setup: func(mgr ctrl.Manager, o Options) error { return workload.Setup(mgr, o.Clock) }},
+		{Name: "gang", Frameworks: []string{integrations.Grove},
+			setup: func(mgr ctrl.Manager, o Options) error { return gang.Setup(mgr, o.Clock, o.Enforcement, o.Schemas) }},
+		{Name: "training", Frameworks: []string{integrations.Grove},
+			setup: func(mgr ctrl.Manager, o Options) error { return training.Setup(mgr, o.Clock, o.Schemas) }},
+	}
 }
 
-// SetupAll registers every controller with mgr.
-func SetupAll(mgr ctrl.Manager, opts Options) error {
+// Setup registers c with mgr, which may already be running: the controller
+// then starts at once, or when this replica becomes the leader.
+func (c Controller) Setup(mgr ctrl.Manager, opts Options) error {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	for _, c := range controllers {
-		if err := c.setup(mgr, opts); err != nil {
-			return fmt.Errorf("setting up the %s controller: %w", c.name, err)
+	if err := c.setup(mgr, opts); err != nil {
+		return fmt.Errorf("setting up the %s controller: %w", c.Name, err)
+	}
+	return nil
+}
+
+// SetupAll registers every controller with mgr, as if every framework were
+// installed.
+func SetupAll(mgr ctrl.Manager, opts Options) error {
+	for _, c := range Controllers() {
+		if err := c.Setup(mgr, opts); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -4,6 +4,9 @@ import (
 	"context"
 	"testing"
 
+	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/test/seedcrds"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -26,7 +29,7 @@ var benchPodCliqueSet = []byte(`{"apiVersion":"grove.io/v1alpha1","kind":"PodCli
 "podCliqueScalingGroups":[{"name":"train","cliqueNames":["leader","worker"],"replicas":1,"minAvailable":1}]}}}`)
 
 func benchmarkValidate(b *testing.B, kind metav1.GroupVersionKind, ns string, obj []byte) {
-	c, err := NewChain(ChainOptions{})
+	c, err := NewChain(ChainOptions{Rules: seedcrds.Config(celrules.Config{})})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -55,7 +58,7 @@ func BenchmarkValidatePodCliqueSet(b *testing.B) {
 // BenchmarkAdmitPodCliqueSet is the whole chain as `shepherd check` runs
 // it: decode, default, patch, validate.
 func BenchmarkAdmitPodCliqueSet(b *testing.B) {
-	c, err := NewChain(ChainOptions{})
+	c, err := NewChain(ChainOptions{Rules: seedcrds.Config(celrules.Config{})})
 	if err != nil {
 		b.Fatal(err)
 	}

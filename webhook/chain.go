@@ -68,6 +68,13 @@ func (c *Chain) SetPolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
 // DeletePolicy removes a WorkloadPolicy.
 func (c *Chain) DeletePolicy(name string) { c.engine.DeletePolicy(name) }
 
+// SetSchemas type-checks every CEL rule again against s, the schemas the
+// cluster serves now.
+func (c *Chain) SetSchemas(s *celrules.Schemas) error { return c.engine.SetSchemas(s) }
+
+// InactiveRules lists the built-in rules whose fields the schemas lack.
+func (c *Chain) InactiveRules() map[string]string { return c.engine.Inactive() }
+
 // Engine is the CEL engine of the chain (for export).
 func (c *Chain) Engine() *celrules.Engine { return c.engine }
 
@@ -161,7 +168,7 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 	switch (schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}) {
 	case schema.GroupKind{Group: api.GroveGroup, Kind: api.KindPodCliqueSet}:
 		r := newRecorder(req.PatchScratch)
-		if defaultPodCliqueSet(obj, c.cfg, r) {
+		if defaultPodCliqueSet(obj, c.cfg, c.engine.Schemas(), r) {
 			v.Patch = sortedOps(r.ops)
 		}
 	case schema.GroupKind{Group: api.JobSetGroup, Kind: api.KindJobSet}:

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/shepherd-k8s/shepherd/test/seedcrds"
+
 	"github.com/google/go-cmp/cmp"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -262,5 +264,5 @@ func TestConcurrentAdmissionAndPolicyUpdates(t *testing.T) {
 }
 
 func celrulesConfig(disabled ...string) celrules.Config {
-	return celrules.Config{DisabledRules: disabled}
+	return seedcrds.Config(celrules.Config{DisabledRules: disabled})
 }

@@ -9,10 +9,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 )
 
 const (
@@ -85,7 +87,8 @@ func isStartupChain(rjs []map[string]any) bool {
 }
 
 // defaultSchedulingGroup applies D-WL-1: the JobSet of a TrainJob whose
-// runtime uses podGroupPolicy.workload gets spec.schedulingGroup.podGroupName
+// runtime uses podGroupPolicy.workload (the seed field, or on Trainer's
+// upstream runtime CRD its carrier annotation) gets spec.schedulingGroup.podGroupName
 // on every pod template, named by api.PodGroupName exactly as the
 // reconciler names the PodGroups. A TrainJob or runtime that cannot be found
 // skips the injection with a warning; any other lookup error denies so the
@@ -106,7 +109,7 @@ func (c *Chain) defaultSchedulingGroup(ctx context.Context, o map[string]any, na
 		return false, nil, &Violation{Rule: "D-WL-1", Action: ActionDeny, Field: "metadata.ownerReferences",
 			Message: fmt.Sprintf("could not look up the owning TrainJob %q: %v", owner.name, err)}
 	}
-	pgp, err := c.runtimePodGroupPolicy(ctx, tj.Spec.RuntimeRef, namespace)
+	rt, err := c.lookupRuntime(ctx, tj.Spec.RuntimeRef, namespace)
 	if apierrors.IsNotFound(err) {
 		return false, []string{fmt.Sprintf("spec.replicatedJobs: the runtime of TrainJob %q was not found: no scheduling group injected", owner.name)}, nil
 	}
@@ -114,7 +117,7 @@ func (c *Chain) defaultSchedulingGroup(ctx context.Context, o map[string]any, na
 		return false, nil, &Violation{Rule: "D-WL-1", Action: ActionDeny, Field: "metadata.ownerReferences",
 			Message: fmt.Sprintf("could not look up the runtime of TrainJob %q: %v", owner.name, err)}
 	}
-	if pgp == nil || pgp.Workload == nil {
+	if !trainer.UsesWorkload(rt) {
 		return false, nil, nil
 	}
 	uid := owner.uid
@@ -183,8 +186,10 @@ func trainJobOwner(o map[string]any) *ownerRef {
 	return nil
 }
 
-// runtimePodGroupPolicy looks up the runtime a TrainJob references.
-func (c *Chain) runtimePodGroupPolicy(ctx context.Context, ref trainerv1alpha1.RuntimeRef, namespace string) (*trainerv1alpha1.PodGroupPolicy, error) {
+// lookupRuntime looks up the runtime a TrainJob references: a
+// *TrainingRuntime or *ClusterTrainingRuntime, whose knobs
+// integrations/trainer reads in either form (seed field or carrier).
+func (c *Chain) lookupRuntime(ctx context.Context, ref trainerv1alpha1.RuntimeRef, namespace string) (client.Object, error) {
 	if !ref.IsTrainerRuntime() {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Group: derefString(ref.APIGroup)}, ref.Name)
 	}
@@ -194,13 +199,13 @@ func (c *Chain) runtimePodGroupPolicy(ctx context.Context, ref trainerv1alpha1.R
 		if err != nil {
 			return nil, err
 		}
-		return rt.Spec.PodGroupPolicy, nil
+		return rt, nil
 	case api.KindClusterTrainingRuntime:
 		rt, err := c.lookups.ClusterTrainingRuntime(ctx, ref.Name)
 		if err != nil {
 			return nil, err
 		}
-		return rt.Spec.PodGroupPolicy, nil
+		return rt, nil
 	}
 	return nil, apierrors.NewNotFound(schema.GroupResource{Group: api.TrainerGroup, Resource: ref.EffectiveKind()}, ref.Name)
 }

@@ -4,12 +4,17 @@ import (
 	"strconv"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
 )
 
 // defaultPodCliqueSet applies D-PCS-1..6 to a PodCliqueSet. Every one of
 // them only fills unset fields, so it records its JSON patch as it goes
 // (no copy of the object, no diff) and reports whether it changed anything.
-func defaultPodCliqueSet(o map[string]any, cfg celrules.Config, r *recorder) bool {
+// The seed knobs (workloadType, trainingSpec.maxRestarts) are written in
+// the form the cluster's schema s keeps — the seed field, or its carrier
+// annotation where the field would be pruned — and read in either form.
+func defaultPodCliqueSet(o map[string]any, cfg celrules.Config, s knob.FieldSchemas, r *recorder) bool {
 	spec := obj(o, "spec")
 	if spec == nil {
 		return false
@@ -18,14 +23,18 @@ func defaultPodCliqueSet(o map[string]any, cfg celrules.Config, r *recorder) boo
 	on := cfg.Enabled
 	// D-PCS-1: workloadType defaults to Inference.
 	if on("D-PCS-1") {
-		r.setDefault(spec, "workloadType", "Inference", "spec")
+		r.setKnobDefault(o, grove.WorkloadType, s, "Inference", "Inference", "spec")
 	}
 	template := obj(spec, "template")
 	cliques, _ := template["cliques"].([]any)
-	switch str(spec, "workloadType") {
+	workloadType, _ := grove.WorkloadType.String(o)
+	switch workloadType {
 	case "Training":
-		// D-PCS-2: a Training gang is torn down at once on breach.
-		if on("D-PCS-2") {
+		// D-PCS-2: a Training gang is torn down at once on breach. Not
+		// where the schema is Grove's own: Grove's webhook rejects a
+		// terminationDelay of 0 (and defaults 4h), and shepherd's Training
+		// reconciler acts on a breach at once whatever the delay.
+		if on("D-PCS-2") && grove.WorkloadType.Form(s) == knob.Field {
 			r.setDefault(template, "terminationDelay", "0s", "spec", "template")
 		}
 		// D-PCS-3: kubelet restarts would hide failures from the budget.
@@ -36,7 +45,9 @@ func defaultPodCliqueSet(o map[string]any, cfg celrules.Config, r *recorder) boo
 			}
 		}
 		// D-PCS-4: no restarts unless asked for.
-		if on("D-PCS-4") {
+		if on("D-PCS-4") && grove.MaxRestarts.Form(s) == knob.Annotation {
+			r.setKnobDefault(o, grove.MaxRestarts, s, int64(0), "0")
+		} else if on("D-PCS-4") {
 			if unset(spec, "trainingSpec") {
 				r.setDefault(spec, "trainingSpec", map[string]any{"maxRestarts": int64(0)}, "spec")
 			} else {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/seedcrds"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -30,7 +32,7 @@ func TestPodCliqueSetRecordedPatchIsTheDiff(t *testing.T) {
 	}
 	for _, c := range all {
 		if c.Object.GetKind() == api.KindPodCliqueSet {
-			cases[c.Name] = tc{c.Object.Object, c.Config}
+			cases[c.Name] = tc{c.Object.Object, seedcrds.Config(c.Config)}
 		}
 	}
 	if len(cases) < 10 {
@@ -49,15 +51,15 @@ func TestPodCliqueSetRecordedPatchIsTheDiff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cases[name] = tc{m, celrules.Config{}}
-		cases[name+" (server default delay)"] = tc{runtime.DeepCopyJSON(m), celrules.Config{InferenceTerminationDelay: &delay}}
+		cases[name] = tc{m, seedcrds.Config(celrules.Config{})}
+		cases[name+" (server default delay)"] = tc{runtime.DeepCopyJSON(m), seedcrds.Config(celrules.Config{InferenceTerminationDelay: &delay})}
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
 			original := runtime.DeepCopyJSON(c.doc)
 			defaulted := runtime.DeepCopyJSON(c.doc)
 			var r recorder
-			changed := defaultPodCliqueSet(defaulted, c.cfg, &r)
+			changed := defaultPodCliqueSet(defaulted, c.cfg, c.cfg.Schemas, &r)
 			want := jsonPatch(original, defaulted)
 			if got := sortedOps(r.ops); !reflect.DeepEqual(got, want) && (len(got) > 0 || len(want) > 0) {
 				t.Errorf("recorded patch %v, diff %v", got, want)

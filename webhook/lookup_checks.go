@@ -12,10 +12,13 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 )
 
 func (c *Chain) goChecks(ctx context.Context, req *Request, o, old map[string]any) []Violation {
@@ -70,7 +73,7 @@ func (c *Chain) checkRuntimeRef(ctx context.Context, namespace string, o map[str
 		return []Violation{{Rule: "V-TJ-3", Action: ActionDeny, Field: "spec.runtimeRef.apiGroup",
 			Message: fmt.Sprintf("runtimeRef.apiGroup must be %s, got %q", api.TrainerGroup, derefString(ref.APIGroup)), Reason: "FieldValueNotSupported"}}
 	}
-	_, err := c.runtimePodGroupPolicy(ctx, ref, namespace)
+	_, err := c.lookupRuntime(ctx, ref, namespace)
 	switch {
 	case err == nil:
 		return nil
@@ -89,14 +92,15 @@ func (c *Chain) checkRuntimeRef(ctx context.Context, namespace string, o map[str
 }
 
 // checkNumNodes is V-TJ-4: trainer.numNodes is the gang's minCount when the
-// runtime uses podGroupPolicy.workload, so it cannot change.
+// runtime uses podGroupPolicy.workload (field or carrier), so it cannot
+// change.
 func (c *Chain) checkNumNodes(ctx context.Context, namespace string, o, old map[string]any) []Violation {
 	n, hasN := integer(obj(obj(o, "spec"), "trainer"), "numNodes")
 	on, hasOn := integer(obj(obj(old, "spec"), "trainer"), "numNodes")
 	if hasN == hasOn && n == on {
 		return nil
 	}
-	pgp, err := c.runtimePodGroupPolicy(ctx, runtimeRef(old), namespace)
+	rt, err := c.lookupRuntime(ctx, runtimeRef(old), namespace)
 	if apierrors.IsNotFound(err) {
 		// Without its runtime the job has no gang to protect.
 		return nil
@@ -105,7 +109,7 @@ func (c *Chain) checkNumNodes(ctx context.Context, namespace string, o, old map[
 		return []Violation{{Rule: "V-TJ-4", Action: ActionDeny, Field: "spec.trainer.numNodes",
 			Message: fmt.Sprintf("rule V-TJ-4 could not look up the runtime: %v", err)}}
 	}
-	if pgp == nil || pgp.Workload == nil {
+	if !trainer.UsesWorkload(rt) {
 		return nil
 	}
 	return []Violation{{Rule: "V-TJ-4", Action: ActionDeny, Field: "spec.trainer.numNodes",
@@ -113,13 +117,14 @@ func (c *Chain) checkNumNodes(ctx context.Context, namespace string, o, old map[
 }
 
 // checkWorkloadAPI is V-TR-7: podGroupPolicy.workload needs the Workload
-// API (GenericWorkload feature gate), found by discovery.
+// API (GenericWorkload feature gate), found by discovery. The violation
+// names the form the runtime uses: the seed field, or its carrier.
 func (c *Chain) checkWorkloadAPI(o map[string]any) []Violation {
-	pgp := path(o, "spec", "podGroupPolicy")
-	if pgp == nil || unset(pgp, "workload") || c.lookups.WorkloadAPIServed() {
+	if !trainer.RuntimeWorkload.Present(o) || c.lookups.WorkloadAPIServed() {
 		return nil
 	}
-	return []Violation{{Rule: "V-TR-7", Action: ActionDeny, Field: "spec.podGroupPolicy.workload",
+	raw, _ := trainer.RuntimeWorkload.Lookup(o)
+	return []Violation{{Rule: "V-TR-7", Action: ActionDeny, Field: trainer.RuntimeWorkload.FieldPath(raw.Form),
 		Message: "this cluster does not serve the Workload API (scheduling.k8s.io Workload and PodGroup, GenericWorkload feature gate): use coscheduling or volcano, or enable the API"}}
 }
 
@@ -151,7 +156,8 @@ func (c *Chain) checkTrainingChild(ctx context.Context, req *Request, o, old map
 		return []Violation{{Rule: "V-PCLQ-1", Action: ActionDeny, Field: "metadata.ownerReferences",
 			Message: fmt.Sprintf("rule V-PCLQ-1 could not look up the owning PodCliqueSet %q: %v", pcsName, err)}}
 	}
-	if pcs.Spec.WorkloadType == nil || *pcs.Spec.WorkloadType != "Training" {
+	pcsObj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pcs)
+	if err != nil || !grove.IsTraining(pcsObj) {
 		return nil
 	}
 	var out []Violation

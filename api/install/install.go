@@ -1,8 +1,10 @@
 // Package install registers every API group shepherd uses into a scheme: the
-// built-in Kubernetes types plus the Trainer, Grove and JobSet types of api/.
+// built-in Kubernetes types, apiextensions.k8s.io/v1 (the frameworks' CRDs,
+// watched by integrations), plus the Trainer, Grove and JobSet types of api/.
 package install
 
 import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -17,6 +19,7 @@ import (
 func AddToScheme(s *runtime.Scheme) error {
 	for _, add := range []func(*runtime.Scheme) error{
 		clientgoscheme.AddToScheme,
+		apiextensionsv1.AddToScheme,
 		trainerv1alpha1.AddToScheme,
 		grovev1alpha1.AddToScheme,
 		jobsetv1alpha2.AddToScheme,

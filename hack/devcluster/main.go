@@ -38,7 +38,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/shepherd-k8s/shepherd/api/install"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/corpus"
 )
 
 // demoNamespace receives the namespaced examples.
@@ -320,40 +322,81 @@ func report(file string, sent, got *unstructured.Unstructured, err error, warns 
 		for _, d := range defaulted(sent, got) {
 			fmt.Printf("          defaulted %s\n", d)
 		}
+		for _, k := range knobsRead(got) {
+			fmt.Printf("          knob %s\n", k)
+		}
 	}
 	for _, w := range warns {
 		fmt.Printf("          warning: %s\n", w)
 	}
 }
 
-// defaulted lists what admission added or changed in spec: the difference
+// defaulted lists what admission added or changed in spec and in the
+// annotations (where a seed knob's carrier is defaulted): the difference
 // between the manifest as sent and the object as stored.
 func defaulted(sent, got *unstructured.Unstructured) []string {
-	a, _ := json.Marshal(sent.Object["spec"])
-	b, _ := json.Marshal(got.Object["spec"])
-	ops, err := jsonpatch.CreatePatch(a, b)
-	if err != nil {
-		return nil
-	}
 	var out []string
-	for _, op := range ops {
-		v, _ := json.Marshal(op.Value)
-		switch op.Operation {
-		case "remove":
-			out = append(out, fmt.Sprintf("%s removed", fieldPath(op.Path)))
-		default:
-			out = append(out, fmt.Sprintf("%s = %s", fieldPath(op.Path), v))
+	for _, part := range []struct {
+		prefix string
+		a, b   any
+	}{
+		{"spec", sent.Object["spec"], got.Object["spec"]},
+		{"metadata.annotations", sent.GetAnnotations(), got.GetAnnotations()},
+	} {
+		a, _ := json.Marshal(part.a)
+		b, _ := json.Marshal(part.b)
+		if string(a) == "null" {
+			a = []byte("{}")
+		}
+		ops, err := jsonpatch.CreatePatch(a, b)
+		if err != nil {
+			continue
+		}
+		for _, op := range ops {
+			v, _ := json.Marshal(op.Value)
+			switch op.Operation {
+			case "remove":
+				out = append(out, fmt.Sprintf("%s removed", fieldPath(part.prefix, op.Path)))
+			default:
+				out = append(out, fmt.Sprintf("%s = %s", fieldPath(part.prefix, op.Path), v))
+			}
 		}
 	}
 	sort.Strings(out)
 	return out
 }
 
-// fieldPath turns a JSON pointer under spec into a field path:
+// knobsRead lists the seed knobs of an admitted object as shepherd reads
+// them (integrations/knob: the seed field, else its carrier annotation),
+// and where each was found.
+func knobsRead(got *unstructured.Unstructured) []string {
+	var out []string
+	for _, k := range corpus.KnobsOf(got) {
+		if k.Type == knob.Presence {
+			if k.Present(got.Object) {
+				raw, _ := k.Lookup(got.Object)
+				out = append(out, fmt.Sprintf("%s = set (from %s)", k.Name, k.Describe(raw.Form)))
+			}
+			continue
+		}
+		raw, ok := k.Lookup(got.Object)
+		if !ok {
+			continue
+		}
+		where := k.FieldPath(raw.Form)
+		if raw.Form == knob.Annotation {
+			where = "annotation " + k.Annotation
+		}
+		out = append(out, fmt.Sprintf("%s = %v (from %s)", k.Name, raw.Value, where))
+	}
+	return out
+}
+
+// fieldPath turns a JSON pointer under prefix into a field path:
 // /template/cliques/0/spec -> spec.template.cliques[0].spec.
-func fieldPath(ptr string) string {
+func fieldPath(prefix, ptr string) string {
 	var b strings.Builder
-	b.WriteString("spec")
+	b.WriteString(prefix)
 	for _, seg := range strings.Split(strings.TrimPrefix(ptr, "/"), "/") {
 		if _, err := strconv.Atoi(seg); err == nil {
 			b.WriteString("[" + seg + "]")

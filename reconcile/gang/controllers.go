@@ -14,13 +14,17 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
 )
 
 // cliqueReconciler keeps a PodClique's readyReplicas, wasAvailable and
 // MinAvailableBreached.
 type cliqueReconciler struct {
-	client client.Client
-	clock  clock.PassiveClock
+	client  client.Client
+	clock   clock.PassiveClock
+	gate    *Gate
+	schemas knob.FieldSchemas
 }
 
 func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -31,6 +35,9 @@ func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	}
 	if pclq.DeletionTimestamp != nil {
 		return ctrl.Result{}, nil
+	}
+	if !r.gate.Acts(api.KindPodClique, &pclq, pclq.Status.Conditions) {
+		return ctrl.Result{}, nil // Grove keeps this status itself
 	}
 	pods, err := OwnedPods(ctx, r.client, IndexPodOwner, &pclq)
 	if err != nil {
@@ -47,19 +54,18 @@ func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		log.Error(err, "ignoring the restart marker", "podclique", req.NamespacedName)
 		marker = nil
 	}
-	st := DecideCliqueStatus(r.clock, CliqueInput{Clique: &pclq, Pods: pods, Training: IsTraining(pcs), Marker: marker})
-	if !st.Changed(&pclq) {
-		return ctrl.Result{}, nil
-	}
-	orig := pclq.DeepCopy()
-	pclq.Status.ReadyReplicas, pclq.Status.WasAvailable, pclq.Status.Conditions = st.ReadyReplicas, st.WasAvailable, st.Conditions
-	if err := r.client.Status().Patch(ctx, &pclq, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+	training := grove.IsTrainingSet(pcs)
+	st := DecideCliqueStatus(r.clock, CliqueInput{Clique: &pclq, Pods: pods, Training: training, Marker: marker})
+	wrote, err := PatchClique(ctx, r.client, &pclq, st.Apply(&pclq, !training, r.schemas))
+	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return result(conflictRetry), nil
 		}
-		return ctrl.Result{}, fmt.Errorf("patching status of PodClique %s: %w", req.NamespacedName, err)
+		return ctrl.Result{}, err
 	}
-	log.V(1).Info("PodClique status", "podclique", req.NamespacedName, "readyReplicas", st.ReadyReplicas, "wasAvailable", st.WasAvailable)
+	if wrote {
+		log.V(1).Info("PodClique status", "podclique", req.NamespacedName, "readyReplicas", st.ReadyReplicas, "wasAvailable", st.WasAvailable)
+	}
 	return ctrl.Result{}, nil
 }
 
@@ -70,6 +76,7 @@ type groupReconciler struct {
 	deleter  *Deleter
 	clock    clock.PassiveClock
 	recorder recorder.EventRecorder
+	gate     *Gate
 }
 
 func (r *groupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -85,13 +92,23 @@ func (r *groupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.client.List(ctx, &list, client.InNamespace(g.Namespace), client.MatchingLabels{api.LabelPodCliqueScalingGroup: g.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing PodCliques of PodCliqueScalingGroup %s: %w", req.NamespacedName, err)
 	}
+	r.gate.Observe(api.KindPodCliqueScalingGroup, &g, g.Status.Conditions)
+	for i := range list.Items {
+		r.gate.Observe(api.KindPodClique, &list.Items[i], list.Items[i].Status.Conditions)
+	}
+	if !r.gate.Enforces() {
+		return ctrl.Result{}, nil // Grove keeps this status and terminates itself
+	}
 	pcs, err := ParentSet(ctx, r.client, &g)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	in := GroupInput{Group: &g, Cliques: list.Items}
 	if pcs != nil {
-		in.Delay, in.Training = GroupDelay(pcs, &g), IsTraining(pcs)
+		in.Training = grove.IsTrainingSet(pcs)
+		if in.Delay, err = GroupDelay(pcs, &g); err != nil {
+			log.Error(err, "using the PodCliqueSet's terminationDelay", "podcliquescalinggroup", req.NamespacedName)
+		}
 	}
 	d := DecideGroup(r.clock, in)
 	if d.Changed(&g) {
@@ -139,6 +156,7 @@ type setReconciler struct {
 	deleter  *Deleter
 	clock    clock.PassiveClock
 	recorder recorder.EventRecorder
+	gate     *Gate
 }
 
 func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -147,7 +165,7 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if err := r.client.Get(ctx, req.NamespacedName, &pcs); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if pcs.DeletionTimestamp != nil || pcs.Spec.Template.TerminationDelay == nil || IsTraining(&pcs) {
+	if pcs.DeletionTimestamp != nil || pcs.Spec.Template.TerminationDelay == nil || grove.IsTrainingSet(&pcs) || !r.gate.Enforces() {
 		return ctrl.Result{}, nil
 	}
 	var cliques grovev1alpha1.PodCliqueList
@@ -157,6 +175,15 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	var groups grovev1alpha1.PodCliqueScalingGroupList
 	if err := r.client.List(ctx, &groups, client.InNamespace(pcs.Namespace), client.MatchingFields{IndexPartOf: pcs.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing PodCliqueScalingGroups of PodCliqueSet %s: %w", req.NamespacedName, err)
+	}
+	for i := range cliques.Items {
+		r.gate.Observe(api.KindPodClique, &cliques.Items[i], cliques.Items[i].Status.Conditions)
+	}
+	for i := range groups.Items {
+		r.gate.Observe(api.KindPodCliqueScalingGroup, &groups.Items[i], groups.Items[i].Status.Conditions)
+	}
+	if !r.gate.Enforces() {
+		return ctrl.Result{}, nil // Grove terminates this set's gangs itself
 	}
 	live := slices.DeleteFunc(cliques.Items, func(c grovev1alpha1.PodClique) bool { return c.DeletionTimestamp != nil })
 	d := DecideSet(r.clock, SetInput{Set: &pcs, Cliques: live, Groups: groups.Items})

@@ -26,17 +26,42 @@
 // a stale PCSG condition can never terminate PodCliques Grove has just
 // recreated. Deletions carry UID preconditions and background propagation.
 //
-// Split with package training for a PodCliqueSet of workloadType Training:
-// this package still writes every PodClique's and PCSG's status (so the
-// training controller reads the same MinAvailableBreached conditions), but it
-// never deletes anything of a Training PodCliqueSet — there a breach is
-// answered by a restart (or the Failed phase), owned by package training. Two
-// things of training's are honoured here: a pod that exited 0 counts as
-// available (a worker that finished is not a lost worker), and a PodClique
-// carrying an active api.AnnotationRestart marker is being restarted: the
-// pods the marker names do not count, and wasAvailable is held false until
-// the marker is done, so the restarted replica gets the same startup
-// protection as a new one. Package training writes the PodClique Succeeded condition; both
+// # Who enforces: never twice
+//
+// Grove writes MinAvailableBreached and gang-terminates on its own
+// (SPEC §9). A Gate sees the sign — a PodClique's or PodCliqueScalingGroup's
+// MinAvailableBreached owned, in managedFields, by a field manager other than
+// shepherd's (every write here uses api.FieldManager) — and reports it to the
+// integrations.Enforcement once. Under the setting auto shepherd then stands
+// down for gang termination: it writes no readyReplicas, availableReplicas,
+// wasAvailable or MinAvailableBreached, emits no GangTerminated event and
+// deletes nothing. Under on it acts as if Grove were absent, under off never.
+//
+// # Where status goes
+//
+// wasAvailable is written where the served schema keeps it (the status
+// field of the seed schema, else the shepherd.dev/was-available carrier;
+// grove.SetWasAvailable) and read from either; a rolling update is read from
+// the seed's status.rollingUpdateProgress or Grove's status.updateProgress,
+// and a scaling group's terminationDelay override from the seed fields or
+// the shepherd.dev/termination-delay carrier — all through
+// integrations/grove, never directly.
+//
+// # Split with package training
+//
+// For a PodCliqueSet of workloadType Training this package still writes every
+// PodClique's readyReplicas and MinAvailableBreached and every PCSG's status
+// (when it enforces), but never deletes anything of a Training PodCliqueSet —
+// there a breach is answered by a restart (or the Failed phase), owned by
+// package training, which detects breaches from the pods itself. A Training
+// clique's wasAvailable is package training's to write: it is the restart
+// gate and must be kept even when Grove enforces gang termination. Two things
+// of training's are honoured here: a pod that exited 0 counts as available (a
+// worker that finished is not a lost worker), and a PodClique carrying an
+// active api.AnnotationRestart marker is being restarted: the pods the marker
+// names do not count, and wasAvailable is held false until the marker is
+// done, so the restarted replica gets the same startup protection as a new
+// one. Package training writes the PodClique Succeeded condition; both
 // packages write status with optimistic-lock merge patches that carry the
 // whole conditions list as read, so neither drops the other's condition.
 package gang

@@ -10,6 +10,8 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
 )
 
 // CliqueInput is what the PodClique status decision reads.
@@ -41,26 +43,27 @@ func MinAvailable(c *grovev1alpha1.PodClique) int32 {
 	return c.Spec.Replicas
 }
 
-// RollingUpdate reports whether a rolling update of c is in progress.
-func RollingUpdate(c *grovev1alpha1.PodClique) bool {
-	p := c.Status.RollingUpdateProgress
-	return p != nil && p.UpdateEndedAt == nil
+// Availability is what a PodClique's pods say about it: the input of its
+// MinAvailableBreached, and of package training's own breach detection.
+type Availability struct {
+	// Ready counts pods that are Ready, not terminating and not exited:
+	// readyReplicas.
+	Ready int32
+	// Available is Ready plus — for Training only — pods that exited 0:
+	// they finished their work and are not recreated.
+	Available    int32
+	MinAvailable int32
+	// Rolling is true while a rolling update is in progress.
+	Rolling bool
+	// WasAvailable is the sticky bit after this observation.
+	WasAvailable bool
 }
 
-// DecideCliqueStatus computes readyReplicas, wasAvailable and
-// MinAvailableBreached, in the design's order:
-//  1. available ≥ minAvailable → False/SufficientReadyPods;
-//  2. never available → False/NeverAvailable;
-//  3. rolling update in progress → Unknown/UpdateInProgress;
-//  4. otherwise → True/InsufficientReadyPods.
-//
-// readyReplicas counts pods that are Ready, not terminating and not exited.
-// "Available" is readyReplicas, plus — for Training only — pods that exited 0:
-// they finished their work and Grove does not recreate them. Pods named by a
-// restart marker count for neither. wasAvailable is sticky, set only outside a
-// rolling update, and held false while a restart marker is present (the
-// restarted replica is starting afresh).
-func DecideCliqueStatus(clk clock.PassiveClock, in CliqueInput) CliqueStatus {
+// CliqueAvailability counts a clique's pods. Pods named by a restart marker
+// count for nothing. wasAvailable is sticky (read through its carrier),
+// set only outside a rolling update, and held false while a restart marker
+// is present (the restarted replica is starting afresh).
+func CliqueAvailability(in CliqueInput) Availability {
 	c := in.Clique
 	var ready, succeeded int32
 	for i := range in.Pods {
@@ -74,27 +77,45 @@ func DecideCliqueStatus(clk clock.PassiveClock, in CliqueInput) CliqueStatus {
 			succeeded++
 		}
 	}
-	available := ready + succeeded
-	minAvailable := MinAvailable(c)
-	rolling := RollingUpdate(c)
-
-	was := c.Status.WasAvailable
+	a := Availability{Ready: ready, Available: ready + succeeded, MinAvailable: MinAvailable(c), Rolling: grove.UpdateInProgress(c)}
+	a.WasAvailable = grove.WasAvailable(c)
 	switch {
 	case in.Marker != nil:
-		was = false
-	case available >= minAvailable && !rolling:
-		was = true
+		a.WasAvailable = false
+	case a.Available >= a.MinAvailable && !a.Rolling:
+		a.WasAvailable = true
 	}
+	return a
+}
 
+// Breached reports whether the clique is breached: below minAvailable after
+// having been available, outside a rolling update (MinAvailableBreached
+// True, step 4 of DecideCliqueStatus).
+func (a Availability) Breached() bool {
+	return a.Available < a.MinAvailable && a.WasAvailable && !a.Rolling
+}
+
+// DecideCliqueStatus computes readyReplicas, wasAvailable and
+// MinAvailableBreached, in the design's order:
+//  1. available ≥ minAvailable → False/SufficientReadyPods;
+//  2. never available → False/NeverAvailable;
+//  3. rolling update in progress → Unknown/UpdateInProgress;
+//  4. otherwise → True/InsufficientReadyPods.
+//
+// See CliqueAvailability for what counts.
+func DecideCliqueStatus(clk clock.PassiveClock, in CliqueInput) CliqueStatus {
+	c := in.Clique
+	a := CliqueAvailability(in)
+	available, minAvailable := a.Available, a.MinAvailable
 	cond := metav1.Condition{Type: api.ConditionMinAvailableBreached, ObservedGeneration: c.Generation}
 	switch {
 	case available >= minAvailable:
 		cond.Status, cond.Reason = metav1.ConditionFalse, api.ReasonSufficientReadyPods
 		cond.Message = fmt.Sprintf("%d of minAvailable %d pods available", available, minAvailable)
-	case !was:
+	case !a.WasAvailable:
 		cond.Status, cond.Reason = metav1.ConditionFalse, api.ReasonNeverAvailable
 		cond.Message = fmt.Sprintf("%d of minAvailable %d pods available; the clique has not been available yet, so this is not a breach", available, minAvailable)
-	case rolling:
+	case a.Rolling:
 		cond.Status, cond.Reason = metav1.ConditionUnknown, api.ReasonUpdateInProgress
 		cond.Message = "a rolling update is in progress; breach detection is suspended"
 	default:
@@ -102,17 +123,28 @@ func DecideCliqueStatus(clk clock.PassiveClock, in CliqueInput) CliqueStatus {
 		cond.Message = fmt.Sprintf("%d of minAvailable %d pods available", available, minAvailable)
 	}
 	return CliqueStatus{
-		ReadyReplicas: ready,
-		WasAvailable:  was,
+		ReadyReplicas: a.Ready,
+		WasAvailable:  a.WasAvailable,
 		Conditions:    SetCondition(c.Status.Conditions, cond, clk.Now()),
 	}
 }
 
-// Changed reports whether s differs from what c's status already says.
-func (s CliqueStatus) Changed(c *grovev1alpha1.PodClique) bool {
-	if s.ReadyReplicas != c.Status.ReadyReplicas || s.WasAvailable != c.Status.WasAvailable {
-		return true
+// Breached reports whether s says the clique is breached now
+// (MinAvailableBreached True).
+func (s CliqueStatus) Breached() bool {
+	return meta.IsStatusConditionTrue(s.Conditions, api.ConditionMinAvailableBreached)
+}
+
+// Apply returns a copy of c carrying s: readyReplicas, the conditions and,
+// when ownWas, wasAvailable in the form the served schema keeps it (the
+// status field, or the carrier annotation on Grove's schema). A Training
+// clique's wasAvailable is package training's to write (its restart gate),
+// so gang passes ownWas false for those.
+func (s CliqueStatus) Apply(c *grovev1alpha1.PodClique, ownWas bool, schemas knob.FieldSchemas) *grovev1alpha1.PodClique {
+	out := c.DeepCopy()
+	out.Status.ReadyReplicas, out.Status.Conditions = s.ReadyReplicas, s.Conditions
+	if ownWas {
+		grove.SetWasAvailable(out, s.WasAvailable, schemas)
 	}
-	return !conditionEqual(meta.FindStatusCondition(s.Conditions, api.ConditionMinAvailableBreached),
-		meta.FindStatusCondition(c.Status.Conditions, api.ConditionMinAvailableBreached))
+	return out
 }

@@ -1,17 +1,24 @@
 package gang
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
 )
 
 func TestDecideCliqueStatus(t *testing.T) {
@@ -22,11 +29,16 @@ func TestDecideCliqueStatus(t *testing.T) {
 		replicas     int32
 		minAvailable *int32
 		wasAvailable bool
-		rolling      *grovev1alpha1.RollingUpdateProgress
-		training     bool
-		marker       *RestartMarker
-		existing     []metav1.Condition
-		pods         []podState
+		// wasCarrier sets wasAvailable through its carrier annotation, as on
+		// Grove's schema, instead of the seed field.
+		wasCarrier bool
+		rolling    *grovev1alpha1.RollingUpdateProgress
+		// groveUpdate is Grove's status.updateProgress.
+		groveUpdate *grovev1alpha1.RollingUpdateProgress
+		training    bool
+		marker      *RestartMarker
+		existing    []metav1.Condition
+		pods        []podState
 
 		wantReady  int32
 		wantWas    bool
@@ -66,6 +78,12 @@ func TestDecideCliqueStatus(t *testing.T) {
 			wantReady: 1, wantWas: true, wantStatus: metav1.ConditionFalse, wantReason: api.ReasonSufficientReadyPods, wantLTT: t0},
 		{name: "training: exited 1 is a breach", replicas: 2, wasAvailable: true, training: true, pods: []podState{ready, exited1},
 			wantReady: 1, wantWas: true, wantStatus: metav1.ConditionTrue, wantReason: api.ReasonInsufficientReadyPods, wantLTT: t0},
+		{name: "carrier: wasAvailable from the annotation, then lost a pod: breached", replicas: 2, wasCarrier: true, pods: []podState{ready},
+			wantReady: 1, wantWas: true, wantStatus: metav1.ConditionTrue, wantReason: api.ReasonInsufficientReadyPods, wantLTT: t0},
+		{name: "Grove's updateProgress is a rolling update", replicas: 2, wasCarrier: true, groveUpdate: &grovev1alpha1.RollingUpdateProgress{UpdateStartedAt: metav1.NewTime(earlier)}, pods: []podState{ready},
+			wantReady: 1, wantWas: true, wantStatus: metav1.ConditionUnknown, wantReason: api.ReasonUpdateInProgress, wantLTT: t0},
+		{name: "Grove's finished updateProgress is none", replicas: 2, wasCarrier: true, groveUpdate: &grovev1alpha1.RollingUpdateProgress{UpdateStartedAt: metav1.NewTime(earlier), UpdateEndedAt: &endedAt}, pods: []podState{ready},
+			wantReady: 1, wantWas: true, wantStatus: metav1.ConditionTrue, wantReason: api.ReasonInsufficientReadyPods, wantLTT: t0},
 		{name: "restart marker: named pods do not count and wasAvailable is held false", replicas: 2, wasAvailable: true, training: true,
 			marker: &RestartMarker{Restart: 1, Pods: []types.UID{"uid-0", "uid-1"}}, pods: []podState{ready, ready},
 			wantReady: 0, wantWas: false, wantStatus: metav1.ConditionFalse, wantReason: api.ReasonNeverAvailable, wantLTT: t0},
@@ -75,8 +93,11 @@ func TestDecideCliqueStatus(t *testing.T) {
 			c := &grovev1alpha1.PodClique{
 				ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 3},
 				Spec:       grovev1alpha1.PodCliqueSpec{Replicas: tc.replicas, MinAvailable: tc.minAvailable},
-				Status: grovev1alpha1.PodCliqueStatus{WasAvailable: tc.wasAvailable, RollingUpdateProgress: tc.rolling,
+				Status: grovev1alpha1.PodCliqueStatus{WasAvailable: tc.wasAvailable, RollingUpdateProgress: tc.rolling, UpdateProgress: tc.groveUpdate,
 					Conditions: append([]metav1.Condition{{Type: "Other", Status: metav1.ConditionTrue, Reason: "Kept"}}, tc.existing...)},
+			}
+			if tc.wasCarrier {
+				c.Annotations = map[string]string{api.AnnotationWasAvailable: "true"}
 			}
 			got := DecideCliqueStatus(clocktesting.NewFakePassiveClock(t0), CliqueInput{Clique: c, Pods: mkPods(tc.pods...), Training: tc.training, Marker: tc.marker})
 			if got.ReadyReplicas != tc.wantReady || got.WasAvailable != tc.wantWas {
@@ -95,24 +116,74 @@ func TestDecideCliqueStatus(t *testing.T) {
 			if other := meta.FindStatusCondition(got.Conditions, "Other"); other == nil || other.Reason != "Kept" {
 				t.Errorf("another controller's condition was dropped: %+v", got.Conditions)
 			}
-			if !got.Changed(c) && tc.existing == nil {
-				t.Errorf("Changed = false for a clique without the condition")
+			if got.Breached() != (tc.wantStatus == metav1.ConditionTrue) {
+				t.Errorf("Breached() = %v with condition %s", got.Breached(), cond.Status)
 			}
 		})
 	}
 }
 
-func TestCliqueStatusChanged(t *testing.T) {
-	clk := clocktesting.NewFakePassiveClock(t0)
-	c := &grovev1alpha1.PodClique{Spec: grovev1alpha1.PodCliqueSpec{Replicas: 1}}
-	first := DecideCliqueStatus(clk, CliqueInput{Clique: c, Pods: mkPods(ready)})
-	c.Status.ReadyReplicas, c.Status.WasAvailable, c.Status.Conditions = first.ReadyReplicas, first.WasAvailable, first.Conditions
-	clk.SetTime(t0.Add(time.Minute))
-	if again := DecideCliqueStatus(clk, CliqueInput{Clique: c, Pods: mkPods(ready)}); again.Changed(c) {
-		t.Errorf("a second decision on the same state reports a change: %+v", again)
+// fieldSchemas is a served schema that has the given field paths
+// (knob.FieldSchemas); nil paths is Grove's schema, which has none of the
+// seed status fields.
+type fieldSchemas []string
+
+func (f fieldSchemas) HasField(_ schema.GroupKind, path []string) bool {
+	return slices.Contains(f, strings.Join(path, "."))
+}
+
+// The seed schema keeps wasAvailable in status, Grove's in the carrier; a
+// Training clique's is not gang's to write; a second decision on the same
+// state writes nothing.
+func TestCliqueStatusApply(t *testing.T) {
+	seed := fieldSchemas{"status.wasAvailable"}
+	type out struct {
+		Ready       int32
+		WasField    bool
+		Annotations map[string]string
 	}
-	if lost := DecideCliqueStatus(clk, CliqueInput{Clique: c, Pods: mkPods(notReady)}); !lost.Changed(c) {
-		t.Errorf("losing the only ready pod reports no change")
+	tests := []struct {
+		name    string
+		schemas knob.FieldSchemas
+		ownWas  bool
+		before  map[string]string
+		was     bool
+		pods    []podState
+		want    out
+	}{
+		{name: "seed schema: the field", schemas: seed, ownWas: true, pods: []podState{ready},
+			want: out{Ready: 1, WasField: true}},
+		{name: "Grove's schema: the carrier", schemas: fieldSchemas{}, ownWas: true, pods: []podState{ready},
+			want: out{Ready: 1, Annotations: map[string]string{api.AnnotationWasAvailable: "true"}}},
+		{name: "no schema known: the carrier", schemas: nil, ownWas: true, pods: []podState{ready},
+			want: out{Ready: 1, Annotations: map[string]string{api.AnnotationWasAvailable: "true"}}},
+		{name: "other annotations are kept", schemas: fieldSchemas{}, ownWas: true, before: map[string]string{"a": "b"}, pods: []podState{ready},
+			want: out{Ready: 1, Annotations: map[string]string{"a": "b", api.AnnotationWasAvailable: "true"}}},
+		{name: "training clique: wasAvailable is training's", schemas: fieldSchemas{}, ownWas: false, pods: []podState{ready},
+			want: out{Ready: 1}},
+		{name: "carrier stays once set", schemas: fieldSchemas{}, ownWas: true, before: map[string]string{api.AnnotationWasAvailable: "true"}, pods: []podState{notReady},
+			want: out{Ready: 0, Annotations: map[string]string{api.AnnotationWasAvailable: "true"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakePassiveClock(t0)
+			c := &grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Annotations: tc.before}, Spec: grovev1alpha1.PodCliqueSpec{Replicas: 1}}
+			got := DecideCliqueStatus(clk, CliqueInput{Clique: c, Pods: mkPods(tc.pods...)}).Apply(c, tc.ownWas, tc.schemas)
+			if diff := cmp.Diff(tc.want, out{got.Status.ReadyReplicas, got.Status.WasAvailable, got.Annotations}, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("applied (-want +got):\n%s", diff)
+			}
+			if cond := meta.FindStatusCondition(got.Status.Conditions, api.ConditionMinAvailableBreached); cond == nil {
+				t.Errorf("no MinAvailableBreached in %+v", got.Status.Conditions)
+			}
+			if c.Annotations != nil && len(c.Annotations) != len(tc.before) {
+				t.Errorf("Apply changed the cached object's annotations: %v", c.Annotations)
+			}
+			clk.SetTime(t0.Add(time.Minute))
+			again := DecideCliqueStatus(clk, CliqueInput{Clique: got, Pods: mkPods(tc.pods...)}).Apply(got, tc.ownWas, tc.schemas)
+			if diff := cmp.Diff(got, again); diff != "" {
+				t.Errorf("a second decision on the same state changes (-first +second):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -9,12 +9,8 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
-
-// IsTraining reports whether a PodCliqueSet is a Training workload.
-func IsTraining(pcs *grovev1alpha1.PodCliqueSet) bool {
-	return pcs != nil && pcs.Spec.WorkloadType != nil && *pcs.Spec.WorkloadType == grovev1alpha1.WorkloadTypeTraining
-}
 
 // SetInput is what the PodCliqueSet decision reads.
 type SetInput struct {
@@ -79,8 +75,10 @@ func Breaches(in SetInput) []Breach {
 		if !agg.Below {
 			continue
 		}
+		// An override that does not parse falls back to the set's delay;
+		// the PodCliqueScalingGroup controller reports it.
 		delay := pcsDelay
-		if d := GroupDelay(in.Set, g); d != nil {
+		if d, _ := GroupDelay(in.Set, g); d != nil {
 			delay = *d
 		}
 		out = append(out, Breach{Kind: api.KindPodCliqueScalingGroup, Name: g.Name, Replica: idx, Since: agg.Since, Delay: delay})
@@ -94,7 +92,7 @@ func Breaches(in SetInput) []Breach {
 // restarts instead), terminates nothing.
 func DecideSet(clk clock.PassiveClock, in SetInput) SetDecision {
 	var out SetDecision
-	if in.Set.Spec.Template.TerminationDelay == nil || IsTraining(in.Set) {
+	if in.Set.Spec.Template.TerminationDelay == nil || grove.IsTrainingSet(in.Set) {
 		return out
 	}
 	now := clk.Now()

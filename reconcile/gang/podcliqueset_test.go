@@ -9,6 +9,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 )
 
@@ -18,14 +19,19 @@ func TestDecideSet(t *testing.T) {
 	never := metav1.Condition{Type: "MinAvailableBreached", Status: metav1.ConditionFalse, Reason: "NeverAvailable", LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour))}
 	unknown := metav1.Condition{Type: "MinAvailableBreached", Status: metav1.ConditionUnknown, Reason: "UpdateInProgress", LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour))}
 	tests := []struct {
-		name          string
-		delay         *time.Duration
-		groupDelay    *time.Duration
-		training      bool
-		cliques       []grovev1alpha1.PodClique
-		groups        []grovev1alpha1.PodCliqueScalingGroup
-		wantTerminate []int32
-		wantRequeue   time.Duration
+		name       string
+		delay      *time.Duration
+		groupDelay *time.Duration
+		// groupCarrier is the scaling groups' override carrier, as on
+		// Grove's schema.
+		groupCarrier string
+		training     bool
+		// trainingCarrier says Training through the carrier.
+		trainingCarrier bool
+		cliques         []grovev1alpha1.PodClique
+		groups          []grovev1alpha1.PodCliqueScalingGroup
+		wantTerminate   []int32
+		wantRequeue     time.Duration
 	}{
 		{name: "healthy", delay: ptr.To(10 * time.Second),
 			cliques: []grovev1alpha1.PodClique{clique("a", 0, "", 0, ok), clique("b", 1, "", 0, ok)}},
@@ -48,6 +54,8 @@ func TestDecideSet(t *testing.T) {
 			cliques: []grovev1alpha1.PodClique{clique("a", 0, "", 0, at(time.Hour))}},
 		{name: "training: nothing (package training restarts)", delay: ptr.To(time.Duration(0)), training: true,
 			cliques: []grovev1alpha1.PodClique{clique("a", 0, "", 0, at(time.Hour))}},
+		{name: "training by its carrier: nothing", delay: ptr.To(time.Duration(0)), trainingCarrier: true,
+			cliques: []grovev1alpha1.PodClique{clique("a", 0, "", 0, at(time.Hour))}},
 		{name: "breached PCSG past its delay terminates the replica", delay: ptr.To(10 * time.Second),
 			cliques: []grovev1alpha1.PodClique{clique("s", 0, "", 0, ok),
 				clique("w0", 0, "pcs-0-g", 0, at(20*time.Second)), clique("w1", 0, "pcs-0-g", 1, at(15*time.Second))},
@@ -58,6 +66,11 @@ func TestDecideSet(t *testing.T) {
 				clique("w0", 0, "pcs-0-g", 0, at(20*time.Second)), clique("w1", 0, "pcs-0-g", 1, ok)},
 			groups: []grovev1alpha1.PodCliqueScalingGroup{group("pcs-0-g", 0, 2, 1)}},
 		{name: "PCSG override shorter than the PodCliqueSet delay is honoured", delay: ptr.To(time.Hour), groupDelay: ptr.To(2 * time.Second),
+			cliques: []grovev1alpha1.PodClique{
+				clique("w0", 0, "pcs-0-g", 0, at(3*time.Second)), clique("w1", 0, "pcs-0-g", 1, at(3*time.Second))},
+			groups:        []grovev1alpha1.PodCliqueScalingGroup{group("pcs-0-g", 0, 2, 1)},
+			wantTerminate: []int32{0}},
+		{name: "PCSG override by its carrier is honoured", delay: ptr.To(time.Hour), groupCarrier: "g=2s",
 			cliques: []grovev1alpha1.PodClique{
 				clique("w0", 0, "pcs-0-g", 0, at(3*time.Second)), clique("w1", 0, "pcs-0-g", 1, at(3*time.Second))},
 			groups:        []grovev1alpha1.PodCliqueScalingGroup{group("pcs-0-g", 0, 2, 1)},
@@ -76,6 +89,13 @@ func TestDecideSet(t *testing.T) {
 			}
 			if tc.training {
 				pcs.Spec.WorkloadType = ptr.To(grovev1alpha1.WorkloadTypeTraining)
+			}
+			if tc.trainingCarrier {
+				pcs.Annotations = map[string]string{api.AnnotationWorkloadType: "Training"}
+			}
+			if tc.groupCarrier != "" {
+				pcs.Annotations = map[string]string{api.AnnotationTerminationDelay: tc.groupCarrier}
+				pcs.Spec.Template.PodCliqueScalingGroupConfigs = []grovev1alpha1.PodCliqueScalingGroupConfig{{Name: "g"}}
 			}
 			if tc.groupDelay != nil {
 				pcs.Spec.Template.PodCliqueScalingGroupConfigs = []grovev1alpha1.PodCliqueScalingGroupConfig{{Name: "g", TerminationDelay: &metav1.Duration{Duration: *tc.groupDelay}}}

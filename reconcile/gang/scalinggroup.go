@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
 
 // ReplicaBreach is one breached PCSG replica and since when it has been
@@ -188,32 +190,36 @@ func (d GroupDecision) Changed(g *grovev1alpha1.PodCliqueScalingGroup) bool {
 }
 
 // GroupDelay is the effective terminationDelay of a PCSG: nil when the
-// PodCliqueSet has none (gang termination off); else the PCSG object's own
-// override, else the override of its PodCliqueSet config entry, else the
-// PodCliqueSet's delay.
-func GroupDelay(pcs *grovev1alpha1.PodCliqueSet, g *grovev1alpha1.PodCliqueScalingGroup) *time.Duration {
+// PodCliqueSet has none (gang termination off); else the group's override
+// (grove.ScalingGroupDelayOf: the PCSG's or its config entry's seed field,
+// else the PodCliqueSet's carrier), else the PodCliqueSet's delay. An
+// override that does not parse is an error; the PodCliqueSet's delay is
+// returned with it, so a caller that only reports the error still acts on
+// a sane delay.
+func GroupDelay(pcs *grovev1alpha1.PodCliqueSet, g *grovev1alpha1.PodCliqueScalingGroup) (*time.Duration, error) {
 	base := pcs.Spec.Template.TerminationDelay
 	if base == nil {
-		return nil
+		return nil, nil
 	}
 	d := base.Duration
-	if g.Spec.TerminationDelay != nil {
-		d = g.Spec.TerminationDelay.Duration
-	} else if cfg := GroupConfig(pcs, g); cfg != nil && cfg.TerminationDelay != nil {
-		d = cfg.TerminationDelay.Duration
+	override, err := grove.ScalingGroupDelayOf(pcs, g, GroupConfigName(pcs, g))
+	if err != nil {
+		return &d, fmt.Errorf("terminationDelay of PodCliqueScalingGroup %s/%s: %w", g.Namespace, g.Name, err)
 	}
-	return &d
+	if override != nil {
+		d = *override
+	}
+	return &d, nil
 }
 
-// GroupConfig finds the PodCliqueSet's config entry a PCSG was made from:
-// Grove names a PCSG <pcs>-<replica index>-<config name>.
-func GroupConfig(pcs *grovev1alpha1.PodCliqueSet, g *grovev1alpha1.PodCliqueScalingGroup) *grovev1alpha1.PodCliqueScalingGroupConfig {
-	idx := PCSReplicaIndex(g.Labels)
-	for i := range pcs.Spec.Template.PodCliqueScalingGroupConfigs {
-		cfg := &pcs.Spec.Template.PodCliqueScalingGroupConfigs[i]
-		if g.Name == fmt.Sprintf("%s-%d-%s", pcs.Name, idx, cfg.Name) {
-			return cfg
-		}
+// GroupConfigName is the name of the PodCliqueSet's scaling-group config a
+// PCSG was made from: Grove names a PCSG <pcs>-<replica index>-<config
+// name>. "" when g's name is not of that form.
+func GroupConfigName(pcs *grovev1alpha1.PodCliqueSet, g *grovev1alpha1.PodCliqueScalingGroup) string {
+	prefix := fmt.Sprintf("%s-%d-", pcs.Name, PCSReplicaIndex(g.Labels))
+	name, ok := strings.CutPrefix(g.Name, prefix)
+	if !ok {
+		return ""
 	}
-	return nil
+	return name
 }

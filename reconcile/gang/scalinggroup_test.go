@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -114,21 +115,52 @@ func TestAggregateGroupSince(t *testing.T) {
 }
 
 func TestGroupDelay(t *testing.T) {
-	pcs := &grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Name: "pcs"}}
-	g := group("pcs-0-workers", 0, 2, 1)
-	if d := GroupDelay(pcs, &g); d != nil {
-		t.Errorf("no PodCliqueSet delay: got %v, want nil", *d)
+	d := func(v time.Duration) *metav1.Duration { return &metav1.Duration{Duration: v} }
+	tests := []struct {
+		name       string
+		setDelay   *metav1.Duration
+		config     *metav1.Duration // the seed config entry's field
+		carrier    string           // the PodCliqueSet's carrier
+		groupField *metav1.Duration // the seed PCSG's own field
+		want       *time.Duration
+		wantErr    bool
+	}{
+		{name: "no PodCliqueSet delay: off", config: d(time.Minute), carrier: "workers=1s"},
+		{name: "no override: the set's", setDelay: d(time.Hour), want: ptr.To(time.Hour)},
+		{name: "seed config field", setDelay: d(time.Hour), config: d(time.Minute), want: ptr.To(time.Minute)},
+		{name: "Grove's schema: the carrier", setDelay: d(time.Hour), carrier: "other=5s, workers=2s", want: ptr.To(2 * time.Second)},
+		{name: "carrier of another group only", setDelay: d(time.Hour), carrier: "other=5s", want: ptr.To(time.Hour)},
+		{name: "field wins over carrier", setDelay: d(time.Hour), config: d(time.Minute), carrier: "workers=2s", want: ptr.To(time.Minute)},
+		{name: "the PCSG's own seed field wins", setDelay: d(time.Hour), config: d(time.Minute), groupField: d(time.Second), want: ptr.To(time.Second)},
+		{name: "bad carrier: error, with the set's delay", setDelay: d(time.Hour), carrier: "workers=soon", want: ptr.To(time.Hour), wantErr: true},
 	}
-	pcs.Spec.Template.TerminationDelay = &metav1.Duration{Duration: time.Hour}
-	if d := GroupDelay(pcs, &g); d == nil || *d != time.Hour {
-		t.Errorf("no override: got %v, want 1h", d)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pcs := &grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Name: "pcs"}}
+			pcs.Spec.Template.TerminationDelay = tc.setDelay
+			pcs.Spec.Template.PodCliqueScalingGroupConfigs = []grovev1alpha1.PodCliqueScalingGroupConfig{{Name: "workers", TerminationDelay: tc.config}}
+			if tc.carrier != "" {
+				pcs.Annotations = map[string]string{api.AnnotationTerminationDelay: tc.carrier}
+			}
+			g := group("pcs-0-workers", 0, 2, 1)
+			g.Spec.TerminationDelay = tc.groupField
+			got, err := GroupDelay(pcs, &g)
+			if (err != nil) != tc.wantErr {
+				t.Errorf("err = %v, want error %v", err, tc.wantErr)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("delay (-want +got):\n%s", diff)
+			}
+		})
 	}
-	pcs.Spec.Template.PodCliqueScalingGroupConfigs = []grovev1alpha1.PodCliqueScalingGroupConfig{{Name: "workers", TerminationDelay: &metav1.Duration{Duration: time.Minute}}}
-	if d := GroupDelay(pcs, &g); d == nil || *d != time.Minute {
-		t.Errorf("config override: got %v, want 1m", d)
-	}
-	g.Spec.TerminationDelay = &metav1.Duration{Duration: time.Second}
-	if d := GroupDelay(pcs, &g); d == nil || *d != time.Second {
-		t.Errorf("object override: got %v, want 1s", d)
+}
+
+func TestGroupConfigName(t *testing.T) {
+	pcs := &grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Name: "inf"}}
+	for name, want := range map[string]string{"inf-1-workers": "workers", "inf-1-sg-a": "sg-a", "other-1-workers": "", "inf-0-workers": ""} {
+		g := group(name, 1, 1, 1)
+		if got := GroupConfigName(pcs, &g); got != want {
+			t.Errorf("GroupConfigName(%s) = %q, want %q", name, got, want)
+		}
 	}
 }

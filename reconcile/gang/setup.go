@@ -18,6 +18,8 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
 )
 
 // Cache indexes this package registers. The names are this package's own so
@@ -42,8 +44,11 @@ const workers = 8
 const conflictRetry = 200 * time.Millisecond
 
 // Setup registers the PodClique, PodCliqueScalingGroup and PodCliqueSet gang
-// controllers with mgr.
-func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
+// controllers with mgr. enf decides, per SPEC §9, whether shepherd or Grove
+// enforces gang termination (nil: shepherd always does). schemas answers
+// which fields the served Grove schemas have, which decides where
+// wasAvailable is written (nil: the carrier annotation).
+func Setup(mgr ctrl.Manager, clk clock.PassiveClock, enf *integrations.Enforcement, schemas knob.FieldSchemas) error {
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
 	if err := idx.IndexField(ctx, &corev1.Pod{}, IndexPodOwner, PodOwners); err != nil {
@@ -62,7 +67,10 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 		return fmt.Errorf("indexing PodCliqueScalingGroups by PodCliqueSet: %w", err)
 	}
 	rec := mgr.GetEventRecorder("shepherd-gang")
-	c := mgr.GetClient()
+	// Every write is shepherd's field manager's: a MinAvailableBreached
+	// owned by any other manager is Grove's (Gate).
+	c := client.WithFieldOwner(mgr.GetClient(), api.FieldManager)
+	gate := NewGate(enf)
 	del, err := NewDeleter(mgr)
 	if err != nil {
 		return err
@@ -72,14 +80,14 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 		For(&grovev1alpha1.PodClique{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &grovev1alpha1.PodClique{})).
-		Complete(&cliqueReconciler{client: c, clock: clk}); err != nil {
+		Complete(&cliqueReconciler{client: c, clock: clk, gate: gate, schemas: schemas}); err != nil {
 		return fmt.Errorf("building the PodClique controller: %w", err)
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("gang-podcliquescalinggroup").
 		For(&grovev1alpha1.PodCliqueScalingGroup{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Watches(&grovev1alpha1.PodClique{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPodCliqueScalingGroup))).
-		Complete(&groupReconciler{client: c, deleter: del, clock: clk, recorder: rec}); err != nil {
+		Complete(&groupReconciler{client: c, deleter: del, clock: clk, recorder: rec, gate: gate}); err != nil {
 		return fmt.Errorf("building the PodCliqueScalingGroup controller: %w", err)
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("gang-podcliqueset").
@@ -87,7 +95,7 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Watches(&grovev1alpha1.PodClique{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPartOf))).
 		Watches(&grovev1alpha1.PodCliqueScalingGroup{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPartOf))).
-		Complete(&setReconciler{client: c, deleter: del, clock: clk, recorder: rec}); err != nil {
+		Complete(&setReconciler{client: c, deleter: del, clock: clk, recorder: rec, gate: gate}); err != nil {
 		return fmt.Errorf("building the PodCliqueSet controller: %w", err)
 	}
 	return nil

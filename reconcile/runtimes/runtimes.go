@@ -80,29 +80,29 @@ func JobsOf(c client.Reader) handler.MapFunc {
 	}
 }
 
-// SpecOf reads the spec of the runtime tj references through c. It returns
-// nil, without error, when the runtime does not exist yet (the runtime
-// watch brings the job back once it does) or the reference is not to a
-// Trainer runtime.
-func SpecOf(ctx context.Context, c client.Reader, tj *trainerv1alpha1.TrainJob) (*trainerv1alpha1.TrainingRuntimeSpec, error) {
+// Get reads the runtime tj references through c: a
+// *trainerv1alpha1.TrainingRuntime or *trainerv1alpha1.ClusterTrainingRuntime,
+// whose knobs integrations/trainer reads (RuntimeTTLOf, UsesWorkload) and
+// whose spec trainer.RuntimeSpec returns. It returns nil, without error,
+// when the runtime does not exist yet (the runtime watch brings the job
+// back once it does) or the reference is not to a Trainer runtime.
+func Get(ctx context.Context, c client.Reader, tj *trainerv1alpha1.TrainJob) (client.Object, error) {
 	ref := tj.Spec.RuntimeRef
 	if !ref.IsTrainerRuntime() {
 		return nil, nil
 	}
-	var spec *trainerv1alpha1.TrainingRuntimeSpec
-	var err error
+	var rt client.Object
+	key := types.NamespacedName{Name: ref.Name}
 	switch ref.EffectiveKind() {
 	case api.KindClusterTrainingRuntime:
-		var rt trainerv1alpha1.ClusterTrainingRuntime
-		err = c.Get(ctx, types.NamespacedName{Name: ref.Name}, &rt)
-		spec = &rt.Spec
+		rt = &trainerv1alpha1.ClusterTrainingRuntime{}
 	case api.KindTrainingRuntime:
-		var rt trainerv1alpha1.TrainingRuntime
-		err = c.Get(ctx, types.NamespacedName{Namespace: tj.Namespace, Name: ref.Name}, &rt)
-		spec = &rt.Spec
+		rt = &trainerv1alpha1.TrainingRuntime{}
+		key.Namespace = tj.Namespace
 	default:
 		return nil, nil
 	}
+	err := c.Get(ctx, key, rt)
 	if apierrors.IsNotFound(err) {
 		ctrl.LoggerFrom(ctx).V(1).Info("runtime not found; waiting for it", "kind", ref.EffectiveKind(), "runtime", ref.Name)
 		return nil, nil
@@ -110,5 +110,5 @@ func SpecOf(ctx context.Context, c client.Reader, tj *trainerv1alpha1.TrainJob) 
 	if err != nil {
 		return nil, fmt.Errorf("reading %s %q: %w", ref.EffectiveKind(), ref.Name, err)
 	}
-	return spec, nil
+	return rt, nil
 }

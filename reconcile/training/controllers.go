@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -16,13 +17,17 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
 )
 
-// cliqueReconciler writes the Succeeded condition of Training PodCliques.
+// cliqueReconciler writes the Succeeded condition and the wasAvailable of
+// Training PodCliques.
 type cliqueReconciler struct {
-	client client.Client
-	clock  clock.PassiveClock
+	client  client.Client
+	clock   clock.PassiveClock
+	schemas knob.FieldSchemas
 }
 
 func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -46,19 +51,23 @@ func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		ctrl.LoggerFrom(ctx).Error(err, "ignoring the restart marker", "podclique", req.NamespacedName)
 		marker = nil
 	}
-	conds, changed := DecideCliqueSucceeded(r.clock, &pclq, pods, marker)
-	if !changed {
-		return ctrl.Result{}, nil
-	}
-	orig := pclq.DeepCopy()
-	pclq.Status.Conditions = conds
-	if err := r.client.Status().Patch(ctx, &pclq, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+	want := pclq.DeepCopy()
+	conds, succeeded := DecideCliqueSucceeded(r.clock, &pclq, pods, marker)
+	want.Status.Conditions = conds
+	// The restart gate: package gang's availability rule, kept here for
+	// Training cliques whatever enforces gang termination (see the package
+	// doc).
+	a := gang.CliqueAvailability(gang.CliqueInput{Clique: &pclq, Pods: pods, Training: true, Marker: marker})
+	grove.SetWasAvailable(want, a.WasAvailable, r.schemas)
+	if _, err := gang.PatchClique(ctx, r.client, &pclq, want); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
-		return ctrl.Result{}, fmt.Errorf("patching status of PodClique %s: %w", req.NamespacedName, err)
+		return ctrl.Result{}, err
 	}
-	ctrl.LoggerFrom(ctx).Info("PodClique succeeded", "podclique", req.NamespacedName)
+	if succeeded {
+		ctrl.LoggerFrom(ctx).Info("PodClique succeeded", "podclique", req.NamespacedName)
+	}
 	return ctrl.Result{}, nil
 }
 
@@ -67,6 +76,7 @@ type setReconciler struct {
 	client   client.Client
 	deleter  *gang.Deleter
 	clock    clock.PassiveClock
+	schemas  knob.FieldSchemas
 	recorder recorder.EventRecorder
 }
 
@@ -76,10 +86,24 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if err := r.client.Get(ctx, req.NamespacedName, &pcs); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if pcs.DeletionTimestamp != nil || !gang.IsTraining(&pcs) {
+	if pcs.DeletionTimestamp != nil || !grove.IsTrainingSet(&pcs) {
 		return ctrl.Result{}, nil
 	}
-	in := Input{Set: &pcs}
+	// A carrier that does not parse is reported (the error is logged and
+	// retried with backoff) and nothing is done: guessing a restart count or
+	// a limit could restart, or fail, a workload wrongly.
+	st, err := grove.TrainingStatusOf(&pcs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	maxRestarts, maxRuntime, err := grove.TrainingLimits(&pcs)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("trainingSpec of PodCliqueSet %s: %w", req.NamespacedName, err)
+	}
+	in := Input{Set: &pcs, Status: st, MaxRuntime: maxRuntime}
+	if maxRestarts != nil {
+		in.MaxRestarts = *maxRestarts
+	}
 	var cliques grovev1alpha1.PodCliqueList
 	if err := r.client.List(ctx, &cliques, client.InNamespace(pcs.Namespace), client.MatchingFields{indexPartOf: pcs.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing PodCliques of %s: %w", req.NamespacedName, err)
@@ -109,18 +133,14 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		}
 	}
 	// 2. The commit: phase, startTime, restartCount, Failed.
-	if d.Status.Changed(&pcs) {
-		orig := pcs.DeepCopy()
-		pcs.Status.Phase, pcs.Status.RestartCount, pcs.Status.StartTime, pcs.Status.Conditions =
-			d.Status.Phase, d.Status.RestartCount, d.Status.StartTime, d.Status.Conditions
-		if err := r.client.Status().Patch(ctx, &pcs, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-				// Nothing after the commit may happen without it; the
-				// markers already written make the next reconcile resume.
-				return ctrl.Result{RequeueAfter: conflictRetry}, nil
-			}
-			return ctrl.Result{}, fmt.Errorf("patching status of PodCliqueSet %s: %w", req.NamespacedName, err)
+	if wrote, err := PatchSet(ctx, r.client, &pcs, d.Status.Apply(&pcs, r.schemas)); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			// Nothing after the commit may happen without it; the
+			// markers already written make the next reconcile resume.
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
+		return ctrl.Result{}, err
+	} else if wrote {
 		log.Info("Training status", "phase", d.Status.Phase, "restartCount", d.Status.RestartCount)
 	}
 	// 3. Events and metrics of what was committed.
@@ -175,4 +195,32 @@ func findClique(cliques []grovev1alpha1.PodClique, name string) *grovev1alpha1.P
 		}
 	}
 	return nil
+}
+
+// PatchSet writes what want changes on the PodCliqueSet cur: first its
+// annotations (the Training status carriers on Grove's schema), with a
+// merge patch of the object, then its status, with a merge patch of the
+// status subresource — each only if it changed, each with an optimistic
+// lock, so that a restart is counted once whichever form holds the count.
+// On Grove's schema the carriers go first: the phase is the commit, and a
+// Failed condition lost after it (a crash, or Grove rewriting its
+// conditions list) is put back by Decide from the phase.
+func PatchSet(ctx context.Context, c client.Client, cur, want *grovev1alpha1.PodCliqueSet) (wrote bool, err error) {
+	if !equality.Semantic.DeepEqual(cur.Annotations, want.Annotations) {
+		next := cur.DeepCopy()
+		next.Annotations = want.Annotations
+		if err := c.Patch(ctx, next, client.MergeFromWithOptions(cur, client.MergeFromWithOptimisticLock{})); err != nil {
+			return wrote, fmt.Errorf("patching annotations of PodCliqueSet %s/%s: %w", cur.Namespace, cur.Name, err)
+		}
+		wrote, cur = true, next
+	}
+	if !equality.Semantic.DeepEqual(cur.Status, want.Status) {
+		next := cur.DeepCopy()
+		next.Status = want.Status
+		if err := c.Status().Patch(ctx, next, client.MergeFromWithOptions(cur, client.MergeFromWithOptimisticLock{})); err != nil {
+			return wrote, fmt.Errorf("patching status of PodCliqueSet %s/%s: %w", cur.Namespace, cur.Name, err)
+		}
+		wrote = true
+	}
+	return wrote, nil
 }

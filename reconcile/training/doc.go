@@ -9,15 +9,43 @@
 // then status patches of shepherd's fields only (optimistic-lock merge
 // patches), restart markers, deletes with UID preconditions, events, metrics.
 //
-// # Split with package gang
+// # Breach detection: from the pods, at once
 //
-// Package gang writes every PodClique's readyReplicas, wasAvailable and
-// MinAvailableBreached — for Training too — and this package reads those
-// conditions. For a Training PodCliqueSet, gang never deletes anything: the
-// restart replaces gang termination at both the PCSG and the PodCliqueSet
-// level, so the two never both answer one breach. The effective delay is the
-// same as gang's (PCSG override, else the set's terminationDelay), with an
-// unset delay meaning 0 (D-PCS-2's default for Training).
+// A Training breach is read from the pods, not from MinAvailableBreached: per
+// PodClique, gang.CliqueAvailability — the Grove design's rule (ready pods,
+// plus pods that exited 0, below minAvailable after the clique had been
+// available) — evaluated here on the pods this package lists. Whoever writes
+// MinAvailableBreached (package gang, or Grove itself when it enforces gang
+// termination, integrations.FeatureGangTermination) does not matter, and
+// neither do Grove's own breach rules.
+//
+// The delay is 0, whatever the PodCliqueSet's terminationDelay says: a
+// breach is answered by a restart, or the Failed phase, in the reconcile
+// that sees it. GREP-0285 defaults a Training delay to 0 (D-PCS-2), but on a
+// cluster running Grove that value cannot be stored: Grove's webhook
+// defaults terminationDelay to 4h and rejects 0, and on a Grove schema one
+// cannot tell the user's value from Grove's default. Acting at once also
+// keeps Grove's gang termination, which does not know Training workloads,
+// from ever firing on one: the restart replaces the breached pods hours
+// before Grove's delay runs out. (A framework that tolerates brief pod gaps
+// must say so with minAvailable.)
+//
+// The availability rule needs the sticky wasAvailable bit (a starting gang
+// is not a breached one). For a Training PodClique this package keeps it —
+// the status field where the served schema has one, else the
+// shepherd.dev/was-available carrier (grove.SetWasAvailable) — in every
+// mode, since Grove never keeps it; package gang keeps it for Inference
+// cliques only. Package gang still writes a Training clique's readyReplicas
+// and MinAvailableBreached when it enforces gang termination, and never
+// deletes anything of a Training PodCliqueSet: the restart replaces gang
+// termination at both the PCSG and the PodCliqueSet level, so the two never
+// both answer one breach.
+//
+// The Training status (phase, restartCount, startTime) goes where the served
+// schema keeps it: the seed's status fields, or, on Grove's schema, the
+// carriers shepherd.dev/phase, shepherd.dev/restart-count and
+// shepherd.dev/start-time (grove.SetTrainingStatus); the Failed condition
+// goes to status.conditions, which both schemas have.
 //
 // # Restarts without memory
 //
@@ -33,12 +61,15 @@
 //     restartCount = N on the PodCliqueSet status (optimistic lock: a
 //     restart is counted once), event ReplicaRestarting, metric;
 //  3. delete the named pods (UID preconditions);
-//  4. once none of the named pods is left and gang has reset the clique
-//     (wasAvailable false — gang holds it false while the marker is active
-//     and never counts the named pods), mark that clique's marker done.
+//  4. once none of the named pods is left and the clique's wasAvailable is
+//     reset (this package's clique controller holds it false while the
+//     marker is active and never counts the named pods), mark that clique's
+//     marker done.
 //
-// A replica with an active (not done) marker is "restarting": its breaches
-// are not acted on. The done marker stays as history so that, while other
+// On Grove's schema the count lives in an annotation: step 2 is then a
+// merge patch of the annotations, under the same optimistic lock. A replica
+// with an active (not done) marker is "restarting": its breaches are not
+// acted on. The done marker stays as history so that, while other
 // PodCliques of the replica are still restarting, a finished PodClique is
 // not mistaken for one that was never marked (whose current pods would be
 // condemned). A crash between any two steps resumes at the step it stopped

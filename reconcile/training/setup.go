@@ -15,6 +15,8 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
 )
 
@@ -29,7 +31,13 @@ const (
 const conflictRetry = 200 * time.Millisecond
 
 // Setup registers the Training PodClique and PodCliqueSet controllers.
-func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
+// schemas answers which fields the served Grove schemas have, which decides
+// where the Training status (phase, restartCount, startTime) and a Training
+// clique's wasAvailable are written (nil: the carrier annotations). It takes
+// no integrations.Enforcement: Grove has no Training workloads, so R-TR is
+// shepherd's alone, and its breach detection reads pods, not whoever's
+// MinAvailableBreached.
+func Setup(mgr ctrl.Manager, clk clock.PassiveClock, schemas knob.FieldSchemas) error {
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
 	partOf := func(o client.Object) []string {
@@ -47,7 +55,8 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 	if err := idx.IndexField(ctx, &grovev1alpha1.PodClique{}, indexPartOf, partOf); err != nil {
 		return fmt.Errorf("indexing PodCliques by PodCliqueSet: %w", err)
 	}
-	c := mgr.GetClient()
+	// shepherd's field manager, as package gang's writes (see gang.Gate).
+	c := client.WithFieldOwner(mgr.GetClient(), api.FieldManager)
 	del, err := gang.NewDeleter(mgr)
 	if err != nil {
 		return err
@@ -55,7 +64,7 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 	if err := ctrl.NewControllerManagedBy(mgr).Named("training-podclique").
 		For(&grovev1alpha1.PodClique{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &grovev1alpha1.PodClique{})).
-		Complete(&cliqueReconciler{client: c, clock: clk}); err != nil {
+		Complete(&cliqueReconciler{client: c, clock: clk, schemas: schemas}); err != nil {
 		return fmt.Errorf("building the Training PodClique controller: %w", err)
 	}
 	toSet := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -68,7 +77,7 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 		For(&grovev1alpha1.PodCliqueSet{}).
 		Watches(&grovev1alpha1.PodClique{}, toSet).
 		Watches(&corev1.Pod{}, toSet).
-		Complete(&setReconciler{client: c, deleter: del, clock: clk, recorder: mgr.GetEventRecorder("shepherd-training")}); err != nil {
+		Complete(&setReconciler{client: c, deleter: del, clock: clk, schemas: schemas, recorder: mgr.GetEventRecorder("shepherd-training")}); err != nil {
 		return fmt.Errorf("building the Training PodCliqueSet controller: %w", err)
 	}
 	return nil
@@ -78,7 +87,7 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 // exists and is a Training workload.
 func trainingSet(ctx context.Context, c client.Reader, o client.Object) (*grovev1alpha1.PodCliqueSet, error) {
 	pcs, err := gang.ParentSet(ctx, c, o)
-	if err != nil || pcs == nil || !gang.IsTraining(pcs) {
+	if err != nil || pcs == nil || !grove.IsTrainingSet(pcs) {
 		return nil, err
 	}
 	return pcs, nil

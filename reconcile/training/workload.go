@@ -13,12 +13,21 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
 )
 
 // Input is what the PodCliqueSet decision reads.
 type Input struct {
 	Set *grovev1alpha1.PodCliqueSet
+	// Status is the set's Training status as read (grove.TrainingStatusOf:
+	// the fields, or their carriers).
+	Status grove.TrainingStatus
+	// MaxRestarts and MaxRuntime are the set's trainingSpec as read
+	// (grove.TrainingLimits); MaxRestarts unset is 0 (D-PCS-4).
+	MaxRestarts int32
+	MaxRuntime  *time.Duration
 	// Cliques are the set's PodCliques that are not being deleted.
 	Cliques []grovev1alpha1.PodClique
 	// Groups are the set's PodCliqueScalingGroups (for their delays).
@@ -81,14 +90,27 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 	now := clk.Now()
 	pcs := in.Set
 	d := Decision{Status: Status{
-		Phase: pcs.Status.Phase, RestartCount: pcs.Status.RestartCount,
-		StartTime: pcs.Status.StartTime, Conditions: pcs.Status.Conditions,
+		Phase: in.Status.Phase, RestartCount: in.Status.RestartCount,
+		StartTime: in.Status.StartTime, Conditions: pcs.Status.Conditions,
 	}}
 	switch d.Status.Phase {
 	case grovev1alpha1.PhaseSucceeded:
 		return d
 	case grovev1alpha1.PhaseFailed:
-		// Final: keep the set's pods terminated.
+		// Final: keep the set's pods terminated, and the Failed condition
+		// present. On Grove's schema the phase (a carrier) is committed
+		// before the condition, and Grove rewrites its atomic conditions
+		// list without a lock; a condition lost either way is put back
+		// with the reason the durable state still shows.
+		if meta.FindStatusCondition(d.Status.Conditions, api.ConditionFailed) == nil {
+			reason, msg := api.ReasonMaxRestartsExceeded, fmt.Sprintf("the restart budget is used up (%d of maxRestarts %d)", d.Status.RestartCount, in.MaxRestarts)
+			if in.MaxRuntime != nil && d.Status.StartTime != nil && now.Sub(d.Status.StartTime.Time) > *in.MaxRuntime {
+				reason, msg = api.ReasonMaxRuntimeExceeded, fmt.Sprintf("the workload ran longer than maxRuntime %s", *in.MaxRuntime)
+			}
+			d.Status.Conditions = gang.SetCondition(d.Status.Conditions, metav1.Condition{
+				Type: api.ConditionFailed, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: pcs.Generation,
+			}, now)
+		}
 		d.DeletePods = livePods(in.Pods)
 		return d
 	}
@@ -108,11 +130,11 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 	var wait gang.MinRequeue
 
 	// maxRuntime, from the first start, restarts included.
-	if ts := pcs.Spec.TrainingSpec; ts != nil && ts.MaxRuntime != nil && d.Status.StartTime != nil {
-		left := d.Status.StartTime.Add(ts.MaxRuntime.Duration).Sub(now)
+	if in.MaxRuntime != nil && d.Status.StartTime != nil {
+		left := d.Status.StartTime.Add(*in.MaxRuntime).Sub(now)
 		if left < 0 {
 			d.fail(in, api.ReasonMaxRuntimeExceeded, fmt.Sprintf("the workload ran longer than maxRuntime %s (started %s)",
-				ts.MaxRuntime.Duration, d.Status.StartTime.UTC().Format(time.RFC3339)), api.EventMaxRuntimeExceeded, now)
+				*in.MaxRuntime, d.Status.StartTime.UTC().Format(time.RFC3339)), api.EventMaxRuntimeExceeded, now)
 			return d
 		}
 		wait.Add(left)
@@ -144,18 +166,15 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 	for _, idx := range replicas {
 		cliques := byReplica[idx]
 		if n := inFlight(cliques); n > 0 {
-			d.continueRestart(idx, n, cliques, podsOf, maxRestarts(pcs))
+			d.continueRestart(idx, n, cliques, podsOf, in.MaxRestarts)
 			wait.Add(restartingPoll)
 			continue
 		}
-		expired, left := d.expiredBreaches(in, cliques, now)
-		if len(expired) == 0 {
-			if left > 0 {
-				wait.Add(left)
-			}
+		breached := breachedCliques(cliques, podsOf)
+		if len(breached) == 0 {
 			continue
 		}
-		for _, c := range expired {
+		for _, c := range breached {
 			d.Events = append(d.Events, Event{Clique: c.Name, Type: corev1.EventTypeWarning, Reason: api.EventPodCliqueFailed,
 				Note: fmt.Sprintf("PodClique %s of replica %d breached MinAvailable", c.Name, idx)})
 		}
@@ -165,14 +184,14 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 			wait.Add(restartingPoll)
 			continue
 		}
-		if d.Status.RestartCount < maxRestarts(pcs) {
+		if d.Status.RestartCount < in.MaxRestarts {
 			d.startRestart(cliques, podsOf)
 			restartedNow = true
 			wait.Add(restartingPoll)
 			continue
 		}
 		d.fail(in, api.ReasonMaxRestartsExceeded, fmt.Sprintf("replica %d failed and the restart budget is used up (%d of maxRestarts %d)",
-			idx, d.Status.RestartCount, maxRestarts(pcs)), api.EventMaxRestartsExceeded, now)
+			idx, d.Status.RestartCount, in.MaxRestarts), api.EventMaxRestartsExceeded, now)
 		return d
 	}
 	d.RequeueAfter = time.Duration(wait)
@@ -244,7 +263,7 @@ func (d *Decision) continueRestart(idx, n int32, cliques []*grovev1alpha1.PodCli
 					}
 				}
 			}
-			if !left && !c.Status.WasAvailable {
+			if !left && !grove.WasAvailable(c) {
 				d.Finishes = append(d.Finishes, Mark{Clique: c.Name, Marker: gang.RestartMarker{Restart: n, Done: true}})
 			}
 		}
@@ -254,52 +273,23 @@ func (d *Decision) continueRestart(idx, n int32, cliques []*grovev1alpha1.PodCli
 	d.commitRestart(idx, n, budget)
 }
 
-// expiredBreaches returns the replica's breached PodCliques past their delay,
-// and the shortest wait of those not yet past it (zero if none).
-func (d *Decision) expiredBreaches(in Input, cliques []*grovev1alpha1.PodClique, now time.Time) ([]*grovev1alpha1.PodClique, time.Duration) {
-	var expired []*grovev1alpha1.PodClique
-	var wait gang.MinRequeue
+// breachedCliques returns the replica's breached PodCliques, read from
+// their pods (gang.CliqueAvailability: below minAvailable after having been
+// available) — not from MinAvailableBreached, which Grove may be the one to
+// write, with its own rules and its own terminationDelay. A Training breach
+// is acted on at once (delay 0, see the package doc). A clique that has
+// Succeeded is done, not breached.
+func breachedCliques(cliques []*grovev1alpha1.PodClique, podsOf map[types.UID][]corev1.Pod) []*grovev1alpha1.PodClique {
+	var out []*grovev1alpha1.PodClique
 	for _, c := range cliques {
 		if CliqueSucceeded(c) {
 			continue
 		}
-		since, ok := gang.CliqueBreachedSince(c)
-		if !ok {
-			continue
-		}
-		left := since.Add(cliqueDelay(in, c)).Sub(now)
-		if left <= 0 {
-			expired = append(expired, c)
-		} else {
-			wait.Add(left)
+		if gang.CliqueAvailability(gang.CliqueInput{Clique: c, Pods: podsOf[c.UID], Training: true}).Breached() {
+			out = append(out, c)
 		}
 	}
-	return expired, time.Duration(wait)
-}
-
-// cliqueDelay is the terminationDelay that applies to a clique: its PCSG's
-// effective delay, else the set's, and 0 when unset (D-PCS-2).
-func cliqueDelay(in Input, c *grovev1alpha1.PodClique) time.Duration {
-	var base time.Duration
-	if d := in.Set.Spec.Template.TerminationDelay; d != nil {
-		base = d.Duration
-	}
-	name := c.Labels[api.LabelPodCliqueScalingGroup]
-	if name == "" {
-		return base
-	}
-	for i := range in.Groups {
-		if in.Groups[i].Name != name {
-			continue
-		}
-		if d := gang.GroupDelay(in.Set, &in.Groups[i]); d != nil {
-			return *d
-		}
-		if g := in.Groups[i].Spec.TerminationDelay; g != nil {
-			return g.Duration
-		}
-	}
-	return base
+	return out
 }
 
 // inFlight returns the restart number a replica is in the middle of, 0 if
@@ -312,13 +302,6 @@ func inFlight(cliques []*grovev1alpha1.PodClique) int32 {
 		}
 	}
 	return n
-}
-
-func maxRestarts(pcs *grovev1alpha1.PodCliqueSet) int32 {
-	if ts := pcs.Spec.TrainingSpec; ts != nil && ts.MaxRestarts != nil {
-		return *ts.MaxRestarts
-	}
-	return 0
 }
 
 // allSucceeded reports whether every PodClique the set should have exists and
@@ -380,16 +363,12 @@ func livePods(pods []corev1.Pod) []PodRef {
 	return out
 }
 
-// Changed reports whether s differs from the set's status.
-func (s Status) Changed(pcs *grovev1alpha1.PodCliqueSet) bool {
-	st := pcs.Status
-	if s.Phase != st.Phase || s.RestartCount != st.RestartCount {
-		return true
-	}
-	if (s.StartTime == nil) != (st.StartTime == nil) || (s.StartTime != nil && !s.StartTime.Equal(st.StartTime)) {
-		return true
-	}
-	a := meta.FindStatusCondition(s.Conditions, api.ConditionFailed)
-	b := meta.FindStatusCondition(st.Conditions, api.ConditionFailed)
-	return (a == nil) != (b == nil) || (a != nil && (a.Status != b.Status || a.Reason != b.Reason || a.Message != b.Message))
+// Apply returns a copy of pcs carrying s: the phase, restartCount and
+// startTime where the served schema keeps them (grove.SetTrainingStatus),
+// and the conditions.
+func (s Status) Apply(pcs *grovev1alpha1.PodCliqueSet, schemas knob.FieldSchemas) *grovev1alpha1.PodCliqueSet {
+	out := pcs.DeepCopy()
+	grove.SetTrainingStatus(out, grove.TrainingStatus{Phase: s.Phase, RestartCount: s.RestartCount, StartTime: s.StartTime}, schemas)
+	out.Status.Conditions = s.Conditions
+	return out
 }

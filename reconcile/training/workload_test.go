@@ -7,15 +7,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
 )
 
@@ -38,42 +43,87 @@ func set(maxRestarts int32, maxRuntime *time.Duration, delay *time.Duration) *gr
 }
 
 type cliqueState struct {
-	breachedAgo *time.Duration // nil: not breached
-	succeeded   bool
-	wasAvail    bool
-	marker      *gang.RestartMarker
+	// breachCond is a MinAvailableBreached=True condition someone (gang or
+	// Grove) wrote; Decide does not read it.
+	breachCond bool
+	succeeded  bool
+	wasAvail   bool
+	// wasCarrier keeps wasAvailable in its carrier annotation (Grove's
+	// schema) instead of the seed field.
+	wasCarrier bool
+	marker     *gang.RestartMarker
 }
 
 func mkClique(idx int, s cliqueState) grovev1alpha1.PodClique {
 	c := grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pcs-%d-w", idx), UID: types.UID(fmt.Sprintf("c%d", idx)),
-		Labels: map[string]string{api.LabelPartOf: "pcs", api.LabelPodCliqueSetReplicaIndex: fmt.Sprint(idx)}},
+		Labels: map[string]string{api.LabelPartOf: "pcs", api.LabelPodCliqueSetReplicaIndex: fmt.Sprint(idx)}, Annotations: map[string]string{}},
 		Spec: grovev1alpha1.PodCliqueSpec{Replicas: 2}}
-	c.Status.WasAvailable = s.wasAvail
-	if s.breachedAgo != nil {
+	c.Status.WasAvailable = s.wasAvail && !s.wasCarrier
+	if s.wasAvail && s.wasCarrier {
+		c.Annotations[api.AnnotationWasAvailable] = "true"
+	}
+	if s.breachCond {
 		c.Status.Conditions = append(c.Status.Conditions, metav1.Condition{Type: api.ConditionMinAvailableBreached, Status: metav1.ConditionTrue,
-			Reason: api.ReasonInsufficientReadyPods, LastTransitionTime: metav1.NewTime(t0.Add(-*s.breachedAgo))})
+			Reason: api.ReasonInsufficientReadyPods, LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour))})
 	}
 	if s.succeeded {
 		c.Status.Conditions = append(c.Status.Conditions, metav1.Condition{Type: api.ConditionSucceeded, Status: metav1.ConditionTrue, Reason: api.ReasonAllPodsSucceeded})
 	}
 	if s.marker != nil {
-		c.Annotations = map[string]string{api.AnnotationRestart: s.marker.String()}
+		c.Annotations[api.AnnotationRestart] = s.marker.String()
 	}
 	return c
 }
 
-// mkPod is pod k of replica idx's clique; running or pending.
-func mkPod(idx, k int, started bool) corev1.Pod {
+type podState int
+
+const (
+	pending podState = iota
+	running          // started, not (yet) Ready
+	ready
+	failed // exited 1
+)
+
+// mkPod is pod k of replica idx's clique.
+func mkPod(idx, k int, s podState) corev1.Pod {
 	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pcs-%d-w-%d", idx, k), UID: types.UID(fmt.Sprintf("p%d%d", idx, k)),
 		OwnerReferences: []metav1.OwnerReference{{Kind: api.KindPodClique, Name: fmt.Sprintf("pcs-%d-w", idx), UID: types.UID(fmt.Sprintf("c%d", idx))}}}}
-	if started {
+	switch s {
+	case running:
 		p.Status.Phase = corev1.PodRunning
+	case ready:
+		p.Status.Phase = corev1.PodRunning
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	case failed:
+		p.Status.Phase = corev1.PodFailed
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "c", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}}
 	}
 	return p
 }
 
-func allPods(started bool) []corev1.Pod {
-	return []corev1.Pod{mkPod(0, 0, started), mkPod(0, 1, started), mkPod(1, 0, started), mkPod(1, 1, started)}
+// pods are both replicas' pods: replica 0's two states, then replica 1's.
+func pods(r0a, r0b, r1a, r1b podState) []corev1.Pod {
+	return []corev1.Pod{mkPod(0, 0, r0a), mkPod(0, 1, r0b), mkPod(1, 0, r1a), mkPod(1, 1, r1b)}
+}
+
+func allPods(s podState) []corev1.Pod { return pods(s, s, s, s) }
+
+// input is Decide's input for a set as the controller reads it.
+func input(t *testing.T, pcs *grovev1alpha1.PodCliqueSet, cliques []grovev1alpha1.PodClique, ps []corev1.Pod) Input {
+	t.Helper()
+	st, err := grove.TrainingStatusOf(pcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxRestarts, maxRuntime, err := grove.TrainingLimits(pcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := Input{Set: pcs, Status: st, MaxRuntime: maxRuntime, Cliques: cliques, Pods: ps}
+	if maxRestarts != nil {
+		in.MaxRestarts = *maxRestarts
+	}
+	return in
 }
 
 func reasons(evs []Event) []string {
@@ -95,7 +145,6 @@ func podNames(refs []PodRef) []string {
 
 func TestDecide(t *testing.T) {
 	hour := time.Hour
-	ago := func(d time.Duration) *time.Duration { return &d }
 	started := metav1.NewTime(t0.Add(-30 * time.Minute))
 	tests := []struct {
 		name    string
@@ -103,6 +152,7 @@ func TestDecide(t *testing.T) {
 		phase   grovev1alpha1.PodCliqueSetPhase
 		start   *metav1.Time
 		count   int32
+		failed  string        // an existing Failed condition's reason
 		cliques []cliqueState // index = replica
 		pods    []corev1.Pod
 
@@ -117,18 +167,22 @@ func TestDecide(t *testing.T) {
 		wantFinish  []string
 		wantRequeue time.Duration
 	}{
-		{name: "nothing started: Pending", pcs: set(0, nil, nil), cliques: []cliqueState{{}, {}}, pods: allPods(false),
+		{name: "nothing started: Pending", pcs: set(0, nil, nil), cliques: []cliqueState{{}, {}}, pods: allPods(pending),
 			wantPhase: grovev1alpha1.PhasePending},
 		{name: "a pod started: Running, startTime now", pcs: set(0, nil, nil), phase: grovev1alpha1.PhasePending, cliques: []cliqueState{{}, {}},
-			pods: append(allPods(false)[1:], mkPod(0, 0, true)), wantPhase: grovev1alpha1.PhaseRunning, wantStart: &t0},
+			pods: pods(running, pending, pending, pending), wantPhase: grovev1alpha1.PhaseRunning, wantStart: &t0},
 		{name: "startTime is never reset", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
-			cliques: []cliqueState{{}, {}}, pods: allPods(false), wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1},
+			cliques: []cliqueState{{}, {}}, pods: allPods(pending), wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1},
 		{name: "maxRuntime not yet: requeue at the limit", pcs: set(0, &hour, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques: []cliqueState{{}, {}}, pods: allPods(true), wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantRequeue: 30 * time.Minute},
+			cliques: []cliqueState{{}, {}}, pods: allPods(running), wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantRequeue: 30 * time.Minute},
 		{name: "maxRuntime exactly reached: not exceeded, look again in 1s", pcs: set(0, ptr.To(30*time.Minute), nil), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques: []cliqueState{{}, {}}, pods: allPods(true), wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantRequeue: time.Second},
+			cliques: []cliqueState{{}, {}}, pods: allPods(running), wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantRequeue: time.Second},
 		{name: "maxRuntime exceeded: Failed, every pod terminated", pcs: set(3, ptr.To(29*time.Minute), nil), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques: []cliqueState{{}, {}}, pods: allPods(true), wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time,
+			cliques: []cliqueState{{}, {}}, pods: allPods(running), wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time,
+			wantFailed: api.ReasonMaxRuntimeExceeded, wantEvents: []string{api.EventMaxRuntimeExceeded},
+			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1", "pcs-1-w-0", "pcs-1-w-1"}},
+		{name: "maxRuntime by its carrier", pcs: carriers(set(3, nil, nil), "", "29m"), phase: grovev1alpha1.PhaseRunning, start: &started,
+			cliques: []cliqueState{{}, {}}, pods: allPods(running), wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time,
 			wantFailed: api.ReasonMaxRuntimeExceeded, wantEvents: []string{api.EventMaxRuntimeExceeded},
 			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1", "pcs-1-w-0", "pcs-1-w-1"}},
 		{name: "every clique succeeded: Succeeded", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
@@ -136,71 +190,92 @@ func TestDecide(t *testing.T) {
 			wantEvents: []string{api.EventWorkloadSucceeded}},
 		{name: "a clique not yet created: not Succeeded", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{succeeded: true}}, wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time},
+		{name: "healthy: nothing", pcs: set(1, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: allPods(ready), wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time},
 		{name: "breach with maxRestarts 0: Failed at once", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques: []cliqueState{{breachedAgo: ago(0), wasAvail: true}, {}}, pods: allPods(true),
+			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(ready, failed, ready, ready),
 			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRestartsExceeded,
 			wantEvents:  []string{api.EventPodCliqueFailed, api.EventMaxRestartsExceeded},
 			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1", "pcs-1-w-0", "pcs-1-w-1"}},
 		{name: "breach within budget: mark that replica for restart 1 (counted and deleted next round)", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques: []cliqueState{{}, {breachedAgo: ago(0), wasAvail: true}}, pods: allPods(true),
+			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(ready, ready, ready, failed),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time,
 			wantEvents: []string{api.EventPodCliqueFailed}, wantMarks: []string{"pcs-1-w"}, wantMarkN: 1, wantRequeue: time.Second},
+		{name: "a lost pod is a breach too", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(ready, pending, ready, ready),
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time,
+			wantEvents: []string{api.EventPodCliqueFailed}, wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
 		{name: "budget used up: Failed", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 2,
-			cliques: []cliqueState{{breachedAgo: ago(0), wasAvail: true}, {}}, pods: allPods(true),
+			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(failed, ready, ready, ready),
 			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantCount: 2, wantFailed: api.ReasonMaxRestartsExceeded,
 			wantEvents:  []string{api.EventPodCliqueFailed, api.EventMaxRestartsExceeded},
 			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1", "pcs-1-w-0", "pcs-1-w-1"}},
-		{name: "breach inside the delay: wait for it", pcs: set(2, nil, ptr.To(10*time.Second)), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques: []cliqueState{{breachedAgo: ago(4 * time.Second), wasAvail: true}, {breachedAgo: ago(7 * time.Second), wasAvail: true}}, pods: allPods(true),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantRequeue: 3 * time.Second},
-		{name: "breach exactly at the delay: act", pcs: set(2, nil, ptr.To(10*time.Second)), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques: []cliqueState{{breachedAgo: ago(10 * time.Second), wasAvail: true}, {}}, pods: allPods(true),
+		{name: "budget by its carrier", pcs: carriers(set(0, nil, nil), "2", ""), phase: grovev1alpha1.PhaseRunning, start: &started, count: 2,
+			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(failed, ready, ready, ready),
+			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantCount: 2, wantFailed: api.ReasonMaxRestartsExceeded,
+			wantEvents:  []string{api.EventPodCliqueFailed, api.EventMaxRestartsExceeded},
+			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1", "pcs-1-w-0", "pcs-1-w-1"}},
+		{name: "terminationDelay 4h (Grove's default): acted on at once", pcs: set(2, nil, ptr.To(4*time.Hour)), phase: grovev1alpha1.PhaseRunning, start: &started,
+			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(failed, ready, ready, ready),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time,
 			wantEvents: []string{api.EventPodCliqueFailed}, wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
+		{name: "wasAvailable by its carrier", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+			cliques: []cliqueState{{wasAvail: true, wasCarrier: true}, {}}, pods: pods(failed, ready, pending, pending),
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time,
+			wantEvents: []string{api.EventPodCliqueFailed}, wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
+		{name: "a MinAvailableBreached condition the pods do not show is no breach", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+			cliques: []cliqueState{{wasAvail: true, breachCond: true}, {wasAvail: true}}, pods: allPods(ready),
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time},
+		{name: "a starting clique (never available) is not breached", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+			cliques: []cliqueState{{}, {}}, pods: pods(ready, running, pending, pending),
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time},
 		{name: "a succeeded clique's breach is no failure", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques: []cliqueState{{breachedAgo: ago(0), succeeded: true}, {}}, pods: allPods(true),
+			cliques: []cliqueState{{succeeded: true, wasAvail: true}, {}}, pods: pods(failed, failed, running, running),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time},
 		{name: "restart in flight: delete what is left, no second count", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
-			cliques:   []cliqueState{{breachedAgo: ago(0), wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
-			pods:      []corev1.Pod{mkPod(0, 1, true), mkPod(1, 0, true), mkPod(1, 1, true)},
+			cliques:   []cliqueState{{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
+			pods:      []corev1.Pod{mkPod(0, 1, ready), mkPod(1, 0, ready), mkPod(1, 1, ready)},
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantDeletes: []string{"pcs-0-w-1"}, wantRequeue: time.Second},
-		{name: "restart in flight, pods gone but gang has not reset the clique: keep the marker", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
-			cliques:   []cliqueState{{breachedAgo: ago(0), wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
-			pods:      []corev1.Pod{mkPod(1, 0, true), mkPod(1, 1, true)},
+		{name: "restart in flight, pods gone but wasAvailable not yet reset: keep the marker", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
+			cliques:   []cliqueState{{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
+			pods:      []corev1.Pod{mkPod(1, 0, ready), mkPod(1, 1, ready)},
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantRequeue: time.Second},
 		{name: "restart done: the marker becomes done", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
 			cliques:   []cliqueState{{marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
-			pods:      []corev1.Pod{mkPod(1, 0, true), mkPod(1, 1, true)},
+			pods:      []corev1.Pod{mkPod(1, 0, ready), mkPod(1, 1, ready)},
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantFinish: []string{"pcs-0-w"}, wantRequeue: time.Second},
 		{name: "a done marker is history: a new breach restarts again", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
-			cliques: []cliqueState{{breachedAgo: ago(0), wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Done: true}}, {}}, pods: allPods(true),
+			cliques: []cliqueState{{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Done: true}}, {wasAvail: true}}, pods: pods(ready, failed, ready, ready),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
 			wantEvents: []string{api.EventPodCliqueFailed}, wantMarks: []string{"pcs-0-w"}, wantMarkN: 2, wantRequeue: time.Second},
 		{name: "marked replica seen: commit the count, delete its pods", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques:   []cliqueState{{breachedAgo: ago(0), wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
-			pods:      allPods(true),
+			cliques:   []cliqueState{{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
+			pods:      pods(ready, failed, running, running),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantEvents: []string{api.EventReplicaRestarting},
 			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"}, wantRequeue: time.Second},
 		{name: "Succeeded is final", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseSucceeded, start: &started,
-			cliques: []cliqueState{{breachedAgo: ago(0), wasAvail: true}, {}}, pods: allPods(true),
+			cliques: []cliqueState{{wasAvail: true}, {}}, pods: pods(failed, ready, ready, ready),
 			wantPhase: grovev1alpha1.PhaseSucceeded, wantStart: &started.Time},
-		{name: "Failed is final: only leftover pods are deleted", pcs: set(5, nil, nil), phase: grovev1alpha1.PhaseFailed, start: &started,
-			cliques: []cliqueState{{breachedAgo: ago(0), wasAvail: true}, {}}, pods: []corev1.Pod{mkPod(1, 1, true)},
-			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantDeletes: []string{"pcs-1-w-1"}},
-		{name: "delay unset on Training means 0", pcs: set(1, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques: []cliqueState{{breachedAgo: ago(0), wasAvail: true}, {}}, pods: allPods(true),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time,
-			wantEvents: []string{api.EventPodCliqueFailed}, wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
+		{name: "Failed is final: only leftover pods are deleted", pcs: set(5, nil, nil), phase: grovev1alpha1.PhaseFailed, start: &started, failed: api.ReasonMaxRestartsExceeded,
+			cliques: []cliqueState{{wasAvail: true}, {}}, pods: []corev1.Pod{mkPod(1, 1, ready)},
+			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRestartsExceeded, wantDeletes: []string{"pcs-1-w-1"}},
+		{name: "Failed phase without its condition (lost): put back, budget", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseFailed, start: &started,
+			cliques: []cliqueState{{}, {}}, wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRestartsExceeded},
+		{name: "Failed phase without its condition (lost): put back, runtime", pcs: set(3, ptr.To(time.Minute), nil), phase: grovev1alpha1.PhaseFailed, start: &started,
+			cliques: []cliqueState{{}, {}}, wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRuntimeExceeded},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			pcs := tc.pcs
 			pcs.Status.Phase, pcs.Status.StartTime, pcs.Status.RestartCount = tc.phase, tc.start, tc.count
-			in := Input{Set: pcs, Pods: tc.pods}
-			for i, s := range tc.cliques {
-				in.Cliques = append(in.Cliques, mkClique(i, s))
+			if tc.failed != "" {
+				pcs.Status.Conditions = []metav1.Condition{{Type: api.ConditionFailed, Status: metav1.ConditionTrue, Reason: tc.failed}}
 			}
-			d := Decide(clocktesting.NewFakePassiveClock(t0), in)
+			var cliques []grovev1alpha1.PodClique
+			for i, s := range tc.cliques {
+				cliques = append(cliques, mkClique(i, s))
+			}
+			d := Decide(clocktesting.NewFakePassiveClock(t0), input(t, pcs, cliques, tc.pods))
 			if d.Status.Phase != tc.wantPhase {
 				t.Errorf("phase = %q, want %q", d.Status.Phase, tc.wantPhase)
 			}
@@ -217,8 +292,12 @@ func TestDecide(t *testing.T) {
 			if tc.wantFailed == "" && failed != nil {
 				t.Errorf("unexpected Failed condition %+v", failed)
 			}
-			if tc.wantFailed != "" && (failed == nil || failed.Status != metav1.ConditionTrue || failed.Reason != tc.wantFailed || d.Failure != tc.wantFailed) {
-				t.Errorf("Failed condition = %+v (failure %q), want True/%s", failed, d.Failure, tc.wantFailed)
+			if tc.wantFailed != "" && (failed == nil || failed.Status != metav1.ConditionTrue || failed.Reason != tc.wantFailed) {
+				t.Errorf("Failed condition = %+v, want True/%s", failed, tc.wantFailed)
+			}
+			// The failure metric counts the failure once: when it is decided.
+			if wantFailure := tc.wantFailed; d.Failure != wantFailure && (tc.phase != grovev1alpha1.PhaseFailed || d.Failure != "") {
+				t.Errorf("failure = %q, want %q", d.Failure, wantFailure)
 			}
 			if got := reasons(d.Events); !slices.Equal(got, tc.wantEvents) {
 				t.Errorf("events = %v, want %v", got, tc.wantEvents)
@@ -256,9 +335,8 @@ func TestDecide(t *testing.T) {
 func TestReplicaRestartingEventHasTheCount(t *testing.T) {
 	pcs := set(3, nil, nil)
 	pcs.Status.Phase, pcs.Status.RestartCount = grovev1alpha1.PhaseRunning, 1
-	zero := time.Duration(0)
-	marked := mkClique(0, cliqueState{breachedAgo: &zero, wasAvail: true, marker: &gang.RestartMarker{Restart: 2, Pods: []types.UID{"p00", "p01"}}})
-	d := Decide(clocktesting.NewFakePassiveClock(t0), Input{Set: pcs, Cliques: []grovev1alpha1.PodClique{marked}, Pods: allPods(true)})
+	marked := mkClique(0, cliqueState{wasAvail: true, marker: &gang.RestartMarker{Restart: 2, Pods: []types.UID{"p00", "p01"}}})
+	d := Decide(clocktesting.NewFakePassiveClock(t0), input(t, pcs, []grovev1alpha1.PodClique{marked}, allPods(ready)))
 	for _, e := range d.Events {
 		if e.Reason == api.EventReplicaRestarting {
 			if !strings.Contains(e.Note, "restart 2 of maxRestarts 3") {
@@ -270,35 +348,47 @@ func TestReplicaRestartingEventHasTheCount(t *testing.T) {
 	t.Fatalf("no ReplicaRestarting event in %v", reasons(d.Events))
 }
 
-func TestStatusChanged(t *testing.T) {
-	pcs := set(0, nil, nil)
-	d := Decide(clocktesting.NewFakePassiveClock(t0), Input{Set: pcs, Pods: allPods(false), Cliques: []grovev1alpha1.PodClique{mkClique(0, cliqueState{})}})
-	if !d.Status.Changed(pcs) {
-		t.Fatal("a new set gets phase Pending: must be a change")
-	}
-	pcs.Status.Phase = d.Status.Phase
-	if Decide(clocktesting.NewFakePassiveClock(t0), Input{Set: pcs, Pods: allPods(false)}).Status.Changed(pcs) {
-		t.Error("the same decision twice reports a change")
-	}
+// fieldSchemas is a served schema that has the given field paths.
+type fieldSchemas []string
+
+func (f fieldSchemas) HasField(_ schema.GroupKind, path []string) bool {
+	return slices.Contains(f, strings.Join(path, "."))
 }
 
-func TestCliqueDelay(t *testing.T) {
-	pcs := set(1, nil, nil)
-	standalone := mkClique(0, cliqueState{})
-	grouped := mkClique(0, cliqueState{})
-	grouped.Labels[api.LabelPodCliqueScalingGroup] = "pcs-0-sg"
-	g := grovev1alpha1.PodCliqueScalingGroup{ObjectMeta: metav1.ObjectMeta{Name: "pcs-0-sg", Labels: map[string]string{api.LabelPodCliqueSetReplicaIndex: "0"}}}
-	in := Input{Set: pcs, Groups: []grovev1alpha1.PodCliqueScalingGroup{g}}
-	if d := cliqueDelay(in, &standalone); d != 0 {
-		t.Errorf("unset delay on Training = %v, want 0 (D-PCS-2)", d)
+// The decided status lands in the seed fields or, on Grove's schema, in the
+// carriers; a second decision on what the first wrote writes nothing.
+func TestStatusApply(t *testing.T) {
+	seed := fieldSchemas{"status.phase", "status.restartCount", "status.startTime"}
+	started := metav1.NewTime(t0)
+	type out struct {
+		Status      Status
+		Annotations map[string]string
 	}
-	pcs.Spec.Template.TerminationDelay = &metav1.Duration{Duration: time.Minute}
-	pcs.Spec.Template.PodCliqueScalingGroupConfigs = []grovev1alpha1.PodCliqueScalingGroupConfig{{Name: "sg", TerminationDelay: &metav1.Duration{Duration: 5 * time.Second}}}
-	if d := cliqueDelay(in, &standalone); d != time.Minute {
-		t.Errorf("standalone clique delay = %v, want the set's 1m", d)
+	tests := []struct {
+		name    string
+		schemas knob.FieldSchemas
+		want    out
+	}{
+		{name: "seed schema: the status fields", schemas: seed,
+			want: out{Status: Status{Phase: grovev1alpha1.PhaseRunning, StartTime: &started}}},
+		{name: "Grove's schema: the carriers", schemas: fieldSchemas{},
+			want: out{Annotations: map[string]string{api.AnnotationTrainingPhase: "Running", api.AnnotationStartTime: "2026-01-01T12:00:00Z"}}},
 	}
-	if d := cliqueDelay(in, &grouped); d != 5*time.Second {
-		t.Errorf("PCSG clique delay = %v, want the PCSG override 5s", d)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			pcs := set(0, nil, nil)
+			in := input(t, pcs, []grovev1alpha1.PodClique{mkClique(0, cliqueState{})}, pods(running, pending, pending, pending))
+			d := Decide(clocktesting.NewFakePassiveClock(t0), in)
+			got := d.Status.Apply(pcs, tc.schemas)
+			gotOut := out{Status: Status{Phase: got.Status.Phase, RestartCount: got.Status.RestartCount, StartTime: got.Status.StartTime}, Annotations: got.Annotations}
+			if diff := cmp.Diff(tc.want, gotOut, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("applied (-want +got):\n%s", diff)
+			}
+			again := Decide(clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), input(t, got, in.Cliques, in.Pods))
+			if diff := cmp.Diff(got, again.Status.Apply(got, tc.schemas)); diff != "" {
+				t.Errorf("a second decision changes (-first +second):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -310,9 +400,9 @@ func TestRestartDoneCliqueLeftAlone(t *testing.T) {
 	a := mkClique(0, cliqueState{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Done: true}})
 	b := mkClique(0, cliqueState{marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"old"}}})
 	b.Name, b.UID = "pcs-0-v", "cv"
-	newA := mkPod(0, 0, true) // owned by a, created after the restart
+	newA := mkPod(0, 0, running) // owned by a, created after the restart
 	old := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "old-v", UID: "old", OwnerReferences: []metav1.OwnerReference{{Kind: api.KindPodClique, Name: "pcs-0-v", UID: "cv"}}}}
-	d := Decide(clocktesting.NewFakePassiveClock(t0), Input{Set: pcs, Cliques: []grovev1alpha1.PodClique{a, b}, Pods: []corev1.Pod{newA, old}})
+	d := Decide(clocktesting.NewFakePassiveClock(t0), input(t, pcs, []grovev1alpha1.PodClique{a, b}, []corev1.Pod{newA, old}))
 	if len(d.Marks) != 0 {
 		t.Errorf("marks = %+v, want none (a is done, b is marked)", d.Marks)
 	}
@@ -322,4 +412,18 @@ func TestRestartDoneCliqueLeftAlone(t *testing.T) {
 	if len(d.Finishes) != 0 || d.Status.RestartCount != 1 {
 		t.Errorf("finishes %+v, restartCount %d; want none and 1", d.Finishes, d.Status.RestartCount)
 	}
+}
+
+// carriers moves a set's trainingSpec and workloadType to their carriers,
+// as on Grove's schema, optionally with other values.
+func carriers(pcs *grovev1alpha1.PodCliqueSet, maxRestarts, maxRuntime string) *grovev1alpha1.PodCliqueSet {
+	pcs.Spec.WorkloadType, pcs.Spec.TrainingSpec = nil, nil
+	pcs.Annotations = map[string]string{api.AnnotationWorkloadType: "Training"}
+	if maxRestarts != "" {
+		pcs.Annotations[api.AnnotationMaxRestarts] = maxRestarts
+	}
+	if maxRuntime != "" {
+		pcs.Annotations[api.AnnotationMaxRuntime] = maxRuntime
+	}
+	return pcs
 }

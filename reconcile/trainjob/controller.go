@@ -3,6 +3,7 @@ package trainjob
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,8 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 	"github.com/shepherd-k8s/shepherd/reconcile/runtimes"
 )
 
@@ -38,6 +41,16 @@ type Reconciler struct {
 	Client   client.Client
 	Clock    clock.PassiveClock
 	Recorder events.EventRecorder
+	// Enforcement says, at every decision, whether shepherd enforces the
+	// deadline (integrations.FeatureDeadline) or Trainer does; nil means
+	// shepherd does. The TTL is always shepherd's: Trainer has none.
+	Enforcement *integrations.Enforcement
+
+	// invalidTTL remembers, per runtime UID, the resourceVersion whose
+	// malformed TTL was last reported, so each bad version is reported
+	// once rather than at every reconcile of each of its jobs. It only
+	// rations a warning; no decision depends on it (SPEC §2.2).
+	invalidTTL sync.Map
 }
 
 // Permissions the controller needs (for RBAC generation).
@@ -47,15 +60,24 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Setup registers the controller with mgr.
-func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
+// Setup registers the controller with mgr. enf (one at most) decides
+// whether shepherd or Trainer enforces the deadline; none or nil means
+// shepherd always does. It is variadic only so that callers not yet
+// passing it keep compiling; `shepherd serve` passes its Enforcement.
+func Setup(mgr ctrl.Manager, clk clock.PassiveClock, enf ...*integrations.Enforcement) error {
 	if clk == nil {
 		clk = clock.RealClock{}
+	}
+	if len(enf) > 1 {
+		return fmt.Errorf("trainjob.Setup: %d Enforcements given, want at most one", len(enf))
 	}
 	r := &Reconciler{
 		Client:   mgr.GetClient(),
 		Clock:    clk,
 		Recorder: mgr.GetEventRecorder(ControllerName),
+	}
+	if len(enf) == 1 {
+		r.Enforcement = enf[0]
 	}
 	if err := runtimes.Index(mgr); err != nil {
 		return err
@@ -94,7 +116,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	var result ctrl.Result
-	d := DecideDeadline(&tj, r.Clock)
+	d := DecideDeadline(&tj, r.Clock, r.Enforcement.Enforces(integrations.FeatureDeadline))
 	switch d.Action {
 	case DeadlineExceed:
 		if err := r.exceed(ctx, &tj, d.Deadline); err != nil {
@@ -109,6 +131,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	case DeadlineWait:
 		log.V(1).Info("deadline ahead", "deadline", d.Deadline, "requeueAfter", d.RequeueAfter)
 		result.RequeueAfter = d.RequeueAfter
+	case DeadlineUpstream:
+		log.V(1).Info("deadline passed; Trainer enforces it, shepherd stands down", "deadline", d.Deadline)
 	}
 
 	if !Finished(&tj) {
@@ -188,14 +212,40 @@ func (r *Reconciler) deleteJobSet(ctx context.Context, tj *trainerv1alpha1.Train
 	return nil
 }
 
-// runtimeTTL reads ttlSecondsAfterFinished from the runtime tj references;
-// nil when the runtime sets none, is missing or is not a Trainer runtime.
+// runtimeTTL reads ttlSecondsAfterFinished (seed field or carrier) from the
+// runtime tj references; nil when the runtime sets none, is missing or is
+// not a Trainer runtime. A malformed TTL is no TTL — deleting a job on a
+// value nobody meant would be the one mistake that cannot be undone — and
+// is reported once per runtime version (log and Warning Event on the
+// runtime), not returned as an error: retrying cannot fix it, and the
+// runtime watch brings the jobs back once it is fixed.
 func (r *Reconciler) runtimeTTL(ctx context.Context, tj *trainerv1alpha1.TrainJob) (*int32, error) {
-	spec, err := runtimes.SpecOf(ctx, r.Client, tj)
-	if err != nil || spec == nil {
+	rt, err := runtimes.Get(ctx, r.Client, tj)
+	if err != nil || rt == nil {
 		return nil, err
 	}
-	return spec.TTLSecondsAfterFinished, nil
+	ttl, err := trainer.RuntimeTTLOf(rt)
+	if err != nil {
+		r.reportInvalidTTL(ctx, rt, err)
+		return nil, nil
+	}
+	return ttl, nil
+}
+
+// reportInvalidTTL logs and records a runtime's malformed TTL, once per
+// runtime resourceVersion.
+func (r *Reconciler) reportInvalidTTL(ctx context.Context, rt client.Object, err error) {
+	if prev, loaded := r.invalidTTL.Swap(rt.GetUID(), rt.GetResourceVersion()); loaded && prev == rt.GetResourceVersion() {
+		return
+	}
+	kind := api.KindClusterTrainingRuntime
+	if rt.GetNamespace() != "" {
+		kind = api.KindTrainingRuntime
+	}
+	ctrl.LoggerFrom(ctx).Error(err, "ignoring the malformed ttlSecondsAfterFinished of a runtime: its finished TrainJobs are kept",
+		"runtimeKind", kind, "runtime", client.ObjectKeyFromObject(rt))
+	r.Recorder.Eventf(rt, nil, corev1.EventTypeWarning, api.EventInvalidKnob, "ReadTTL",
+		"%s %s: %v; no TTL applies to its finished TrainJobs until it is fixed", kind, rt.GetName(), err)
 }
 
 // deleteTrainJobOptions are the options of a TTL deletion: a UID

@@ -24,6 +24,11 @@ const (
 	// DeadlineCleanup: the job already failed its deadline; make sure its
 	// JobSet is gone (the delete after the status write may have failed).
 	DeadlineCleanup
+	// DeadlineUpstream: the deadline passed, or the job already failed by
+	// it, and the upstream operator (Trainer v2.2+) enforces deadlines:
+	// shepherd writes no condition, emits no Event and deletes no JobSet,
+	// so nothing is done twice (SPEC §9).
+	DeadlineUpstream
 )
 
 func (a DeadlineAction) String() string {
@@ -36,6 +41,8 @@ func (a DeadlineAction) String() string {
 		return "Exceed"
 	case DeadlineCleanup:
 		return "Cleanup"
+	case DeadlineUpstream:
+		return "Upstream"
 	}
 	return "Unknown"
 }
@@ -51,7 +58,22 @@ type DeadlineDecision struct {
 }
 
 // DecideDeadline applies spec.activeDeadlineSeconds (R-TJ) at clk's now.
-func DecideDeadline(tj *trainerv1alpha1.TrainJob, clk clock.PassiveClock) DeadlineDecision {
+// enforces says whether shepherd enforces deadlines itself
+// (integrations.Enforcement, FeatureDeadline); when it does not, every
+// action on the job becomes DeadlineUpstream. A deadline still ahead is
+// waited for either way: the requeue costs one read, and should the
+// decision move to shepherd meanwhile (Trainer's CRD downgraded, the
+// setting changed) the deadline is enforced on time, recomputed from the
+// object like everything else.
+func DecideDeadline(tj *trainerv1alpha1.TrainJob, clk clock.PassiveClock, enforces bool) DeadlineDecision {
+	d := decideDeadline(tj, clk)
+	if !enforces && (d.Action == DeadlineExceed || d.Action == DeadlineCleanup) {
+		return DeadlineDecision{Action: DeadlineUpstream, Deadline: d.Deadline}
+	}
+	return d
+}
+
+func decideDeadline(tj *trainerv1alpha1.TrainJob, clk clock.PassiveClock) DeadlineDecision {
 	if failedByDeadline(tj) {
 		return DeadlineDecision{Action: DeadlineCleanup}
 	}

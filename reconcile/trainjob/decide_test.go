@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
@@ -52,7 +53,9 @@ func TestDecideDeadline(t *testing.T) {
 		name string
 		job  *trainerv1alpha1.TrainJob
 		now  time.Time
-		want DeadlineDecision
+		// upstream: Trainer enforces deadlines, shepherd stands down.
+		upstream bool
+		want     DeadlineDecision
 	}{
 		{
 			name: "no deadline set: no enforcement",
@@ -162,12 +165,63 @@ func TestDecideDeadline(t *testing.T) {
 			now:  sec(120),
 			want: DeadlineDecision{Action: DeadlineCleanup},
 		},
+		// Trainer enforces the deadline (integrations.FeatureDeadline not
+		// shepherd's): nothing written, emitted or deleted.
+		{
+			name:     "upstream enforces: deadline exceeded, shepherd stands down",
+			job:      job(deadline(60)),
+			now:      sec(61),
+			upstream: true,
+			want:     DeadlineDecision{Action: DeadlineUpstream, Deadline: sec(60)},
+		},
+		{
+			name:     "upstream enforces: expired during downtime, shepherd still stands down",
+			job:      job(deadline(60)),
+			now:      sec(86_400),
+			upstream: true,
+			want:     DeadlineDecision{Action: DeadlineUpstream, Deadline: sec(60)},
+		},
+		{
+			name:     "upstream enforces: failed by Trainer, no second JobSet delete",
+			job:      job(deadline(60), cond(api.TrainJobFailed, metav1.ConditionTrue, api.ReasonDeadlineExceeded, sec(61))),
+			now:      sec(120),
+			upstream: true,
+			want:     DeadlineDecision{Action: DeadlineUpstream},
+		},
+		{
+			name:     "upstream enforces: deadline ahead, still requeued at it (the decision may move to shepherd)",
+			job:      job(deadline(60)),
+			now:      sec(15),
+			upstream: true,
+			want:     DeadlineDecision{Action: DeadlineWait, Deadline: sec(60), RequeueAfter: 45 * time.Second},
+		},
+		{
+			name:     "upstream enforces: no deadline set",
+			job:      job(),
+			now:      sec(1_000_000),
+			upstream: true,
+			want:     DeadlineDecision{Action: DeadlineNone},
+		},
+		{
+			name:     "upstream enforces: suspended job",
+			job:      job(deadline(60), suspend(true)),
+			now:      sec(120),
+			upstream: true,
+			want:     DeadlineDecision{Action: DeadlineNone},
+		},
+		{
+			name:     "upstream enforces: finished job",
+			job:      job(deadline(60), cond(api.TrainJobComplete, metav1.ConditionTrue, "JobsCompleted", sec(30))),
+			now:      sec(120),
+			upstream: true,
+			want:     DeadlineDecision{Action: DeadlineNone},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := DecideDeadline(tc.job, testingclock.NewFakePassiveClock(tc.now))
-			if got != tc.want {
-				t.Errorf("DecideDeadline = %+v, want %+v", got, tc.want)
+			got := DecideDeadline(tc.job, testingclock.NewFakePassiveClock(tc.now), !tc.upstream)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("DecideDeadline (-want +got):\n%s", diff)
 			}
 		})
 	}

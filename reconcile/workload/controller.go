@@ -92,11 +92,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !tj.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
-	spec, err := runtimes.SpecOf(ctx, r.Client, &tj)
-	if err != nil || spec == nil {
+	rt, err := runtimes.Get(ctx, r.Client, &tj)
+	if err != nil || rt == nil {
 		return ctrl.Result{}, err
 	}
-	plan, ok := PlanFor(&tj, spec)
+	plan, ok := PlanFor(&tj, rt)
 	if !ok {
 		return ctrl.Result{}, nil
 	}

@@ -1,6 +1,9 @@
 // Package workload creates the Kubernetes Workload and PodGroups that
 // gang-schedule a TrainJob whose runtime sets podGroupPolicy.workload (rule
-// family R-WL, Kubeflow Trainer KEP-3015).
+// family R-WL, Kubeflow Trainer KEP-3015). Trainer's runtime CRD has no such
+// field; there the runtime carries the annotation
+// shepherd.dev/pod-group-policy: workload, and integrations/trainer
+// (UsesWorkload) reads either form.
 //
 // One Workload named after the TrainJob lists the podGroupTemplates the
 // runtime needs ("trainer": a gang of numNodes pods, an MPI launcher sharing

@@ -1,8 +1,11 @@
 package workload
 
 import (
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 )
 
 // GroupTemplate is one podGroupTemplate of a TrainJob's Workload.
@@ -21,11 +24,14 @@ type Plan struct {
 	Templates []GroupTemplate
 }
 
-// PlanFor says which podGroupTemplates the TrainJob tj on a runtime with spec
-// needs. ok is false when the runtime does not use the Workload API
-// (no podGroupPolicy.workload): then nothing is to be created.
-func PlanFor(tj *trainerv1alpha1.TrainJob, spec *trainerv1alpha1.TrainingRuntimeSpec) (plan Plan, ok bool) {
-	if spec == nil || spec.PodGroupPolicy == nil || spec.PodGroupPolicy.Workload == nil {
+// PlanFor says which podGroupTemplates the TrainJob tj on the runtime rt (a
+// TrainingRuntime or ClusterTrainingRuntime) needs. ok is false when the
+// runtime does not use the Workload API — neither podGroupPolicy.workload
+// nor its carrier annotation (trainer.UsesWorkload) — then nothing is to
+// be created.
+func PlanFor(tj *trainerv1alpha1.TrainJob, rt client.Object) (plan Plan, ok bool) {
+	spec, isRuntime := trainer.RuntimeSpec(rt)
+	if !isRuntime || !trainer.UsesWorkload(rt) {
 		return Plan{}, false
 	}
 	hasInitializer := false

@@ -44,11 +44,14 @@ func TestPlanFor(t *testing.T) {
 	}
 	initializer := GroupTemplate{Name: api.PodGroupTemplateInitializer}
 	cases := []struct {
-		name   string
-		tj     *trainerv1alpha1.TrainJob
-		spec   *trainerv1alpha1.TrainingRuntimeSpec
-		want   Plan
-		wantOK bool
+		name string
+		tj   *trainerv1alpha1.TrainJob
+		spec *trainerv1alpha1.TrainingRuntimeSpec
+		// carrier is the runtime's shepherd.dev/pod-group-policy
+		// annotation, "" for none.
+		carrier string
+		want    Plan
+		wantOK  bool
 	}{
 		{
 			name: "no podGroupPolicy: nothing",
@@ -109,10 +112,28 @@ func TestPlanFor(t *testing.T) {
 			want:   Plan{Templates: []GroupTemplate{initializer, gang(2)}},
 			wantOK: true,
 		},
+		{
+			name:    "carrier annotation instead of the seed field (upstream runtime CRD)",
+			tj:      trainJob(ptr.To[int32](4)),
+			spec:    runtimeSpec(false, ptr.To[int32](1), rj("dataset-initializer", nil), rj("node", trainerLabel)),
+			carrier: api.PodGroupPolicyWorkload,
+			want:    Plan{Templates: []GroupTemplate{initializer, gang(4)}},
+			wantOK:  true,
+		},
+		{
+			name:    "carrier with another value: nothing",
+			tj:      trainJob(ptr.To[int32](4)),
+			spec:    runtimeSpec(false, ptr.To[int32](1), rj("node", trainerLabel)),
+			carrier: "coscheduling",
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := PlanFor(tc.tj, tc.spec)
+			rt := &trainerv1alpha1.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "rt"}, Spec: *tc.spec}
+			if tc.carrier != "" {
+				rt.Annotations = map[string]string{api.AnnotationPodGroupPolicy: tc.carrier}
+			}
+			got, ok := PlanFor(tc.tj, rt)
 			if ok != tc.wantOK {
 				t.Fatalf("PlanFor ok = %v, want %v", ok, tc.wantOK)
 			}
@@ -120,6 +141,24 @@ func TestPlanFor(t *testing.T) {
 				t.Errorf("PlanFor (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestPlanForNamespacedRuntimeAndNonRuntimes(t *testing.T) {
+	tr := &trainerv1alpha1.TrainingRuntime{
+		ObjectMeta: metav1.ObjectMeta{Name: "rt", Namespace: "ns",
+			Annotations: map[string]string{api.AnnotationPodGroupPolicy: api.PodGroupPolicyWorkload}},
+		Spec: *runtimeSpec(false, ptr.To[int32](3), rj("node", nil)),
+	}
+	got, ok := PlanFor(trainJob(nil), tr)
+	if diff := cmp.Diff(Plan{Templates: []GroupTemplate{{Name: api.PodGroupTemplateTrainer, Gang: true, MinCount: 3}}}, got); !ok || diff != "" {
+		t.Errorf("PlanFor(TrainingRuntime with carrier) ok = %v (-want +got):\n%s", ok, diff)
+	}
+	if _, ok := PlanFor(trainJob(nil), (*trainerv1alpha1.ClusterTrainingRuntime)(nil)); ok {
+		t.Errorf("PlanFor(nil runtime) ok = true, want false")
+	}
+	if _, ok := PlanFor(trainJob(nil), trainJob(nil)); ok {
+		t.Errorf("PlanFor(a TrainJob as runtime) ok = true, want false")
 	}
 }
 

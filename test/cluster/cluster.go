@@ -1,6 +1,7 @@
 // Package cluster starts a real control plane — kube-apiserver and etcd built
 // from the Go module proxy by hack/build-controlplane.sh — through envtest,
-// with shepherd's CRDs installed and, optionally, the Workload API served and
+// with shepherd's CRDs and the upstream frameworks' CRDs installed (or, as an
+// explicit option, the seed-shaped ones) and, optionally, the Workload API served and
 // shepherd's webhooks registered. It is the one integration framework every
 // suite under test/ and every package-level integration test uses.
 package cluster
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/shepherd-k8s/shepherd/api/install"
+	"github.com/shepherd-k8s/shepherd/integrations/pinned"
 )
 
 // WorkloadAPI selects whether and at which version the control plane serves
@@ -44,8 +46,26 @@ const (
 	WorkloadAPIV1alpha3 WorkloadAPI = "v1alpha3"
 )
 
+// CRDSet selects the third-party CRDs a control plane starts with.
+// shepherd's own (deploy/crds) are always installed.
+type CRDSet int
+
+const (
+	// UpstreamCRDs installs what a platform admin's cluster has: Trainer's
+	// and JobSet's CRDs of the pinned module versions and the Grove CRDs
+	// that mirror Grove's published API (integrations/pinned). The default.
+	UpstreamCRDs CRDSet = iota
+	// SeedCRDs installs the seed designs' shapes of the third-party groups
+	// (test/seedcrds): a cluster whose CRDs carry the seed fields.
+	SeedCRDs
+	// NoFrameworkCRDs installs none: no framework is present.
+	NoFrameworkCRDs
+)
+
 // Options configures a control plane.
 type Options struct {
+	// CRDs selects the third-party CRDs installed at start.
+	CRDs CRDSet
 	// WorkloadAPI turns the GenericWorkload feature gate and the given
 	// scheduling.k8s.io version on.
 	WorkloadAPI WorkloadAPI
@@ -78,8 +98,28 @@ func RepoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// CRDDir is where the generated CRDs live.
+// CRDDir is where shepherd's own generated CRDs live.
 func CRDDir() string { return filepath.Join(RepoRoot(), "deploy", "crds") }
+
+// SeedCRDDir is where the seed-shaped third-party CRDs live.
+func SeedCRDDir() string { return filepath.Join(RepoRoot(), "test", "seedcrds") }
+
+// FrameworkCRDs returns the third-party CRDs of a set.
+func FrameworkCRDs(set CRDSet) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	switch set {
+	case UpstreamCRDs:
+		crds, err := pinned.CRDs()
+		if err != nil {
+			return nil, fmt.Errorf("%w (make test runs make pinned-crds first)", err)
+		}
+		return crds, nil
+	case SeedCRDs:
+		return pinned.Read(SeedCRDDir())
+	case NoFrameworkCRDs:
+		return nil, nil
+	}
+	return nil, fmt.Errorf("unknown CRD set %d", set)
+}
 
 // AssetsDir finds the kube-apiserver and etcd binaries: $KUBEBUILDER_ASSETS,
 // else the cache hack/build-controlplane.sh writes to.
@@ -127,8 +167,13 @@ func New(opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	crds, err := FrameworkCRDs(opts.CRDs)
+	if err != nil {
+		return nil, err
+	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
+		CRDs:                     crds,
 		CRDDirectoryPaths:        []string{CRDDir()},
 		ErrorIfCRDPathMissing:    true,
 		WebhookInstallOptions:    opts.Webhooks,

@@ -8,11 +8,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/test/seedcrds"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
 	"github.com/shepherd-k8s/shepherd/webhook"
 )
 
@@ -53,7 +60,7 @@ func TestCorpusThroughChain(t *testing.T) {
 			for _, o := range c.Context {
 				objs = append(objs, o)
 			}
-			chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: webhook.NewObjectLookups(objs, !c.NoWorkloadAPI), Rules: c.Config})
+			chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: webhook.NewObjectLookups(objs, !c.NoWorkloadAPI), Rules: seedcrds.Config(c.Config)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +119,7 @@ func TestCorpusCoversEveryRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chain, err := webhook.NewChain(webhook.ChainOptions{})
+	chain, err := webhook.NewChain(webhook.ChainOptions{Rules: seedcrds.Config(celrules.Config{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,4 +159,128 @@ func TestCorpusCoversEveryRule(t *testing.T) {
 			t.Errorf("transition rule %s has no UPDATE case", r.ID)
 		}
 	}
+}
+
+// TestCorpusThroughCarriers replays every case in the carrier form — its
+// seed fields moved into their annotations — against the pinned upstream
+// schemas, whose CRDs lack the seed fields: the verdict, the rules that
+// fire, the warnings and the knob values after defaulting are the seed
+// form's, and violations point at the annotation instead of the field.
+// The one intended difference: D-PCS-2's terminationDelay 0s is not
+// defaulted on Grove's own schema (Grove's webhook rejects it).
+func TestCorpusThroughCarriers(t *testing.T) {
+	cases, err := Load(Dir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream, err := celrules.PinnedSchemas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range cases {
+		seed := &cases[i]
+		carried := *seed
+		carried.Object = ToCarriers(seed.Object)
+		carried.OldObject = ToCarriers(seed.OldObject)
+		carried.Context = nil
+		for _, o := range seed.Context {
+			carried.Context = append(carried.Context, ToCarriers(o))
+		}
+		t.Run(seed.Name, func(t *testing.T) {
+			run := func(c *Case, cfg celrules.Config) (*webhook.Verdict, map[string]any) {
+				objs := make([]runtime.Object, 0, len(c.Context))
+				for _, o := range c.Context {
+					objs = append(objs, o)
+				}
+				chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: webhook.NewObjectLookups(objs, !c.NoWorkloadAPI), Rules: cfg})
+				if err != nil {
+					t.Fatal(err)
+				}
+				v := chain.Admit(context.Background(), Request(t, c))
+				return v, patched(t, c.Object.Object, v)
+			}
+			cfg := seed.Config
+			cfg.Schemas = upstream
+			sv, sObj := run(seed, seedcrds.Config(seed.Config))
+			cv, cObj := run(&carried, cfg)
+			if sv.Allowed != cv.Allowed {
+				t.Errorf("allowed: seed form %v, carrier form %v; carrier violations %+v", sv.Allowed, cv.Allowed, cv.Violations)
+			}
+			var want, got []string
+			for _, v := range sv.Violations {
+				want = append(want, key(v.Rule, CarrierField(v.Field)))
+			}
+			for _, v := range cv.Violations {
+				got = append(got, key(v.Rule, v.Field))
+			}
+			sort.Strings(want)
+			sort.Strings(got)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("violations (-seed form +carrier form):\n%s\ncarrier: %+v", diff, cv.Violations)
+			}
+			if len(sv.Warnings) != len(cv.Warnings) {
+				t.Errorf("warnings: seed form %q, carrier form %q", sv.Warnings, cv.Warnings)
+			}
+			for _, k := range KnobsOf(seed.Object) {
+				if k.Name == grove.ScalingGroupTerminationDelay.Name {
+					groups, _, _ := unstructured.NestedSlice(sObj, "spec", "template", "podCliqueScalingGroups")
+					for _, g := range groups {
+						name, _ := g.(map[string]any)["name"].(string)
+						sd, sErr := grove.ScalingGroupDelay(sObj, name)
+						cd, cErr := grove.ScalingGroupDelay(cObj, name)
+						if fmt.Sprint(sd, sErr == nil) != fmt.Sprint(cd, cErr == nil) {
+							t.Errorf("scaling group %s delay: seed form %v (%v), carrier form %v (%v)", name, sd, sErr, cd, cErr)
+						}
+					}
+					continue
+				}
+				if k.Type == knob.Presence {
+					if k.Present(sObj) != k.Present(cObj) {
+						t.Errorf("knob %s: seed form %v, carrier form %v", k.Name, k.Present(sObj), k.Present(cObj))
+					}
+					continue
+				}
+				sRaw, sOK := k.Lookup(sObj)
+				cRaw, cOK := k.Lookup(cObj)
+				if sOK != cOK || (sOK && fmt.Sprint(sRaw.Value) != fmt.Sprint(cRaw.Value)) {
+					t.Errorf("knob %s after defaulting: seed form %v (%v), carrier form %v (%v)", k.Name, sRaw.Value, sOK, cRaw.Value, cOK)
+				}
+				if cOK && cRaw.Form != knob.Annotation {
+					t.Errorf("knob %s defaulted into the seed field on a schema without it", k.Name)
+				}
+			}
+			for _, op := range cv.Patch {
+				if strings.HasPrefix(op.Path, "/spec/workloadType") || strings.HasPrefix(op.Path, "/spec/trainingSpec") {
+					t.Errorf("carrier form patched %s, a field the upstream schema prunes", op.Path)
+				}
+			}
+		})
+	}
+}
+
+// patched applies a verdict's patch to obj (a copy).
+func patched(t *testing.T, obj map[string]any, v *webhook.Verdict) map[string]any {
+	t.Helper()
+	doc, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v.Patch) > 0 {
+		p, err := json.Marshal(v.Patch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decoded, err := jsonpatch.DecodePatch(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if doc, err = decoded.Apply(doc); err != nil {
+			t.Fatalf("applying %s: %v", p, err)
+		}
+	}
+	out := map[string]any{}
+	if err := json.Unmarshal(doc, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -17,16 +17,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/install"
 )
 
 var env *cluster.Cluster
@@ -47,61 +45,26 @@ func TestMain(m *testing.M) {
 
 const shepherdNS = "shepherd-system"
 
-func deployDir(parts ...string) string {
-	return filepath.Join(append([]string{cluster.RepoRoot(), "deploy"}, parts...)...)
-}
+func deployDir(parts ...string) string { return install.Dir(parts...) }
 
-// build runs `kustomize build dir` through the Kustomize Go API.
+// build runs `kustomize build dir`.
 func build(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	rm, err := k.Run(filesys.MakeFsOnDisk(), dir)
+	objs, err := install.Build(dir)
 	if err != nil {
-		t.Fatalf("kustomize build %s: %v", dir, err)
-	}
-	var out []*unstructured.Unstructured
-	for _, r := range rm.Resources() {
-		// Through JSON, so numbers are int64/float64 as in any decoded
-		// object (Map() keeps YAML's int, which DeepCopy rejects).
-		b, err := r.MarshalJSON()
-		if err != nil {
-			t.Fatalf("kustomize build %s: %s: %v", dir, r.CurId(), err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(b); err != nil {
-			t.Fatalf("kustomize build %s: decoding %s: %v", dir, r.CurId(), err)
-		}
-		out = append(out, u)
-	}
-	if len(out) == 0 {
-		t.Fatalf("kustomize build %s: no objects", dir)
-	}
-	return out
-}
-
-// overlays are the two installable variants. The default one is built with
-// the Prometheus component added, through a temporary overlay outside the
-// repository (Kustomize loads directories from anywhere).
-func overlays(t *testing.T) map[string][]*unstructured.Unstructured {
-	t.Helper()
-	withMonitor := t.TempDir()
-	rel := func(dir string) string {
-		r, err := filepath.Rel(withMonitor, dir) // Kustomize refuses absolute paths
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
-	}
-	kust := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\ncomponents:\n- %s\n",
-		rel(deployDir("default")), rel(deployDir("prometheus")))
-	if err := os.WriteFile(filepath.Join(withMonitor, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return map[string][]*unstructured.Unstructured{
-		"default":            build(t, deployDir("default")),
-		"cert-manager":       build(t, deployDir("cert-manager")),
-		"default+prometheus": build(t, withMonitor),
+	return objs
+}
+
+// overlays are the installable variants (install.Variants).
+func overlays(t *testing.T) map[string][]*unstructured.Unstructured {
+	t.Helper()
+	v, err := install.Variants(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
+	return v
 }
 
 // find returns the objects of kind (and name, when not empty).

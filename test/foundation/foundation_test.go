@@ -7,6 +7,7 @@ package foundation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
@@ -41,7 +43,12 @@ func TestMain(m *testing.M) {
 
 func readCRDs(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	return readFiles(t, dir, "*.yaml")
+}
+
+func readFiles(t *testing.T, dir, pattern string) map[string][]byte {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, pattern))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,16 +63,34 @@ func readCRDs(t *testing.T, dir string) map[string][]byte {
 	return out
 }
 
+// TestCRDsAreEstablished: shepherd's own CRD (the only one deploy/crds
+// holds) and the upstream ones the harness installs by default are
+// established on the real apiserver.
 func TestCRDsAreEstablished(t *testing.T) {
 	files := readCRDs(t, cluster.CRDDir())
-	if len(files) != 8 {
-		t.Fatalf("deploy/crds holds %d CRDs, want 8 (3 trainer, 3 grove, 1 jobset, 1 shepherd)", len(files))
+	if len(files) != 1 {
+		t.Fatalf("deploy/crds holds %d CRDs, want 1 (shepherd.dev's WorkloadPolicy): shepherd owns no other group", len(files))
+	}
+	upstream, err := cluster.FrameworkCRDs(cluster.UpstreamCRDs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(upstream) != 7 {
+		t.Errorf("%d upstream CRDs, want 7 (3 trainer, 1 jobset, 3 grove)", len(upstream))
+	}
+	names := []string{}
+	for _, crd := range upstream {
+		names = append(names, crd.Name)
 	}
 	for name, b := range files {
 		var crd apiextensionsv1.CustomResourceDefinition
 		if err := yaml.Unmarshal(b, &crd); err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		names = append(names, crd.Name)
+	}
+	for _, name := range names {
+		crd := apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}
 		var live apiextensionsv1.CustomResourceDefinition
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: crd.Name}, &live); err != nil {
 			t.Errorf("%s: not installed: %v", crd.Name, err)
@@ -88,9 +113,11 @@ func crdCondition(crd *apiextensionsv1.CustomResourceDefinition, t apiextensions
 	return false
 }
 
-// TestExamplesRoundTrip creates every object in examples/valid and reads it
-// back: its spec must come back exactly as written, including the fields
-// shepherd's types do not model.
+// TestExamplesRoundTrip creates every object in examples/valid on the
+// upstream CRDs and reads it back: everything it was written with comes
+// back — the fields shepherd's types do not model, and the carrier
+// annotations of its seed knobs — so none is pruned; the upstream CRDs may
+// add their own defaults.
 func TestExamplesRoundTrip(t *testing.T) {
 	ns := env.Namespace(t)
 	files, err := filepath.Glob(filepath.Join(cluster.RepoRoot(), "examples", "valid", "*.yaml"))
@@ -114,11 +141,16 @@ func TestExamplesRoundTrip(t *testing.T) {
 				if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(want), got); err != nil {
 					t.Fatalf("get: %v", err)
 				}
-				if diff := cmp.Diff(want.Object["spec"], got.Object["spec"]); diff != "" {
-					t.Errorf("spec changed in the round trip (-sent +stored):\n%s", diff)
+				for _, p := range lost(want.Object["spec"], got.Object["spec"], "spec") {
+					t.Errorf("%s was not stored as sent", p)
 				}
 				if diff := cmp.Diff(want.GetLabels(), got.GetLabels()); diff != "" {
 					t.Errorf("labels changed in the round trip (-sent +stored):\n%s", diff)
+				}
+				for k, v := range want.GetAnnotations() {
+					if got.GetAnnotations()[k] != v {
+						t.Errorf("annotation %s: sent %q, stored %q", k, v, got.GetAnnotations()[k])
+					}
 				}
 			})
 		}
@@ -128,6 +160,37 @@ func TestExamplesRoundTrip(t *testing.T) {
 			t.Errorf("examples/valid has no %s", k)
 		}
 	}
+}
+
+// lost lists the paths of sent that stored does not hold with the same
+// value (stored may hold more: defaults).
+func lost(sent, stored any, path string) []string {
+	switch s := sent.(type) {
+	case map[string]any:
+		m, ok := stored.(map[string]any)
+		if !ok {
+			return []string{path}
+		}
+		var out []string
+		for k, v := range s {
+			out = append(out, lost(v, m[k], path+"."+k)...)
+		}
+		return out
+	case []any:
+		l, ok := stored.([]any)
+		if !ok || len(l) != len(s) {
+			return []string{path}
+		}
+		var out []string
+		for i := range s {
+			out = append(out, lost(s[i], l[i], fmt.Sprintf("%s[%d]", path, i))...)
+		}
+		return out
+	}
+	if !cmp.Equal(sent, stored) {
+		return []string{path}
+	}
+	return nil
 }
 
 func decodeAll(t *testing.T, path string) []*unstructured.Unstructured {
@@ -172,20 +235,31 @@ func TestCRDsAreFresh(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("make manifests: %v\n%s", err, out)
 	}
-	committed, fresh := readCRDs(t, cluster.CRDDir()), readCRDs(t, dir)
-	if len(fresh) == 0 {
-		t.Fatal("controller-gen generated no CRDs")
-	}
-	for name := range fresh {
-		if _, ok := committed[name]; !ok {
-			t.Errorf("%s is generated but not committed: run make generate", name)
-		} else if string(committed[name]) != string(fresh[name]) {
-			t.Errorf("deploy/crds/%s is stale: run make generate", name)
+	for sub, committedDir := range map[string]string{
+		"shepherd": cluster.CRDDir(),
+		"seed":     cluster.SeedCRDDir(),
+		"grove":    filepath.Join(cluster.RepoRoot(), "integrations", "pinned", "crds"),
+	} {
+		pattern := "*.yaml"
+		if sub == "grove" {
+			pattern = "grove.io_*.yaml" // Trainer's and JobSet's are copied, not generated
 		}
-	}
-	for name := range committed {
-		if _, ok := fresh[name]; !ok {
-			t.Errorf("deploy/crds/%s is committed but no longer generated: run make generate", name)
+		committed, fresh := readFiles(t, committedDir, pattern), readFiles(t, filepath.Join(dir, sub), pattern)
+		if len(fresh) == 0 {
+			t.Fatalf("controller-gen generated no CRDs into %s", sub)
+		}
+		rel, _ := filepath.Rel(cluster.RepoRoot(), committedDir)
+		for name := range fresh {
+			if _, ok := committed[name]; !ok {
+				t.Errorf("%s/%s is generated but not committed: run make generate", rel, name)
+			} else if string(committed[name]) != string(fresh[name]) {
+				t.Errorf("%s/%s is stale: run make generate", rel, name)
+			}
+		}
+		for name := range committed {
+			if _, ok := fresh[name]; !ok {
+				t.Errorf("%s/%s is committed but no longer generated: run make generate", rel, name)
+			}
 		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/api/install"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/test/proc"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
 )
@@ -57,7 +58,7 @@ func BenchmarkGangTermination(b *testing.B) {
 		b.StopTimer()
 		w := newWorld(b)
 		w.timeout = 15 * time.Minute // setup of thousands of objects on 2 cores
-		startShepherd(b, w.ns)
+		w.startShepherd()
 
 		start := time.Now()
 		parallel(b, sets, func(i int) {
@@ -80,7 +81,7 @@ func BenchmarkGangTermination(b *testing.B) {
 			}
 			n := 0
 			for _, c := range l.Items {
-				if c.Status.WasAvailable {
+				if grove.WasAvailable(&c) {
 					n++
 				}
 			}

@@ -33,7 +33,7 @@ func TestDeleterSparesRecreatedObjects(t *testing.T) {
 	clique := func() client.Object {
 		return &grovev1alpha1.PodClique{
 			ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "c"},
-			Spec: grovev1alpha1.PodCliqueSpec{Replicas: 1, PodSpec: corev1.PodSpec{
+			Spec: grovev1alpha1.PodCliqueSpec{RoleName: "main", Replicas: 1, PodSpec: corev1.PodSpec{
 				Containers: []corev1.Container{{Name: "main", Image: "trainer:latest"}},
 			}},
 		}

@@ -2,7 +2,9 @@ package grove
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -25,6 +27,8 @@ import (
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/api/install"
 	"github.com/shepherd-k8s/shepherd/events"
+	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
 	"github.com/shepherd-k8s/shepherd/reconcile/training"
 )
@@ -32,23 +36,36 @@ import (
 // pollTimeout is generous: the machine is shared by several engineers.
 const pollTimeout = 60 * time.Second
 
+// groveManager is the field manager of the test when it plays Grove's
+// operator writing MinAvailableBreached.
+const groveManager = "grove-operator"
+
 // shepherd is one running instance of shepherd's Grove controllers, watching
 // one namespace.
-type shepherd struct{ stop func() }
+type shepherd struct {
+	stop func()
+	// enf is the instance's "who enforces" decision.
+	enf *integrations.Enforcement
+}
 
-// startShepherd runs the gang and training controllers against ns until the
-// test ends or stop is called.
-func startShepherd(t testing.TB, ns string) *shepherd {
+// startShepherd runs the gang and training controllers against w's
+// namespace, with gang termination on setting auto, until the test ends or
+// stop is called.
+func (w *world) startShepherd() *shepherd { return w.startShepherdWith(integrations.ModeAuto) }
+
+// startShepherdWith is startShepherd with the gang-termination setting mode.
+func (w *world) startShepherdWith(mode integrations.Mode) *shepherd {
+	t := w.t
 	t.Helper()
 	opts := ctrl.Options{
 		Scheme:                 install.NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{w.ns: {}}},
 		// Every test runs its own instance; names repeat across them.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	}
-	mgr, err := ctrl.NewManager(env.Config, opts)
+	mgr, err := ctrl.NewManager(w.p.cl.Config, opts)
 	if err != nil {
 		t.Fatalf("creating manager: %v", err)
 	}
@@ -56,16 +73,17 @@ func startShepherd(t testing.TB, ns string) *shepherd {
 	if mgr, err = events.Manager(mgr, events.Options{}); err != nil {
 		t.Fatalf("creating manager: %v", err)
 	}
-	if err := gang.Setup(mgr, clock.RealClock{}); err != nil {
+	enf := integrations.NewEnforcement(mgr.GetLogger(), map[integrations.Feature]integrations.Mode{integrations.FeatureGangTermination: mode})
+	if err := gang.Setup(mgr, clock.RealClock{}, enf, w.p.schemas); err != nil {
 		t.Fatal(err)
 	}
-	if err := training.Setup(mgr, clock.RealClock{}); err != nil {
+	if err := training.Setup(mgr, clock.RealClock{}, w.p.schemas); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	s := &shepherd{}
+	s := &shepherd{enf: enf}
 	stopped := false
 	s.stop = func() {
 		if stopped {
@@ -89,11 +107,15 @@ type world struct {
 	ctx     context.Context
 	ns      string
 	c       client.Client
+	p       *platform
 }
 
-func newWorld(t testing.TB) *world {
+// newWorld is a namespace on the upstream control plane (Grove's schema).
+func newWorld(t testing.TB) *world { return newWorldOn(t, upstream) }
+
+func newWorldOn(t testing.TB, p *platform) *world {
 	t.Helper()
-	return &world{timeout: pollTimeout, t: t, ctx: context.Background(), ns: env.Namespace(t), c: env.Client}
+	return &world{timeout: pollTimeout, t: t, ctx: context.Background(), ns: p.cl.Namespace(t), c: p.cl.Client, p: p}
 }
 
 // cliqueSpec describes one clique of a PodCliqueSet template.
@@ -140,25 +162,53 @@ func ownerRef(o client.Object, kind string) metav1.OwnerReference {
 }
 
 // createSet creates the PodCliqueSet and, playing Grove, every replica's
-// PCSGs, PodCliques and pods (not yet ready).
+// PCSGs, PodCliques and pods (not yet ready). The knobs go where the
+// platform's schema keeps them: the seed fields, or their carriers.
 func (w *world) createSet(s setSpec) *grovev1alpha1.PodCliqueSet {
 	w.t.Helper()
 	pcs := &grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: w.ns}}
 	pcs.Spec.Replicas = s.replicas
 	pcs.Spec.Template.TerminationDelay = dur(s.delay)
+	wt := grovev1alpha1.WorkloadTypeInference
 	if s.training {
-		pcs.Spec.WorkloadType = ptr.To(grovev1alpha1.WorkloadTypeTraining)
-		pcs.Spec.TrainingSpec = &grovev1alpha1.TrainingSpec{MaxRestarts: s.maxRestarts, MaxRuntime: dur(s.maxRuntime)}
+		wt = grovev1alpha1.WorkloadTypeTraining
+	}
+	annotations := map[string]string{}
+	if w.p.seed {
+		pcs.Spec.WorkloadType = ptr.To(wt)
+		if s.training {
+			pcs.Spec.TrainingSpec = &grovev1alpha1.TrainingSpec{MaxRestarts: s.maxRestarts, MaxRuntime: dur(s.maxRuntime)}
+		}
 	} else {
-		pcs.Spec.WorkloadType = ptr.To(grovev1alpha1.WorkloadTypeInference)
+		annotations[api.AnnotationWorkloadType] = string(wt)
+		if s.maxRestarts != nil {
+			annotations[api.AnnotationMaxRestarts] = fmt.Sprint(*s.maxRestarts)
+		}
+		if s.maxRuntime != nil {
+			annotations[api.AnnotationMaxRuntime] = s.maxRuntime.String()
+		}
 	}
 	for _, c := range s.cliques {
 		pcs.Spec.Template.Cliques = append(pcs.Spec.Template.Cliques, &grovev1alpha1.PodCliqueTemplateSpec{Name: c.name,
-			Spec: grovev1alpha1.PodCliqueSpec{Replicas: c.replicas, MinAvailable: ptr.To(c.minAvailable), PodSpec: podSpec()}})
+			Spec: grovev1alpha1.PodCliqueSpec{RoleName: c.name, Replicas: c.replicas, MinAvailable: ptr.To(c.minAvailable), PodSpec: podSpec()}})
 	}
+	var delays []string
 	for _, g := range s.groups {
-		pcs.Spec.Template.PodCliqueScalingGroupConfigs = append(pcs.Spec.Template.PodCliqueScalingGroupConfigs, grovev1alpha1.PodCliqueScalingGroupConfig{
-			Name: g.name, CliqueNames: g.cliques, Replicas: ptr.To(g.replicas), MinAvailable: ptr.To(g.minAvailable), TerminationDelay: dur(g.delay)})
+		cfg := grovev1alpha1.PodCliqueScalingGroupConfig{Name: g.name, CliqueNames: g.cliques, Replicas: ptr.To(g.replicas), MinAvailable: ptr.To(g.minAvailable)}
+		switch {
+		case g.delay == nil:
+		case w.p.seed:
+			cfg.TerminationDelay = dur(g.delay)
+		default:
+			delays = append(delays, g.name+"="+g.delay.String())
+		}
+		pcs.Spec.Template.PodCliqueScalingGroupConfigs = append(pcs.Spec.Template.PodCliqueScalingGroupConfigs, cfg)
+	}
+	if len(delays) > 0 {
+		annotations[api.AnnotationTerminationDelay] = strings.Join(delays, ",")
+	}
+	if len(annotations) > 0 {
+		pcs.Annotations = annotations
 	}
 	w.create(pcs)
 	for i := range s.replicas {
@@ -215,7 +265,7 @@ func (w *world) createClique(pcs *grovev1alpha1.PodCliqueSet, pcsg *grovev1alpha
 	}
 	pclq := &grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{
 		Name: cliqueName(pcs.Name, idx, pcsg, j, c.name), Namespace: w.ns, Labels: labels, OwnerReferences: []metav1.OwnerReference{owner},
-	}, Spec: grovev1alpha1.PodCliqueSpec{Replicas: c.replicas, MinAvailable: ptr.To(c.minAvailable), PodSpec: podSpec()}}
+	}, Spec: grovev1alpha1.PodCliqueSpec{RoleName: c.name, Replicas: c.replicas, MinAvailable: ptr.To(c.minAvailable), PodSpec: podSpec()}}
 	w.create(pclq)
 	for k := range c.replicas {
 		w.createPod(pclq, k)
@@ -319,13 +369,19 @@ func exited(code int32) func(*corev1.PodStatus) {
 // has marked every clique available.
 func (w *world) runAll(pcs string) {
 	w.t.Helper()
+	w.runPods(pcs)
+	for _, c := range w.cliques(pcs) {
+		w.waitClique(c.Name, "wasAvailable", grove.WasAvailable)
+	}
+}
+
+// runPods makes every pod of a set Running and Ready.
+func (w *world) runPods(pcs string) {
+	w.t.Helper()
 	for _, c := range w.cliques(pcs) {
 		for _, p := range w.pods(c.Name) {
 			w.kubelet(&p, running)
 		}
-	}
-	for _, c := range w.cliques(pcs) {
-		w.waitClique(c.Name, "wasAvailable", func(c *grovev1alpha1.PodClique) bool { return c.Status.WasAvailable })
 	}
 }
 
@@ -444,3 +500,77 @@ func (w *world) waitEvent(reason, name string) eventsv1.Event {
 
 // rawMerge is a JSON merge patch given as text.
 func rawMerge(s string) client.Patch { return client.RawPatch(types.MergePatchType, []byte(s)) }
+
+// setRollingUpdate plays Grove writing a PodClique's update progress: the
+// seed's status.rollingUpdateProgress, or Grove's status.updateProgress.
+func (w *world) setRollingUpdate(name string, ended bool) {
+	w.t.Helper()
+	var c grovev1alpha1.PodClique
+	if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: name}, &c); err != nil {
+		w.t.Fatal(err)
+	}
+	now := metav1.Now().UTC().Format(time.RFC3339)
+	progress := map[string]any{"updateStartedAt": now}
+	if ended {
+		progress["updateEndedAt"] = now
+	}
+	field := "rollingUpdateProgress"
+	if !w.p.seed {
+		field = "updateProgress"
+		progress["podCliqueSetGenerationHash"], progress["podTemplateHash"] = "h2", "t2"
+	}
+	body, err := json.Marshal(map[string]any{"status": map[string]any{field: progress}})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	if err := w.c.Status().Patch(w.ctx, &c, client.RawPatch(types.MergePatchType, body), client.FieldOwner(groveManager)); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// groveBreach plays Grove's PodClique controller writing the clique's
+// MinAvailableBreached, as its own field manager, with lastTransitionTime
+// since.
+func (w *world) groveBreach(name string, status metav1.ConditionStatus, reason string, since time.Time) {
+	w.t.Helper()
+	err := wait.PollUntilContextTimeout(w.ctx, 50*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
+		var c grovev1alpha1.PodClique
+		if err := w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: name}, &c); err != nil {
+			return false, err
+		}
+		orig := c.DeepCopy()
+		meta.RemoveStatusCondition(&c.Status.Conditions, api.ConditionMinAvailableBreached)
+		c.Status.Conditions = append(c.Status.Conditions, metav1.Condition{Type: api.ConditionMinAvailableBreached, Status: status, Reason: reason,
+			Message: "written by the test playing Grove", LastTransitionTime: metav1.NewTime(since.Truncate(time.Second))})
+		if err := w.c.Status().Patch(ctx, &c, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(groveManager)); err != nil {
+			if apierrors.IsConflict(err) {
+				return false, nil
+			}
+			return false, err
+		}
+		return true, nil
+	})
+	if err != nil {
+		w.t.Fatalf("playing Grove on PodClique %s: %v", name, err)
+	}
+}
+
+// managers lists the field managers of an object's managedFields.
+func managers(o metav1.Object) []string {
+	var out []string
+	for _, e := range o.GetManagedFields() {
+		out = append(out, e.Manager)
+	}
+	return out
+}
+
+// quiet fails unless ok holds on every poll during d: what shepherd must not
+// do, checked for longer than it would take to do it.
+func (w *world) quiet(what string, d time.Duration, ok func() error) {
+	w.t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if err := ok(); err != nil {
+			w.t.Fatalf("%s: %v", what, err)
+		}
+	}
+}

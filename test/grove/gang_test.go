@@ -1,6 +1,8 @@
 package grove
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
 
 // delay is the terminationDelay of the gang scenarios: short, real time.
@@ -53,28 +57,33 @@ func hasLabel(m *dto.Metric, k, v string) bool {
 
 // Grove e2e: minAvailable = replicas; one pod of a standalone clique lost →
 // the whole PodCliqueSet replica is terminated after the delay, the other
-// replica is untouched.
+// replica is untouched — on Grove's schema (wasAvailable in its carrier) and
+// on the seed schema (the field).
 func TestGangStandaloneCliqueLosesPodTerminatesReplica(t *testing.T) {
-	t.Parallel()
-	w := newWorld(t)
-	startShepherd(t, w.ns)
-	before := counterValue(t, "shepherd_gang_terminations_total", "level", "pcs")
-	w.createSet(setSpec{name: "inf", replicas: 2, delay: &delay, cliques: []cliqueSpec{
-		{name: "leader", replicas: 1, minAvailable: 1}, {name: "worker", replicas: 2, minAvailable: 2}}})
-	w.runAll("inf")
+	onBoth(t, func(t *testing.T, w *world) {
+		w.startShepherd()
+		before := counterValue(t, "shepherd_gang_terminations_total", "level", "pcs")
+		w.createSet(setSpec{name: "inf", replicas: 2, delay: &delay, cliques: []cliqueSpec{
+			{name: "leader", replicas: 1, minAvailable: 1}, {name: "worker", replicas: 2, minAvailable: 2}}})
+		w.runAll("inf")
+		c := w.waitClique("inf-1-worker", "wasAvailable", grove.WasAvailable)
+		if _, carrier := c.Annotations[api.AnnotationWasAvailable]; carrier == w.p.seed || c.Status.WasAvailable != w.p.seed {
+			t.Errorf("%s schema: wasAvailable field %v, carrier %v", w.p.name, c.Status.WasAvailable, carrier)
+		}
 
-	w.losePod("inf-0-worker")
-	w.waitClique("inf-0-worker", "breached", breached(metav1.ConditionTrue, api.ReasonInsufficientReadyPods))
-	w.waitGone("inf-0-worker", "inf-0-leader")
-	w.mustExist("inf-1-worker", "inf-1-leader")
+		w.losePod("inf-0-worker")
+		w.waitClique("inf-0-worker", "breached", breached(metav1.ConditionTrue, api.ReasonInsufficientReadyPods))
+		w.waitGone("inf-0-worker", "inf-0-leader")
+		w.mustExist("inf-1-worker", "inf-1-leader")
 
-	ev := w.waitEvent(api.EventGangTerminated, "inf")
-	if ev.Type != "Warning" || !strings.Contains(ev.Note, "replica 0") {
-		t.Errorf("GangTerminated event = %s %q, want a Warning naming replica 0", ev.Type, ev.Note)
-	}
-	if after := counterValue(t, "shepherd_gang_terminations_total", "level", "pcs"); after < before+1 {
-		t.Errorf("shepherd_gang_terminations_total{level=pcs} = %v, want at least %v", after, before+1)
-	}
+		ev := w.waitEvent(api.EventGangTerminated, "inf")
+		if ev.Type != "Warning" || !strings.Contains(ev.Note, "replica 0") {
+			t.Errorf("GangTerminated event = %s %q, want a Warning naming replica 0", ev.Type, ev.Note)
+		}
+		if after := counterValue(t, "shepherd_gang_terminations_total", "level", "pcs"); after < before+1 {
+			t.Errorf("shepherd_gang_terminations_total{level=pcs} = %v, want at least %v", after, before+1)
+		}
+	})
 }
 
 // Grove e2e: the same inside a PCSG whose minAvailable = replicas: the PCSG
@@ -83,7 +92,7 @@ func TestGangStandaloneCliqueLosesPodTerminatesReplica(t *testing.T) {
 func TestGangPCSGCliqueLosesPodTerminatesReplica(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	startShepherd(t, w.ns)
+	w.startShepherd()
 	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay,
 		cliques: []cliqueSpec{{name: "router", replicas: 1, minAvailable: 1}, {name: "worker", replicas: 2, minAvailable: 2}},
 		groups:  []groupSpec{{name: "sg", cliques: []string{"worker"}, replicas: 2, minAvailable: 2}}})
@@ -99,7 +108,7 @@ func TestGangPCSGCliqueLosesPodTerminatesReplica(t *testing.T) {
 func TestGangMinAvailableOneOfTwo(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	startShepherd(t, w.ns)
+	w.startShepherd()
 	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay, cliques: []cliqueSpec{{name: "worker", replicas: 2, minAvailable: 1}}})
 	w.runAll("inf")
 
@@ -119,7 +128,7 @@ func TestGangMinAvailableOneOfTwo(t *testing.T) {
 func TestGangOnePCSGReplicaBreached(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	startShepherd(t, w.ns)
+	w.startShepherd()
 	before := counterValue(t, "shepherd_gang_terminations_total", "level", "pcsg")
 	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay,
 		cliques: []cliqueSpec{{name: "router", replicas: 1, minAvailable: 1}, {name: "prefill", replicas: 2, minAvailable: 2}, {name: "decode", replicas: 1, minAvailable: 1}},
@@ -141,7 +150,7 @@ func TestGangOnePCSGReplicaBreached(t *testing.T) {
 func TestGangBothPCSGReplicasBreached(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	startShepherd(t, w.ns)
+	w.startShepherd()
 	long := time.Hour
 	w.createSet(setSpec{name: "inf", replicas: 1, delay: &long,
 		cliques: []cliqueSpec{{name: "router", replicas: 1, minAvailable: 1}, {name: "worker", replicas: 2, minAvailable: 2}},
@@ -173,7 +182,7 @@ func TestGangBothPCSGReplicasBreached(t *testing.T) {
 func TestGangPodLostMinAvailableMet(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	startShepherd(t, w.ns)
+	w.startShepherd()
 	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay, cliques: []cliqueSpec{{name: "worker", replicas: 3, minAvailable: 2}}})
 	w.runAll("inf")
 
@@ -189,13 +198,13 @@ func TestGangPodLostMinAvailableMet(t *testing.T) {
 func TestGangNeverAvailableNotTerminated(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	startShepherd(t, w.ns)
+	w.startShepherd()
 	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay, cliques: []cliqueSpec{{name: "worker", replicas: 2, minAvailable: 2}}})
 	// Only one of two pods ever runs.
 	p := w.pods("inf-0-worker")[0]
 	w.kubelet(&p, running)
 	w.waitClique("inf-0-worker", "never available", func(c *grovev1alpha1.PodClique) bool {
-		return c.Status.ReadyReplicas == 1 && !c.Status.WasAvailable && breached(metav1.ConditionFalse, api.ReasonNeverAvailable)(c)
+		return c.Status.ReadyReplicas == 1 && !grove.WasAvailable(c) && breached(metav1.ConditionFalse, api.ReasonNeverAvailable)(c)
 	})
 	w.kubelet(&p, notReady)
 	w.waitClique("inf-0-worker", "no ready pods, still never available", func(c *grovev1alpha1.PodClique) bool {
@@ -210,7 +219,7 @@ func TestGangNeverAvailableNotTerminated(t *testing.T) {
 func TestGangRollingUpdate(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	startShepherd(t, w.ns)
+	w.startShepherd()
 	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay, cliques: []cliqueSpec{{name: "worker", replicas: 2, minAvailable: 2}}})
 	w.runAll("inf")
 
@@ -226,28 +235,11 @@ func TestGangRollingUpdate(t *testing.T) {
 	w.waitGone("inf-0-worker")
 }
 
-// setRollingUpdate plays Grove writing rollingUpdateProgress.
-func (w *world) setRollingUpdate(name string, ended bool) {
-	w.t.Helper()
-	var c grovev1alpha1.PodClique
-	if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: name}, &c); err != nil {
-		w.t.Fatal(err)
-	}
-	now := metav1.Now()
-	patch := `{"status":{"rollingUpdateProgress":{"updateStartedAt":"` + now.UTC().Format(time.RFC3339) + `"}}}`
-	if ended {
-		patch = `{"status":{"rollingUpdateProgress":{"updateStartedAt":"` + now.UTC().Format(time.RFC3339) + `","updateEndedAt":"` + now.UTC().Format(time.RFC3339) + `"}}}`
-	}
-	if err := w.c.Status().Patch(w.ctx, &c, rawMerge(patch)); err != nil {
-		w.t.Fatal(err)
-	}
-}
-
 // terminationDelay unset → conditions still set, nothing deleted.
 func TestGangNoTerminationDelay(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	startShepherd(t, w.ns)
+	w.startShepherd()
 	w.createSet(setSpec{name: "inf", replicas: 1, cliques: []cliqueSpec{{name: "worker", replicas: 2, minAvailable: 2}},
 		groups: nil})
 	w.runAll("inf")
@@ -262,7 +254,7 @@ func TestGangNoTerminationDelay(t *testing.T) {
 func TestGangPCSGOverrideShorter(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	startShepherd(t, w.ns)
+	w.startShepherd()
 	long := time.Hour
 	w.createSet(setSpec{name: "inf", replicas: 1, delay: &long,
 		cliques: []cliqueSpec{{name: "worker", replicas: 1, minAvailable: 1}},
@@ -279,7 +271,7 @@ func TestGangPCSGOverrideShorter(t *testing.T) {
 func TestGangShepherdRestartDuringDelay(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
-	first := startShepherd(t, w.ns)
+	first := w.startShepherd()
 	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay, cliques: []cliqueSpec{{name: "worker", replicas: 2, minAvailable: 2}}})
 	w.runAll("inf")
 	w.losePod("inf-0-worker")
@@ -290,6 +282,90 @@ func TestGangShepherdRestartDuringDelay(t *testing.T) {
 	w.eventually("the delay to run out", func() (bool, error) { return time.Now().After(since.Add(delay + time.Second)), nil })
 	w.mustExist("inf-0-worker")
 
-	startShepherd(t, w.ns)
+	w.startShepherd()
 	w.waitGone("inf-0-worker")
+}
+
+// groveSet is a set whose PodCliques the test, playing Grove, marks with
+// Grove's own MinAvailableBreached before shepherd starts: a standalone
+// router and a scaling group of workers, delay 2s.
+func groveSet(w *world) {
+	w.t.Helper()
+	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay,
+		cliques: []cliqueSpec{{name: "router", replicas: 1, minAvailable: 1}, {name: "worker", replicas: 2, minAvailable: 2}},
+		groups:  []groupSpec{{name: "sg", cliques: []string{"worker"}, replicas: 2, minAvailable: 2, delay: &delay}}})
+	for _, c := range w.cliques("inf") {
+		w.groveBreach(c.Name, metav1.ConditionFalse, api.ReasonSufficientReadyPods, time.Now())
+	}
+}
+
+// SPEC §9, never enforce twice: where Grove writes MinAvailableBreached (a
+// field manager other than shepherd's owns it), shepherd on setting auto
+// stands down — it writes nothing on the PodCliques and PCSGs, emits no
+// GangTerminated event and deletes nothing, even for a breach long past
+// its delay. The sign is read from managedFields on both schemas: Grove's
+// atomic conditions list and the seed's list keyed by type.
+func TestGangGroveEnforcesShepherdStandsDown(t *testing.T) {
+	onBoth(t, func(t *testing.T, w *world) {
+		groveSet(w)
+		s := w.startShepherd()
+		w.eventually("shepherd to see Grove enforce gang termination", func() (bool, error) {
+			return !s.enf.Enforces(integrations.FeatureGangTermination), nil
+		})
+		if got := s.enf.Status()[integrations.FeatureGangTermination]; !strings.Contains(got, groveManager) {
+			t.Errorf("enforcement status %q does not say why (field manager %s)", got, groveManager)
+		}
+		w.runPods("inf")
+		w.losePod("inf-0-router")
+		w.losePod("inf-0-sg-1-worker")
+		long := time.Now().Add(-time.Hour) // far past the 2s delay
+		w.groveBreach("inf-0-router", metav1.ConditionTrue, api.ReasonInsufficientReadyPods, long)
+		w.groveBreach("inf-0-sg-1-worker", metav1.ConditionTrue, api.ReasonInsufficientReadyPods, long)
+
+		w.quiet("shepherd stands down", 3*delay, func() error {
+			for _, c := range w.cliques("inf") {
+				if c.DeletionTimestamp != nil {
+					return fmt.Errorf("PodClique %s is being deleted", c.Name)
+				}
+				if _, ok := c.Annotations[api.AnnotationWasAvailable]; ok || c.Status.WasAvailable {
+					return fmt.Errorf("PodClique %s got wasAvailable", c.Name)
+				}
+				if slices.Contains(managers(&c), api.FieldManager) {
+					return fmt.Errorf("shepherd wrote PodClique %s (managers %v)", c.Name, managers(&c))
+				}
+				if cond := meta.FindStatusCondition(c.Status.Conditions, api.ConditionMinAvailableBreached); cond == nil || cond.Message != "written by the test playing Grove" {
+					return fmt.Errorf("PodClique %s MinAvailableBreached = %+v, want Grove's", c.Name, cond)
+				}
+			}
+			var g grovev1alpha1.PodCliqueScalingGroup
+			if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: "inf-0-sg"}, &g); err != nil {
+				return err
+			}
+			if slices.Contains(managers(&g), api.FieldManager) || len(g.Status.Conditions) > 0 {
+				return fmt.Errorf("shepherd wrote PodCliqueScalingGroup %s: managers %v, conditions %+v", g.Name, managers(&g), g.Status.Conditions)
+			}
+			if evs := w.events(api.EventGangTerminated); len(evs) > 0 {
+				return fmt.Errorf("GangTerminated events: %+v", evs)
+			}
+			return nil
+		})
+		w.mustExist("inf-0-router", "inf-0-sg-0-worker", "inf-0-sg-1-worker")
+	})
+}
+
+// The same with gang termination set on: shepherd enforces although Grove
+// writes the condition — it writes its own MinAvailableBreached from the
+// pods and terminates the replica after the delay.
+func TestGangGroveEnforcesShepherdOn(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	groveSet(w)
+	s := w.startShepherdWith(integrations.ModeOn)
+	w.runAll("inf")
+	if !s.enf.Enforces(integrations.FeatureGangTermination) {
+		t.Fatal("setting on: shepherd must enforce")
+	}
+	w.losePod("inf-0-router")
+	w.waitGone("inf-0-router", "inf-0-sg-0-worker", "inf-0-sg-1-worker")
+	w.waitEvent(api.EventGangTerminated, "inf")
 }

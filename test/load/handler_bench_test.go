@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/seedcrds"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -55,7 +57,7 @@ func (noObjects) WorkloadAPIServed() bool { return true }
 func BenchmarkHandlerPodCliqueSet(b *testing.B) {
 	// As `shepherd serve` runs (unless GOGC is set).
 	defer server.SetGCPercent(server.DefaultGCPercent)()
-	chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: noObjects{}, Rules: celrules.Config{}})
+	chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: noObjects{}, Rules: seedcrds.Config(celrules.Config{})})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -48,6 +48,9 @@ const (
 // It runs its scenario once whatever b.N is.
 func BenchmarkTLSLoad(b *testing.B) {
 	c, err := cluster.New(cluster.Options{
+		// The suite exercises the seed designs' fields directly: a cluster
+		// whose CRDs carry them.
+		CRDs:        cluster.SeedCRDs,
 		WorkloadAPI: cluster.WorkloadAPIV1beta1,
 		// Registered so the fixture below is admitted by shepherd like any
 		// object; the load itself goes straight to the webhook server.

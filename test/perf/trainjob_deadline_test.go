@@ -90,6 +90,8 @@ func BenchmarkTrainJobDeadline(b *testing.B) {
 	lead := time.Duration(envInt(b, "SHEPHERD_PERF_LEAD_SECONDS", 60)) * time.Second
 	ctrl.SetLogger(logr.Discard())
 
+	// Trainer's upstream CRDs; no Trainer runs, and shepherd is given no
+	// Enforcement, so the deadline is shepherd's to enforce.
 	c := cluster.Start(b, cluster.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -131,7 +133,7 @@ func BenchmarkTrainJobDeadline(b *testing.B) {
 	if mgr, err = events.Manager(mgr, events.Options{}); err != nil {
 		b.Fatal(err)
 	}
-	if err := trainjob.Setup(mgr, clock.RealClock{}); err != nil {
+	if err := trainjob.Setup(mgr, clock.RealClock{}, nil); err != nil {
 		b.Fatal(err)
 	}
 	mgrDone := make(chan error, 1)

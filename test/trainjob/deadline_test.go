@@ -2,18 +2,27 @@ package trainjob
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
+	"github.com/shepherd-k8s/shepherd/api/install"
 	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 )
 
 // sleepUntil lets real time pass until at: the deadline must be able to
@@ -254,4 +263,213 @@ func TestDeadlineLeavesForeignJobSet(t *testing.T) {
 		return isDeadlineFailed(ctx, tj)
 	})
 	consistently(t, "the foreign JobSet kept", 3*time.Second, exists(js))
+}
+
+// trainerDeadlineMessage is the message Trainer v2.3.0 writes on the Failed
+// condition (pkg/constants.TrainJobDeadlineExceededMessage).
+const trainerDeadlineMessage = "TrainJob exceeded its active deadline"
+
+// deadlineEnforcement is the Enforcement `shepherd serve` would hold for
+// this apiserver with the deadline setting mode: the upstream decision
+// comes from the TrainJob schema the apiserver serves (Trainer v2.3.0's,
+// which has spec.activeDeadlineSeconds).
+func deadlineEnforcement(t *testing.T, mode integrations.Mode) *integrations.Enforcement {
+	t.Helper()
+	var list apiextensionsv1.CustomResourceDefinitionList
+	if err := env.Client.List(context.Background(), &list); err != nil {
+		t.Fatalf("listing CRDs: %v", err)
+	}
+	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(list.Items))
+	for i := range list.Items {
+		crds = append(crds, &list.Items[i])
+	}
+	served, err := celrules.NewSchemas(crds, "the test apiserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream, why := trainer.EnforcesDeadline(served)
+	if !upstream {
+		t.Fatalf("EnforcesDeadline(served schemas) = false (%s), want true on Trainer v2.3.0's CRD", why)
+	}
+	e := integrations.NewEnforcement(logr.Discard(), map[integrations.Feature]integrations.Mode{integrations.FeatureDeadline: mode})
+	e.SetUpstream(integrations.FeatureDeadline, upstream, why)
+	return e
+}
+
+// watchFailed records every distinct Failed=True condition a watch sees on
+// tj: one entry per write of the condition (a rewrite changes its reason,
+// message or lastTransitionTime).
+func watchFailed(t *testing.T, tj *trainerv1alpha1.TrainJob) func() []metav1.Condition {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: install.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := wc.Watch(ctx, &trainerv1alpha1.TrainJobList{}, client.InNamespace(tj.Namespace),
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", tj.Name)})
+	if err != nil {
+		t.Fatalf("watching TrainJob %s: %v", tj.Name, err)
+	}
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	var seen []metav1.Condition
+	go func() {
+		for ev := range w.ResultChan() {
+			got, ok := ev.Object.(*trainerv1alpha1.TrainJob)
+			if !ok {
+				continue
+			}
+			c := meta.FindStatusCondition(got.Status.Conditions, api.TrainJobFailed)
+			if c == nil || c.Status != metav1.ConditionTrue {
+				continue
+			}
+			mu.Lock()
+			if n := len(seen); n == 0 || seen[n-1].Reason != c.Reason || seen[n-1].Message != c.Message ||
+				!seen[n-1].LastTransitionTime.Equal(&c.LastTransitionTime) {
+				seen = append(seen, *c)
+			}
+			mu.Unlock()
+		}
+	}()
+	return func() []metav1.Condition {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]metav1.Condition(nil), seen...)
+	}
+}
+
+// deadlineEvents lists the DeadlineExceeded Events on tj.
+func deadlineEvents(ctx context.Context, tj *trainerv1alpha1.TrainJob) ([]eventsv1.Event, error) {
+	var evs eventsv1.EventList
+	if err := env.Client.List(ctx, &evs, client.InNamespace(tj.Namespace)); err != nil {
+		return nil, err
+	}
+	var out []eventsv1.Event
+	for _, e := range evs.Items {
+		if e.Regarding.Kind == api.KindTrainJob && e.Regarding.Name == tj.Name && e.Reason == api.EventDeadlineExceeded {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// Trainer v2.3.0 enforces activeDeadlineSeconds itself; with the deadline
+// setting auto and its schema served, shepherd stands down: the test plays
+// Trainer (Failed=True DeadlineExceeded with Trainer's message, JobSet
+// deleted) and shepherd writes no condition, records no Event and deletes
+// no JobSet — not even a second JobSet of the same name created after
+// Trainer's delete, which shepherd's own cleanup would remove. The TTL
+// stays shepherd's: Trainer has none.
+func TestDeadlineStandsDownWhereTrainerEnforcesIt(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	enf := deadlineEnforcement(t, integrations.ModeAuto)
+	if enf.Enforces(integrations.FeatureDeadline) {
+		t.Fatalf("Enforcement in auto with Trainer's schema served enforces the deadline: %v", enf.Status())
+	}
+	w := &writes{}
+	startShepherdWith(t, ns, shepherdOptions{enforcement: enf, writes: w})
+	rt := createClusterRuntime(t, nil)
+	tj := newTrainJob(ns, "trainer-enforces", rt.Name, ptr.To[int64](2))
+	create(t, tj)
+	failed := watchFailed(t, tj)
+	js := createJobSet(t, tj)
+
+	// Well past the deadline, shepherd's requeue at it included: nothing.
+	sleepUntil(tj.CreationTimestamp.Add(5 * time.Second))
+	if ok, err := notFailed(context.Background(), tj); err != nil || !ok {
+		t.Fatalf("TrainJob Failed with shepherd standing down and Trainer not yet acting (err %v)", err)
+	}
+	if ok, err := exists(js)(context.Background()); err != nil || !ok {
+		t.Fatalf("JobSet gone with shepherd standing down and Trainer not yet acting (err %v)", err)
+	}
+
+	// Trainer's reconcileDeadline: the Failed condition, then a plain
+	// delete of the JobSet named like the job.
+	setConditionOn(t, env.Client, tj, metav1.Condition{Type: api.TrainJobFailed, Status: metav1.ConditionTrue,
+		Reason: api.ReasonDeadlineExceeded, Message: trainerDeadlineMessage})
+	if err := env.Client.Delete(context.Background(), js); err != nil {
+		t.Fatalf("deleting the JobSet as Trainer: %v", err)
+	}
+	eventually(t, "Trainer's JobSet delete", gone(js.DeepCopy()))
+	second := createJobSet(t, tj)
+	consistently(t, "a second JobSet of the failed job kept", 3*time.Second, exists(second))
+
+	if got := failed(); len(got) != 1 || got[0].Message != trainerDeadlineMessage {
+		t.Errorf("Failed=True writes seen = %+v, want exactly Trainer's one", got)
+	}
+	if d := w.deletesOf(api.KindJobSet); len(d) != 0 {
+		t.Errorf("shepherd's JobSet deletes = %+v, want none", d)
+	}
+	if n := w.statusPatchCount(); n != 0 {
+		t.Errorf("shepherd patched the TrainJob's status %d times, want never", n)
+	}
+	// Trainer v2.3.0 records no Event for the deadline: any is shepherd's.
+	if evs, err := deadlineEvents(context.Background(), tj); err != nil || len(evs) != 0 {
+		t.Errorf("DeadlineExceeded Events = %+v (err %v), want none from shepherd", evs, err)
+	}
+
+	// The TTL is still shepherd's: a TTL of 0 deletes the failed job.
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:"0"}}}`, trainer.RuntimeTTL.Annotation))
+	if err := env.Client.Patch(context.Background(), rt, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatalf("adding a TTL to the runtime: %v", err)
+	}
+	eventually(t, "the job Trainer failed deleted by shepherd's TTL", gone(tj))
+}
+
+// With the deadline setting on, shepherd enforces the deadline although
+// Trainer's schema is served: one Failed transition, one Event, one JobSet
+// delete.
+func TestDeadlineSettingOnEnforcesDespiteTrainer(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	enf := deadlineEnforcement(t, integrations.ModeOn)
+	if !enf.Enforces(integrations.FeatureDeadline) {
+		t.Fatalf("Enforcement with the deadline setting on does not enforce it: %v", enf.Status())
+	}
+	w := &writes{}
+	startShepherdWith(t, ns, shepherdOptions{enforcement: enf, writes: w})
+	rt := createClusterRuntime(t, nil)
+	tj := newTrainJob(ns, "setting-on", rt.Name, ptr.To[int64](2))
+	create(t, tj)
+	failed := watchFailed(t, tj)
+	js := createJobSet(t, tj)
+
+	eventually(t, "Failed=True reason DeadlineExceeded", func(ctx context.Context) (bool, error) {
+		return isDeadlineFailed(ctx, tj)
+	})
+	eventually(t, "the JobSet deleted", gone(js.DeepCopy()))
+	eventually(t, "shepherd's DeadlineExceeded Event", func(ctx context.Context) (bool, error) {
+		evs, err := deadlineEvents(ctx, tj)
+		return len(evs) > 0, err
+	})
+	// Let any second action show itself.
+	consistently(t, "the job failed by its deadline", 3*time.Second, func(ctx context.Context) (bool, error) {
+		return isDeadlineFailed(ctx, tj)
+	})
+
+	if got := failed(); len(got) != 1 || got[0].Message != api.MessageDeadlineExceeded {
+		t.Errorf("Failed=True writes seen = %+v, want exactly shepherd's one", got)
+	}
+	if n := w.statusPatchCount(); n != 1 {
+		t.Errorf("shepherd patched the TrainJob's status %d times, want once", n)
+	}
+	var deleted []deleteCall
+	for _, d := range w.deletesOf(api.KindJobSet) {
+		if d.err == nil {
+			deleted = append(deleted, d)
+		}
+	}
+	if len(deleted) != 1 || deleted[0].preconditionUID != string(js.UID) {
+		t.Errorf("shepherd's successful JobSet deletes = %+v, want one with UID precondition %s", deleted, js.UID)
+	}
+	evs, err := deadlineEvents(context.Background(), tj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Type != "Warning" || (evs[0].Series != nil && evs[0].Series.Count > 1) {
+		t.Errorf("DeadlineExceeded Events = %+v, want one Warning, recorded once", evs)
+	}
 }

@@ -1,15 +1,21 @@
 // Package trainjob tests the TrainJob deadline and TTL controller (R-TJ,
-// KEP-2899) end to end on a real kube-apiserver: the test plays Kubeflow
-// Trainer (creates the JobSet, writes the Suspended and Complete conditions)
+// KEP-2899) end to end on a real kube-apiserver serving the upstream CRDs
+// (Trainer v2.3.0, JobSet v0.12.0): the test plays Kubeflow Trainer
+// (creates the JobSet, writes the Suspended and Complete conditions, and
+// where Trainer enforces the deadline, fails the job and deletes its JobSet)
 // and shepherd's controller, running in a controller-runtime manager, does
-// the rest. Deadlines and TTLs are a few seconds of real time; assertions
-// poll with generous timeouts and check object state, never durations.
+// the rest. The runtime's TTL is its carrier annotation there; one suite of
+// tests runs on the seed-shaped CRDs with the seed field. Deadlines and TTLs
+// are a few seconds of real time; assertions poll with generous timeouts
+// and check object state, never durations.
 package trainjob
 
 import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,11 +26,13 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -34,6 +42,8 @@ import (
 	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/events"
+	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 	"github.com/shepherd-k8s/shepherd/reconcile/trainjob"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
@@ -61,18 +71,42 @@ func TestMain(m *testing.M) {
 }
 
 // startShepherd runs the controller in a manager watching only namespace ns,
-// so tests in parallel do not see each other's TrainJobs. The returned stop
-// function stops it and waits until it has; it also runs at test cleanup.
+// so tests in parallel do not see each other's TrainJobs. shepherd enforces
+// the deadline (no Enforcement). The returned stop function stops it and
+// waits until it has; it also runs at test cleanup.
 func startShepherd(t *testing.T, ns string) (stop func()) {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	return startShepherdWith(t, ns, shepherdOptions{})
+}
+
+// shepherdOptions vary how startShepherdWith runs the controller.
+type shepherdOptions struct {
+	// cluster is the control plane; nil means env.
+	cluster *cluster.Cluster
+	// enforcement decides who enforces the deadline; nil: shepherd.
+	enforcement *integrations.Enforcement
+	// writes, when set, records the writes shepherd's client makes.
+	writes *writes
+}
+
+func startShepherdWith(t *testing.T, ns string, o shepherdOptions) (stop func()) {
+	t.Helper()
+	c := o.cluster
+	if c == nil {
+		c = env
+	}
+	opts := ctrl.Options{
 		Scheme:                 install.NewScheme(),
 		Metrics:                server.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
 		// Each test (and each restart) runs its own manager in this process.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
-	})
+	}
+	if o.writes != nil {
+		opts.NewClient = o.writes.newClient
+	}
+	mgr, err := ctrl.NewManager(c.Config, opts)
 	if err != nil {
 		t.Fatalf("creating manager: %v", err)
 	}
@@ -80,7 +114,7 @@ func startShepherd(t *testing.T, ns string) (stop func()) {
 	if mgr, err = events.Manager(mgr, events.Options{}); err != nil {
 		t.Fatalf("creating manager: %v", err)
 	}
-	if err := trainjob.Setup(mgr, clock.RealClock{}); err != nil {
+	if err := trainjob.Setup(mgr, clock.RealClock{}, o.enforcement); err != nil {
 		t.Fatalf("setting up the trainjob controller: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -101,14 +135,42 @@ func startShepherd(t *testing.T, ns string) (stop func()) {
 	return stop
 }
 
-func newRuntimeSpec(ttl *int32) trainerv1alpha1.TrainingRuntimeSpec {
-	return trainerv1alpha1.TrainingRuntimeSpec{
-		MLPolicy:                &trainerv1alpha1.MLPolicy{NumNodes: ptr.To[int32](1)},
-		TTLSecondsAfterFinished: ttl,
+// ttlForm is where a test runtime keeps its ttlSecondsAfterFinished.
+type ttlForm int
+
+const (
+	// carrierTTL: the annotation (trainer.RuntimeTTL's carrier), as on
+	// Trainer's runtime CRD, which has no such field. The suite's default.
+	carrierTTL ttlForm = iota
+	// fieldTTL: the seed field, on the seed-shaped CRDs.
+	fieldTTL
+)
+
+func (f ttlForm) String() string {
+	if f == fieldTTL {
+		return "seed field"
+	}
+	return "carrier"
+}
+
+// newRuntime is a runtime's metadata and spec with ttl in form f (nil: no
+// TTL).
+func newRuntime(ttl *int32, f ttlForm) (metav1.ObjectMeta, trainerv1alpha1.TrainingRuntimeSpec) {
+	spec := trainerv1alpha1.TrainingRuntimeSpec{
+		MLPolicy: &trainerv1alpha1.MLPolicy{NumNodes: ptr.To[int32](1)},
 		Template: trainerv1alpha1.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{
 			ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: jobTemplate()}},
 		}},
 	}
+	var m metav1.ObjectMeta
+	switch {
+	case ttl == nil:
+	case f == fieldTTL:
+		spec.TTLSecondsAfterFinished = ttl
+	default:
+		m.Annotations = map[string]string{trainer.RuntimeTTL.Annotation: strconv.Itoa(int(*ttl))}
+	}
+	return m, spec
 }
 
 func jobTemplate() batchv1.JobTemplateSpec {
@@ -119,17 +181,24 @@ func jobTemplate() batchv1.JobTemplateSpec {
 }
 
 // createClusterRuntime creates a ClusterTrainingRuntime with a generated name
-// and deletes it at the end of the test.
+// whose TTL is its carrier annotation, and deletes it at the end of the
+// test.
 func createClusterRuntime(t *testing.T, ttl *int32) *trainerv1alpha1.ClusterTrainingRuntime {
 	t.Helper()
-	rt := &trainerv1alpha1.ClusterTrainingRuntime{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "ctr-"},
-		Spec:       newRuntimeSpec(ttl),
-	}
-	if err := env.Client.Create(context.Background(), rt); err != nil {
+	return createClusterRuntimeOn(t, env.Client, ttl, carrierTTL)
+}
+
+// createClusterRuntimeOn is createClusterRuntime through c, with the TTL in
+// form f.
+func createClusterRuntimeOn(t *testing.T, c client.Client, ttl *int32, f ttlForm) *trainerv1alpha1.ClusterTrainingRuntime {
+	t.Helper()
+	m, spec := newRuntime(ttl, f)
+	m.GenerateName = "ctr-"
+	rt := &trainerv1alpha1.ClusterTrainingRuntime{ObjectMeta: m, Spec: spec}
+	if err := c.Create(context.Background(), rt); err != nil {
 		t.Fatalf("creating ClusterTrainingRuntime: %v", err)
 	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rt) })
+	t.Cleanup(func() { _ = c.Delete(context.Background(), rt) })
 	return rt
 }
 
@@ -147,7 +216,12 @@ func newTrainJob(ns, name, runtime string, deadline *int64) *trainerv1alpha1.Tra
 
 func create(t *testing.T, o client.Object) {
 	t.Helper()
-	if err := env.Client.Create(context.Background(), o); err != nil {
+	createOn(t, env.Client, o)
+}
+
+func createOn(t *testing.T, c client.Client, o client.Object) {
+	t.Helper()
+	if err := c.Create(context.Background(), o); err != nil {
 		t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
 	}
 }
@@ -175,17 +249,22 @@ func createJobSet(t *testing.T, tj *trainerv1alpha1.TrainJob) *jobsetv1alpha2.Jo
 // lastTransitionTime now.
 func setCondition(t *testing.T, tj *trainerv1alpha1.TrainJob, typ string, status metav1.ConditionStatus, reason string) {
 	t.Helper()
+	setConditionOn(t, env.Client, tj, metav1.Condition{Type: typ, Status: status, Reason: reason, Message: "set by the test, playing Trainer"})
+}
+
+// setConditionOn is setCondition through c, writing cond.
+func setConditionOn(t *testing.T, c client.Client, tj *trainerv1alpha1.TrainJob, cond metav1.Condition) {
+	t.Helper()
 	ctx := context.Background()
+	typ, status := cond.Type, cond.Status
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(tj), tj); err != nil {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(tj), tj); err != nil {
 			return false, err
 		}
 		orig := tj.DeepCopy()
-		meta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{
-			Type: typ, Status: status, Reason: reason, Message: "set by the test, playing Trainer",
-			LastTransitionTime: metav1.Now(),
-		})
-		err := env.Client.Status().Patch(ctx, tj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
+		cond.LastTransitionTime = metav1.Now()
+		meta.SetStatusCondition(&tj.Status.Conditions, cond)
+		err := c.Status().Patch(ctx, tj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}))
 		if apierrors.IsConflict(err) {
 			return false, nil
 		}
@@ -263,8 +342,12 @@ func notFailed(ctx context.Context, tj *trainerv1alpha1.TrainJob) (bool, error) 
 }
 
 func gone(o client.Object) func(ctx context.Context) (bool, error) {
+	return goneOn(env.Client, o)
+}
+
+func goneOn(c client.Client, o client.Object) func(ctx context.Context) (bool, error) {
 	return func(ctx context.Context) (bool, error) {
-		err := env.Client.Get(ctx, client.ObjectKeyFromObject(o), o)
+		err := c.Get(ctx, client.ObjectKeyFromObject(o), o)
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
@@ -305,4 +388,87 @@ func metricValue(t *testing.T, name string) float64 {
 	}
 	t.Fatalf("metric %s is not registered", name)
 	return 0
+}
+
+// writes records the writes shepherd's client makes, so a test playing
+// Trainer can tell shepherd's deletes and status patches from its own.
+type writes struct {
+	mu sync.Mutex
+	// deletes are shepherd's DELETE attempts, successful or not.
+	deletes []deleteCall
+	// statusPatches name the TrainJobs whose status shepherd patched
+	// (successfully).
+	statusPatches []string
+}
+
+type deleteCall struct {
+	kind, name string
+	// preconditionUID is the UID precondition sent, "" for none.
+	preconditionUID string
+	err             error
+}
+
+// newClient is a client.NewClientFunc for the manager: the usual cached
+// client, with every delete and status patch recorded.
+func (w *writes) newClient(cfg *rest.Config, opts client.Options) (client.Client, error) {
+	c, err := client.NewWithWatch(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return interceptor.NewClient(c, interceptor.Funcs{
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			err := c.Delete(ctx, obj, opts...)
+			do := &client.DeleteOptions{}
+			do.ApplyOptions(opts)
+			call := deleteCall{kind: kindOf(obj), name: obj.GetName(), err: err}
+			if do.Preconditions != nil && do.Preconditions.UID != nil {
+				call.preconditionUID = string(*do.Preconditions.UID)
+			}
+			w.mu.Lock()
+			w.deletes = append(w.deletes, call)
+			w.mu.Unlock()
+			return err
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			err := c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			if err == nil && sub == "status" && kindOf(obj) == api.KindTrainJob {
+				w.mu.Lock()
+				w.statusPatches = append(w.statusPatches, obj.GetName())
+				w.mu.Unlock()
+			}
+			return err
+		},
+	}), nil
+}
+
+// deletesOf returns shepherd's delete attempts of kind.
+func (w *writes) deletesOf(kind string) []deleteCall {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []deleteCall
+	for _, d := range w.deletes {
+		if d.kind == kind {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+func (w *writes) statusPatchCount() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.statusPatches)
+}
+
+func kindOf(o client.Object) string {
+	if k := o.GetObjectKind().GroupVersionKind().Kind; k != "" {
+		return k
+	}
+	switch o.(type) {
+	case *trainerv1alpha1.TrainJob:
+		return api.KindTrainJob
+	case *jobsetv1alpha2.JobSet:
+		return api.KindJobSet
+	}
+	return fmt.Sprintf("%T", o)
 }

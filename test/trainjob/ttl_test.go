@@ -2,16 +2,24 @@ package trainjob
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
+	"github.com/shepherd-k8s/shepherd/api/install"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 	"github.com/shepherd-k8s/shepherd/reconcile/trainjob"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
 
 func TestTTLFromClusterTrainingRuntimeDeletesFinishedJob(t *testing.T) {
@@ -33,10 +41,9 @@ func TestTTLFromNamespacedTrainingRuntimeDeletesFinishedJob(t *testing.T) {
 	// A ClusterTrainingRuntime of the same name without a TTL: the job must
 	// resolve the namespaced kind it names.
 	ctr := createClusterRuntime(t, nil)
-	rt := &trainerv1alpha1.TrainingRuntime{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ctr.Name},
-		Spec:       newRuntimeSpec(ptr.To[int32](1)),
-	}
+	m, spec := newRuntime(ptr.To[int32](1), carrierTTL)
+	m.Namespace, m.Name = ns, ctr.Name
+	rt := &trainerv1alpha1.TrainingRuntime{ObjectMeta: m, Spec: spec}
 	create(t, rt)
 	tj := newTrainJob(ns, "ttl-namespaced", rt.Name, nil)
 	tj.Spec.RuntimeRef.Kind = ptr.To(api.KindTrainingRuntime)
@@ -82,7 +89,7 @@ func TestNoTTLKeepsJobUntilRuntimeGetsOne(t *testing.T) {
 	setCondition(t, tj, api.TrainJobComplete, metav1.ConditionTrue, "JobsCompleted")
 	consistently(t, "finished TrainJob without a TTL kept", 4*time.Second, exists(tj))
 
-	patch := []byte(`{"spec":{"ttlSecondsAfterFinished":0}}`)
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:"0"}}}`, trainer.RuntimeTTL.Annotation))
 	if err := env.Client.Patch(context.Background(), rt, client.RawPatch("application/merge-patch+json", patch)); err != nil {
 		t.Fatalf("adding a TTL to the runtime: %v", err)
 	}
@@ -134,4 +141,153 @@ func TestRecreatedJobNotDeletedByOldTTL(t *testing.T) {
 	// The new incarnation has its own timers.
 	setCondition(t, fresh, api.TrainJobComplete, metav1.ConditionTrue, "JobsCompleted")
 	eventually(t, "the recreated TrainJob deleted after it finished", gone(fresh))
+}
+
+// The runtime's TTL in both its forms — the carrier annotation on
+// Trainer's runtime CRD (which has no such field) and the seed field on the
+// seed-shaped CRD — deletes a finished TrainJob on time: not before its
+// Complete condition's lastTransitionTime + TTL, soon after, and with the
+// job's UID as the delete's precondition.
+func TestTTLDeletesOnTimeWithUIDPrecondition(t *testing.T) {
+	t.Parallel()
+	const ttl = 3
+	for _, tc := range []struct {
+		form ttlForm
+		crds cluster.CRDSet
+	}{
+		{form: carrierTTL, crds: cluster.UpstreamCRDs},
+		{form: fieldTTL, crds: cluster.SeedCRDs},
+	} {
+		t.Run(tc.form.String(), func(t *testing.T) {
+			t.Parallel()
+			c := env
+			if tc.crds != cluster.UpstreamCRDs {
+				c = cluster.Start(t, cluster.Options{CRDs: tc.crds})
+			}
+			ns := c.Namespace(t)
+			w := &writes{}
+			startShepherdWith(t, ns, shepherdOptions{cluster: c, writes: w})
+			rt := createClusterRuntimeOn(t, c.Client, ptr.To[int32](ttl), tc.form)
+			tj := newTrainJob(ns, "ttl-on-time", rt.Name, nil)
+			createOn(t, c.Client, tj)
+			deleted := watchDeletion(t, c, tj)
+
+			setConditionOn(t, c.Client, tj, metav1.Condition{Type: api.TrainJobComplete, Status: metav1.ConditionTrue,
+				Reason: "JobsCompleted", Message: "set by the test, playing Trainer"})
+			finished := meta.FindStatusCondition(tj.Status.Conditions, api.TrainJobComplete).LastTransitionTime.Time
+			var at time.Time
+			select {
+			case at = <-deleted:
+			case <-time.After(timeout):
+				t.Fatalf("the finished TrainJob was not deleted within %v", timeout)
+			}
+			// lastTransitionTime has whole seconds, at or before the write:
+			// the deletion may not come before it + TTL by shepherd's
+			// clock, which is this process's.
+			if d := at.Sub(finished); d < ttl*time.Second {
+				t.Errorf("deleted %v after it finished, before its TTL of %ds", d, ttl)
+			} else if d > ttl*time.Second+15*time.Second {
+				t.Errorf("deleted %v after it finished, long after its TTL of %ds", d, ttl)
+			}
+			// The watch may see the deletion before shepherd's Delete call
+			// has returned and been recorded.
+			var ok []deleteCall
+			eventually(t, "shepherd's TrainJob delete recorded", func(context.Context) (bool, error) {
+				ok = ok[:0]
+				for _, d := range w.deletesOf(api.KindTrainJob) {
+					if d.err == nil {
+						ok = append(ok, d)
+					}
+				}
+				return len(ok) > 0, nil
+			})
+			if len(ok) != 1 || ok[0].name != tj.Name || ok[0].preconditionUID != string(tj.UID) {
+				t.Errorf("shepherd's successful TrainJob deletes = %+v, want one of %s with UID precondition %s", ok, tj.Name, tj.UID)
+			}
+		})
+	}
+}
+
+// watchDeletion reports when a watch sees tj deleted.
+func watchDeletion(t *testing.T, c *cluster.Cluster, tj *trainerv1alpha1.TrainJob) <-chan time.Time {
+	t.Helper()
+	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: install.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := wc.Watch(ctx, &trainerv1alpha1.TrainJobList{}, client.InNamespace(tj.Namespace),
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", tj.Name)})
+	if err != nil {
+		t.Fatalf("watching TrainJob %s: %v", tj.Name, err)
+	}
+	t.Cleanup(w.Stop)
+	out := make(chan time.Time, 1)
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Deleted {
+				out <- time.Now()
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// A carrier that does not parse (stored before shepherd's admission rules
+// ran: this suite runs no webhook) is no TTL: finished jobs are kept, and
+// the runtime gets one Warning Event however many of its jobs are
+// reconciled. Fixing the carrier brings the jobs back and applies it.
+func TestMalformedTTLCarrierKeepsJobsAndWarnsOnce(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startShepherd(t, ns)
+	rt := createClusterRuntime(t, nil)
+	ctx := context.Background()
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:"1h"}}}`, trainer.RuntimeTTL.Annotation))
+	if err := env.Client.Patch(ctx, rt, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatalf("setting a malformed TTL carrier: %v", err)
+	}
+	jobs := []*trainerv1alpha1.TrainJob{newTrainJob(ns, "bad-ttl-a", rt.Name, nil), newTrainJob(ns, "bad-ttl-b", rt.Name, nil)}
+	for _, tj := range jobs {
+		create(t, tj)
+		setCondition(t, tj, api.TrainJobComplete, metav1.ConditionTrue, "JobsCompleted")
+	}
+	invalidKnobEvents := func(ctx context.Context) ([]eventsv1.Event, error) {
+		var evs eventsv1.EventList
+		// A cluster-scoped object's Events live in namespace default.
+		if err := env.Client.List(ctx, &evs, client.InNamespace(metav1.NamespaceDefault)); err != nil {
+			return nil, err
+		}
+		var out []eventsv1.Event
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == api.KindClusterTrainingRuntime && e.Regarding.Name == rt.Name && e.Reason == api.EventInvalidKnob {
+				out = append(out, e)
+			}
+		}
+		return out, nil
+	}
+	eventually(t, "an InvalidKnob Warning Event on the runtime", func(ctx context.Context) (bool, error) {
+		evs, err := invalidKnobEvents(ctx)
+		return len(evs) > 0, err
+	})
+	for _, tj := range jobs {
+		consistently(t, "a finished TrainJob whose runtime's TTL does not parse kept", 2*time.Second, exists(tj))
+	}
+	evs, err := invalidKnobEvents(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].Type != "Warning" || (evs[0].Series != nil && evs[0].Series.Count > 1) {
+		t.Errorf("InvalidKnob Events on the runtime = %+v, want one Warning, recorded once", evs)
+	}
+
+	patch = []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:"0"}}}`, trainer.RuntimeTTL.Annotation))
+	if err := env.Client.Patch(ctx, rt, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatalf("fixing the TTL carrier: %v", err)
+	}
+	for _, tj := range jobs {
+		eventually(t, "the finished TrainJob deleted once its runtime's TTL parses", gone(tj))
+	}
 }

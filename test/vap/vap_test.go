@@ -18,18 +18,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/seedcrds"
+
 	admissionv1 "k8s.io/api/admission/v1"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
-	"k8s.io/apiserver/pkg/cel/openapi/resolver"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api/install"
@@ -43,7 +39,7 @@ var env *cluster.Cluster
 
 func TestMain(m *testing.M) {
 	var err error
-	env, err = cluster.New(cluster.Options{})
+	env, err = cluster.New(cluster.Options{CRDs: cluster.SeedCRDs})
 	if err != nil {
 		os.Stderr.WriteString(err.Error() + "\n")
 		os.Exit(1)
@@ -90,7 +86,7 @@ func isGoValidation(rule string) bool {
 
 func TestExportedPoliciesMatchCheck(t *testing.T) {
 	ctx := context.Background()
-	exportChain, err := webhook.NewChain(webhook.ChainOptions{})
+	exportChain, err := webhook.NewChain(webhook.ChainOptions{Rules: seedcrds.Config(celrules.Config{})})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +109,7 @@ func TestExportedPoliciesMatchCheck(t *testing.T) {
 		}
 	}
 
-	t.Run("type-check clean", func(t *testing.T) { typeCheck(t, vaps) })
+	t.Run("type-check clean", func(t *testing.T) { env.TypeCheckVAPs(t, vaps) })
 
 	cases, err := corpus.Load(corpus.Dir())
 	if err != nil {
@@ -141,46 +137,6 @@ func TestExportedPoliciesMatchCheck(t *testing.T) {
 	}
 }
 
-// typeCheck runs the apiserver's own ValidatingAdmissionPolicy type checker
-// (the one kube-controller-manager runs to fill status.typeChecking; this
-// control plane has no controller-manager) against the schemas the
-// apiserver publishes, and requires no warning for any policy.
-func typeCheck(t *testing.T, vaps []*admissionregistrationv1.ValidatingAdmissionPolicy) {
-	checker := func() *validating.TypeChecker {
-		dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-		return &validating.TypeChecker{SchemaResolver: &resolver.ClientDiscoveryResolver{Discovery: dc}, RestMapper: mapper}
-	}
-	tc := checker()
-	for _, v := range vaps {
-		var live admissionregistrationv1.ValidatingAdmissionPolicy
-		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(v), &live); err != nil {
-			t.Fatal(err)
-		}
-		// A misspelled field must be caught: proof that the checker resolved
-		// the matched kinds' schemas rather than checking nothing. The
-		// apiserver publishes a new CRD's OpenAPI schema a little after the
-		// CRD is established, so the checker (rebuilt, as discovery caches)
-		// is given a while to find it.
-		found := func() bool {
-			return len(tc.CheckExpression(tc.CreateContext(&live), "object.spec.noSuchFieldAnywhere == 1")) > 0
-		}
-		for deadline := time.Now().Add(30 * time.Second); !found() && time.Now().Before(deadline); {
-			time.Sleep(250 * time.Millisecond)
-			tc = checker()
-		}
-		if !found() {
-			t.Errorf("%s: the type checker found no schema to check against", v.Name)
-		}
-		if w := tc.Check(&live); len(w) > 0 {
-			t.Errorf("%s: type-check warnings: %+v", v.Name, w)
-		}
-	}
-}
-
 var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // parity runs one case through the chain (without the Go-only validations)
@@ -203,7 +159,7 @@ func parity(t *testing.T, c client.Client, warn *warnings, ns string, cs *corpus
 	}
 	cfg := cs.Config
 	cfg.DisabledRules = append(append([]string{}, cfg.DisabledRules...), goValidations...)
-	chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: webhook.NewObjectLookups(objs, !cs.NoWorkloadAPI), Rules: cfg})
+	chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: webhook.NewObjectLookups(objs, !cs.NoWorkloadAPI), Rules: seedcrds.Config(cfg)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/seedcrds"
+
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -107,7 +109,7 @@ func replay(t *testing.T, c *corpus.Case) {
 	}
 
 	// The verdict of the chain itself for this very request.
-	chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: webhook.NewObjectLookups(ctxObjs, true)})
+	chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: webhook.NewObjectLookups(ctxObjs, true), Rules: seedcrds.Config(celrules.Config{})})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,9 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	c, err := cluster.New(cluster.Options{
+		// The suite exercises the seed designs' fields directly: a cluster
+		// whose CRDs carry them.
+		CRDs:        cluster.SeedCRDs,
 		WorkloadAPI: cluster.WorkloadAPIV1beta1,
 		Webhooks: envtest.WebhookInstallOptions{
 			Paths:            []string{filepath.Join(cluster.RepoRoot(), "deploy", "webhook")},

@@ -1,7 +1,13 @@
 // Package workload tests the Workload and PodGroup controller (R-WL,
-// KEP-3015) on real kube-apiservers serving scheduling.k8s.io/v1beta1,
-// v1alpha3, and no Workload API at all. There is no garbage collector in
-// these control planes, so deletion is asserted through ownerReferences.
+// KEP-3015) and the webhook's schedulingGroup injection (D-WL-1) on real
+// kube-apiservers serving scheduling.k8s.io/v1beta1, v1alpha3, and no
+// Workload API at all. The control planes serve the upstream CRDs, where a
+// runtime asks for the Workload API with its carrier annotation
+// shepherd.dev/pod-group-policy: workload (Trainer v2.3.0's podGroupPolicy
+// has no workload); one runs the same scenarios on the seed-shaped CRDs
+// with the seed field podGroupPolicy.workload. There is no garbage
+// collector in these control planes, so deletion is asserted through
+// ownerReferences.
 package workload
 
 import (
@@ -34,9 +40,12 @@ import (
 	"github.com/shepherd-k8s/shepherd/api/install"
 	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/events"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 	"github.com/shepherd-k8s/shepherd/reconcile/workload"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/seedcrds"
 	"github.com/shepherd-k8s/shepherd/webhook"
 )
 
@@ -49,8 +58,43 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// controlPlane is a test control plane and the third-party CRDs it serves,
+// which say where a runtime keeps podGroupPolicy.workload.
+type controlPlane struct {
+	*cluster.Cluster
+	crds cluster.CRDSet
+}
+
+// startControlPlane starts a control plane for one test.
+func startControlPlane(t *testing.T, opts cluster.Options) *controlPlane {
+	t.Helper()
+	return &controlPlane{Cluster: cluster.Start(t, opts), crds: opts.CRDs}
+}
+
+// useWorkload makes rt ask for the Workload API in the form c's runtime CRD
+// takes: the seed field, or on Trainer's CRD the carrier annotation.
+func useWorkload(c *controlPlane, rt *trainerv1alpha1.ClusterTrainingRuntime) {
+	if c.crds == cluster.SeedCRDs {
+		rt.Spec.PodGroupPolicy = &trainerv1alpha1.PodGroupPolicy{Workload: &trainerv1alpha1.WorkloadPodGroupPolicySource{}}
+		return
+	}
+	if rt.Annotations == nil {
+		rt.Annotations = map[string]string{}
+	}
+	rt.Annotations[trainer.RuntimeWorkload.Annotation] = trainer.RuntimeWorkload.Value
+}
+
+// rules are the admission chain's rule settings for c: type-checked
+// against the schemas c serves.
+func rules(c *controlPlane) celrules.Config {
+	if c.crds == cluster.SeedCRDs {
+		return seedcrds.Config(celrules.Config{})
+	}
+	return celrules.Config{} // the pinned upstream schemas
+}
+
 // startShepherd runs the workload controller against c until the test ends.
-func startShepherd(t *testing.T, c *cluster.Cluster) {
+func startShepherd(t *testing.T, c *controlPlane) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(c.Config, ctrl.Options{
 		Scheme:                 install.NewScheme(),
@@ -92,21 +136,22 @@ func replicatedJob(name, step string) jobsetv1alpha2.ReplicatedJob {
 	return rj
 }
 
-// createRuntime creates a ClusterTrainingRuntime using the Workload API with
-// the given replicatedJobs and mlPolicy.numNodes.
-func createRuntime(t *testing.T, c *cluster.Cluster, numNodes int32, mpi bool, jobs ...jobsetv1alpha2.ReplicatedJob) *trainerv1alpha1.ClusterTrainingRuntime {
+// createRuntime creates a ClusterTrainingRuntime using the Workload API (in
+// the form c takes) with the given replicatedJobs and mlPolicy.numNodes.
+func createRuntime(t *testing.T, c *controlPlane, numNodes int32, mpi bool, jobs ...jobsetv1alpha2.ReplicatedJob) *trainerv1alpha1.ClusterTrainingRuntime {
 	t.Helper()
-	return create(t, c, newRuntime(numNodes, mpi, jobs...))
+	rt := newRuntime(numNodes, mpi, jobs...)
+	useWorkload(c, rt)
+	return create(t, c, rt)
 }
 
-// newRuntime is a ClusterTrainingRuntime whose podGroupPolicy is workload.
+// newRuntime is a ClusterTrainingRuntime without a podGroupPolicy.
 func newRuntime(numNodes int32, mpi bool, jobs ...jobsetv1alpha2.ReplicatedJob) *trainerv1alpha1.ClusterTrainingRuntime {
 	rt := &trainerv1alpha1.ClusterTrainingRuntime{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "ctr-"},
 		Spec: trainerv1alpha1.TrainingRuntimeSpec{
-			MLPolicy:       &trainerv1alpha1.MLPolicy{NumNodes: ptr.To(numNodes)},
-			PodGroupPolicy: &trainerv1alpha1.PodGroupPolicy{Workload: &trainerv1alpha1.WorkloadPodGroupPolicySource{}},
-			Template:       trainerv1alpha1.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: jobs}},
+			MLPolicy: &trainerv1alpha1.MLPolicy{NumNodes: ptr.To(numNodes)},
+			Template: trainerv1alpha1.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: jobs}},
 		},
 	}
 	if mpi {
@@ -117,7 +162,7 @@ func newRuntime(numNodes int32, mpi bool, jobs ...jobsetv1alpha2.ReplicatedJob) 
 	return rt
 }
 
-func create(t *testing.T, c *cluster.Cluster, rt *trainerv1alpha1.ClusterTrainingRuntime) *trainerv1alpha1.ClusterTrainingRuntime {
+func create(t *testing.T, c *controlPlane, rt *trainerv1alpha1.ClusterTrainingRuntime) *trainerv1alpha1.ClusterTrainingRuntime {
 	t.Helper()
 	if err := c.Client.Create(context.Background(), rt); err != nil {
 		t.Fatalf("creating ClusterTrainingRuntime: %v", err)
@@ -125,7 +170,7 @@ func create(t *testing.T, c *cluster.Cluster, rt *trainerv1alpha1.ClusterTrainin
 	return rt
 }
 
-func createTrainJob(t *testing.T, c *cluster.Cluster, ns, name, runtime string, numNodes *int32) *trainerv1alpha1.TrainJob {
+func createTrainJob(t *testing.T, c *controlPlane, ns, name, runtime string, numNodes *int32) *trainerv1alpha1.TrainJob {
 	t.Helper()
 	tj := &trainerv1alpha1.TrainJob{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -147,7 +192,7 @@ func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool,
 	}
 }
 
-func get(ctx context.Context, c *cluster.Cluster, version, kind, ns, name string) (*unstructured.Unstructured, error) {
+func get(ctx context.Context, c *controlPlane, version, kind, ns, name string) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(api.SchedulingGroup + "/" + version)
 	u.SetKind(kind)
@@ -155,7 +200,7 @@ func get(ctx context.Context, c *cluster.Cluster, version, kind, ns, name string
 	return u, err
 }
 
-func list(t *testing.T, c *cluster.Cluster, version, kind, ns string) []unstructured.Unstructured {
+func list(t *testing.T, c *controlPlane, version, kind, ns string) []unstructured.Unstructured {
 	t.Helper()
 	l := &unstructured.UnstructuredList{}
 	l.SetAPIVersion(api.SchedulingGroup + "/" + version)
@@ -192,7 +237,7 @@ func podGroupNamesFromRuntime(tj *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.
 
 // assertWorkload waits for tj's Workload and PodGroups in version and checks
 // every field shepherd sets.
-func assertWorkload(t *testing.T, c *cluster.Cluster, version string, tj *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.ClusterTrainingRuntime, want []wantTemplate) {
+func assertWorkload(t *testing.T, c *controlPlane, version string, tj *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.ClusterTrainingRuntime, want []wantTemplate) {
 	t.Helper()
 	ctx := context.Background()
 	var wl *unstructured.Unstructured
@@ -296,7 +341,7 @@ func equalOwner(a, b metav1.OwnerReference) bool {
 		ptr.Deref(a.BlockOwnerDeletion, false) == ptr.Deref(b.BlockOwnerDeletion, false)
 }
 
-func hasEvent(t *testing.T, c *cluster.Cluster, tj *trainerv1alpha1.TrainJob, reason, typ string) {
+func hasEvent(t *testing.T, c *controlPlane, tj *trainerv1alpha1.TrainJob, reason, typ string) {
 	t.Helper()
 	eventually(t, "a "+reason+" event on the TrainJob", func(ctx context.Context) (bool, error) {
 		var evs eventsv1.EventList
@@ -314,9 +359,9 @@ func hasEvent(t *testing.T, c *cluster.Cluster, tj *trainerv1alpha1.TrainJob, re
 
 // testServedVersion runs the R-WL scenarios against a control plane serving
 // the Workload API at version.
-func testServedVersion(t *testing.T, setting cluster.WorkloadAPI) {
+func testServedVersion(t *testing.T, setting cluster.WorkloadAPI, crds cluster.CRDSet) {
 	version := string(setting)
-	c := cluster.Start(t, cluster.Options{WorkloadAPI: setting})
+	c := startControlPlane(t, cluster.Options{WorkloadAPI: setting, CRDs: crds})
 	startShepherd(t, c)
 
 	t.Run("initializers and trainer", func(t *testing.T) {
@@ -367,12 +412,12 @@ func testServedVersion(t *testing.T, setting cluster.WorkloadAPI) {
 		rt := &trainerv1alpha1.ClusterTrainingRuntime{
 			ObjectMeta: metav1.ObjectMeta{Name: "late-runtime-" + version},
 			Spec: trainerv1alpha1.TrainingRuntimeSpec{
-				PodGroupPolicy: &trainerv1alpha1.PodGroupPolicy{Workload: &trainerv1alpha1.WorkloadPodGroupPolicySource{}},
 				Template: trainerv1alpha1.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{
 					ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{replicatedJob("node", api.AncestorTrainer)},
 				}},
 			},
 		}
+		useWorkload(c, rt)
 		if err := c.Client.Create(context.Background(), rt); err != nil {
 			t.Fatalf("creating the runtime: %v", err)
 		}
@@ -424,7 +469,6 @@ func testServedVersion(t *testing.T, setting cluster.WorkloadAPI) {
 		// Created without the policy: removing it afterwards would race
 		// the TrainJob against shepherd's cache seeing the removal.
 		rt := newRuntime(1, false, replicatedJob("node", api.AncestorTrainer))
-		rt.Spec.PodGroupPolicy = nil
 		create(t, c, rt)
 		tj := createTrainJob(t, c, ns, "plain", rt.Name, ptr.To[int32](2))
 		// A marker job in the same namespace, on a Workload runtime, proves
@@ -438,12 +482,22 @@ func testServedVersion(t *testing.T, setting cluster.WorkloadAPI) {
 	})
 }
 
-func TestWorkloadV1beta1(t *testing.T) { testServedVersion(t, cluster.WorkloadAPIV1beta1) }
+func TestWorkloadV1beta1(t *testing.T) {
+	testServedVersion(t, cluster.WorkloadAPIV1beta1, cluster.UpstreamCRDs)
+}
 
-func TestWorkloadV1alpha3(t *testing.T) { testServedVersion(t, cluster.WorkloadAPIV1alpha3) }
+func TestWorkloadV1alpha3(t *testing.T) {
+	testServedVersion(t, cluster.WorkloadAPIV1alpha3, cluster.UpstreamCRDs)
+}
+
+// The same scenarios with the seed field podGroupPolicy.workload, on CRDs
+// that have it.
+func TestWorkloadV1beta1SeedField(t *testing.T) {
+	testServedVersion(t, cluster.WorkloadAPIV1beta1, cluster.SeedCRDs)
+}
 
 func TestNoWorkloadAPI(t *testing.T) {
-	c := cluster.Start(t, cluster.Options{})
+	c := startControlPlane(t, cluster.Options{})
 	startShepherd(t, c)
 	ns := c.Namespace(t)
 	rt := createRuntime(t, c, 1, false, replicatedJob("node", api.AncestorTrainer))
@@ -477,10 +531,10 @@ func TestNoWorkloadAPI(t *testing.T) {
 // on the JobSet Trainer would create for tj, and checks that every pod
 // template's injected spec.schedulingGroup.podGroupName is a PodGroup the
 // reconciler created.
-func assertWebhookJoinsCreatedPodGroups(t *testing.T, c *cluster.Cluster, version string, tj *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.ClusterTrainingRuntime) {
+func assertWebhookJoinsCreatedPodGroups(t *testing.T, c *controlPlane, version string, tj *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.ClusterTrainingRuntime) {
 	t.Helper()
 	ctx := context.Background()
-	chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: webhook.NewClientLookups(c.Client, func() bool { return true })})
+	chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: webhook.NewClientLookups(c.Client, func() bool { return true }), Rules: rules(c)})
 	if err != nil {
 		t.Fatalf("creating the admission chain: %v", err)
 	}

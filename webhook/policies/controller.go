@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -18,8 +19,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 )
@@ -62,16 +66,21 @@ type Reconciler struct {
 
 	mu      sync.Mutex
 	applied map[string]applied
+
+	// recheck queues every policy again after the schemas changed.
+	recheck        chan event.GenericEvent
+	schemasApplied atomic.Bool
 }
 
 // Setup registers the controller. It runs on every replica: each one serves
 // admission and so needs every policy compiled.
 func Setup(mgr ctrl.Manager, sink Sink, clk clock.PassiveClock) (*Reconciler, error) {
-	r := &Reconciler{Client: mgr.GetClient(), Sink: sink, Clock: clk}
+	r := &Reconciler{Client: mgr.GetClient(), Sink: sink, Clock: clk, recheck: make(chan event.GenericEvent)}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("workloadpolicy").
 		// Status writes bump resourceVersion, not generation: skip them.
 		For(&shepherdv1alpha1.WorkloadPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(r.recheck, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
 		Complete(r)
 	if err != nil {

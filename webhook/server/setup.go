@@ -18,6 +18,7 @@ import (
 
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 )
@@ -53,24 +54,31 @@ func NewWorkloadAPIProbe(mgr manager.Manager, interval time.Duration) (*Workload
 
 // LookupObjects are the kinds the chain's Go lookups read (a TrainJob's
 // runtime, a JobSet's TrainJob, a PodClique's PodCliqueSet, and the
-// request's Namespace for WorkloadPolicies' namespaceSelector).
-func LookupObjects() []client.Object {
-	return []client.Object{
-		&corev1.Namespace{},
-		&trainerv1alpha1.TrainingRuntime{},
-		&trainerv1alpha1.ClusterTrainingRuntime{},
-		&trainerv1alpha1.TrainJob{},
-		&grovev1alpha1.PodCliqueSet{},
+// request's Namespace for WorkloadPolicies' namespaceSelector), by the
+// framework that serves them; "" holds the built-in kinds, always served.
+func LookupObjects() map[string][]client.Object {
+	return map[string][]client.Object{
+		"": {&corev1.Namespace{}},
+		integrations.Trainer: {
+			&trainerv1alpha1.TrainingRuntime{},
+			&trainerv1alpha1.ClusterTrainingRuntime{},
+			&trainerv1alpha1.TrainJob{},
+		},
+		integrations.Grove: {&grovev1alpha1.PodCliqueSet{}},
 	}
 }
 
-// WatchLookupObjects registers the informers of LookupObjects with the
-// manager's cache, so they start and sync with it (and /readyz waits for
-// them) instead of on the first admission request, which would then wait for
-// a full list.
-func WatchLookupObjects(ctx context.Context, mgr manager.Manager) error {
-	for _, obj := range LookupObjects() {
-		if _, err := mgr.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
+// WatchLookupObjects registers the informers of objs (some of
+// LookupObjects) with the manager's cache, so they start and sync before
+// the first admission request needs them, which would otherwise wait for a
+// full list. Before the manager starts it only registers them (they start
+// and sync with the cache, and /readyz waits for them); once it runs, it
+// also waits until they have synced or ctx ends. Call it for a framework's
+// kinds only once the framework is active: an informer of a kind the
+// apiserver does not serve never syncs.
+func WatchLookupObjects(ctx context.Context, mgr manager.Manager, objs ...client.Object) error {
+	for _, obj := range objs {
+		if _, err := mgr.GetCache().GetInformer(ctx, obj); err != nil {
 			return fmt.Errorf("watching %T for admission lookups: %w", obj, err)
 		}
 	}
@@ -114,8 +122,12 @@ func Register(mgr manager.Manager, admitter webhook.Admitter, rec *audit.Recorde
 	return nil
 }
 
-// cacheSynced records when the manager's informers (the lookups' and the
-// controllers') have synced.
+// cacheSynced records when the informers registered before the manager
+// started (the built-in lookups', the CRDs', the policies') have synced. A
+// framework's lookup informers are created only once its CRDs are served
+// (integrations.Watcher): the /readyz check "frameworks" waits for those of
+// the frameworks present at start, and a framework that arrives later never
+// holds readiness back.
 type cacheSynced struct {
 	cache  cache.Cache
 	synced atomic.Bool

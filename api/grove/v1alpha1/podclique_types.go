@@ -52,6 +52,11 @@ type PodCliqueStatus struct {
 	WasAvailable bool `json:"wasAvailable,omitempty"`
 	// +optional
 	RollingUpdateProgress *RollingUpdateProgress `json:"rollingUpdateProgress,omitempty"`
+	// UpdateProgress is Grove's name of rollingUpdateProgress (its
+	// status.updateProgress; only the two timestamps shepherd reads are
+	// modelled). Read both through integrations/grove.UpdateInProgress.
+	// +optional
+	UpdateProgress *RollingUpdateProgress `json:"updateProgress,omitempty"`
 	// Conditions: MinAvailableBreached, Succeeded.
 	// +listType=map
 	// +listMapKey=type

@@ -432,6 +432,11 @@ func (in *PodCliqueStatus) DeepCopyInto(out *PodCliqueStatus) {
 		*out = new(RollingUpdateProgress)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.UpdateProgress != nil {
+		in, out := &in.UpdateProgress, &out.UpdateProgress
+		*out = new(RollingUpdateProgress)
+		(*in).DeepCopyInto(*out)
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

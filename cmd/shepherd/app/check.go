@@ -31,6 +31,8 @@ type checkOptions struct {
 	output        string
 	noWorkloadAPI bool
 	rules         ruleConfigFlags
+	// fieldValidation is Strict or Warn, as kubectl's --validate.
+	fieldValidation string
 }
 
 // CheckViolation is one violation in `shepherd check` output.
@@ -92,6 +94,8 @@ usage or parse error.`,
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text, json or yaml")
 	f.BoolVar(&o.noWorkloadAPI, "no-workload-api", false, "judge as if the cluster did not serve the Workload API (V-TR-7)")
 	f.StringSliceVar(&o.rules.disabled, "disable-rule", nil, "rule IDs to switch off (repeatable or comma-separated)")
+	f.StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage)
+	f.StringVar(&o.fieldValidation, "field-validation", metav1.FieldValidationStrict, "how fields the target schema lacks are treated, as the apiserver does: Strict (kubectl's default) denies the object, Warn warns and judges it without them")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: 2, Err: err} })
 	return cmd
 }
@@ -111,6 +115,13 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 	case "text", "json", "yaml":
 	default:
 		return usageError("-o must be text, json or yaml, got %q", o.output)
+	}
+	switch o.fieldValidation {
+	case metav1.FieldValidationStrict, metav1.FieldValidationWarn:
+	case "":
+		o.fieldValidation = metav1.FieldValidationStrict
+	default:
+		return usageError("--field-validation must be Strict or Warn, got %q", o.fieldValidation)
 	}
 	op := strings.ToUpper(o.operation)
 	if op == "" {
@@ -151,10 +162,17 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 		return parseFailure(err)
 	}
 
-	chainRules := o.rules.config()
+	chainRules, err := o.rules.config()
+	if err != nil {
+		return err
+	}
+	schemas := chainRules.Schemas
 	lookupObjs := make([]runtime.Object, 0, len(ctxObjs))
 	for _, m := range ctxObjs {
-		defaultNamespace(m.obj)
+		defaultNamespace(schemas, m.obj)
+		// Context objects stand for stored ones: the apiserver kept only
+		// what their schema has.
+		schemas.Prune(m.obj.GroupVersionKind(), m.obj.Object)
 		lookupObjs = append(lookupObjs, m.obj)
 	}
 	chain, err := webhook.NewChain(webhook.ChainOptions{
@@ -173,19 +191,34 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 	results := make([]CheckResult, 0, len(objects))
 	anyDenied := false
 	for _, m := range objects {
-		defaultNamespace(m.obj)
+		defaultNamespace(schemas, m.obj)
 		var old *unstructured.Unstructured
 		if o.old != "" {
-			if old, err = matchOld(m, olds, len(objects)); err != nil {
+			if old, err = matchOld(schemas, m, olds, len(objects)); err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			defaultNamespace(old)
+			defaultNamespace(schemas, old)
+		}
+		// The apiserver prunes (Warn) or rejects (Strict) fields the
+		// cluster's schema does not have before admission sees the object:
+		// judge what it would store, and say so.
+		unknown := unknownFields(schemas, m.obj, o.fieldValidation)
+		if old != nil {
+			schemas.Prune(old.GroupVersionKind(), old.Object)
 		}
 		req, err := checkRequest(op, m.obj, old)
 		if err != nil {
 			return &ExitError{Code: 2, Err: fmt.Errorf("%s: %w", m, err)}
 		}
 		v := chain.Admit(ctx, req)
+		if len(unknown) > 0 {
+			v.Violations = append(unknown, v.Violations...)
+			for _, u := range unknown {
+				if u.Action == webhook.ActionDeny {
+					v.Allowed = false
+				}
+			}
+		}
 		subject := m.obj
 		if op == "DELETE" && old != nil {
 			subject = old
@@ -218,6 +251,24 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 	return nil
 }
 
+// unknownFields prunes obj like the apiserver and reports each dropped
+// field: denied under Strict (kubectl's default), a warning under Warn.
+func unknownFields(s *celrules.Schemas, obj *unstructured.Unstructured, validation string) []webhook.Violation {
+	var out []webhook.Violation
+	for _, path := range s.Prune(obj.GroupVersionKind(), obj.Object) {
+		msg := fmt.Sprintf("unknown field: the schema of %s in %s has no such field", obj.GetKind(), s.Source)
+		if hint := celrules.CarrierHint(path); hint != "" {
+			msg += "; " + hint
+		}
+		v := webhook.Violation{Rule: "schema", Field: path, Action: webhook.ActionDeny, Message: msg + " (rejected under Strict field validation, dropped under Warn)"}
+		if validation == metav1.FieldValidationWarn {
+			v.Action = webhook.ActionWarn
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
 func parseFailure(err error) error {
 	var pe *ParseError
 	if errors.As(err, &pe) {
@@ -232,7 +283,7 @@ func indent(s string) string {
 
 // defaultNamespace puts namespaced shepherd kinds without a namespace into
 // "default", as kubectl would.
-func defaultNamespace(u *unstructured.Unstructured) {
+func defaultNamespace(s *celrules.Schemas, u *unstructured.Unstructured) {
 	if u == nil || u.GetNamespace() != "" {
 		return
 	}
@@ -242,19 +293,14 @@ func defaultNamespace(u *unstructured.Unstructured) {
 		schema.GroupKind{Kind: "Namespace"}:
 		return
 	}
-	if known := celrulesKnowsKind(u.GroupVersionKind().GroupKind()); known {
+	if len(s.Versions(u.GroupVersionKind().GroupKind())) > 0 {
 		u.SetNamespace("default")
 	}
 }
 
-func celrulesKnowsKind(gk schema.GroupKind) bool {
-	s, err := celrules.LoadSchemas()
-	return err == nil && len(s.Versions(gk)) > 0
-}
-
 // matchOld finds the stored object for m: the only one when both sides
 // hold one object, else the one of the same kind, namespace and name.
-func matchOld(m manifest, olds []manifest, nObjects int) (*unstructured.Unstructured, error) {
+func matchOld(s *celrules.Schemas, m manifest, olds []manifest, nObjects int) (*unstructured.Unstructured, error) {
 	if len(olds) == 1 && nObjects == 1 {
 		return olds[0].obj, nil
 	}
@@ -262,7 +308,7 @@ func matchOld(m manifest, olds []manifest, nObjects int) (*unstructured.Unstruct
 	for _, o := range olds {
 		ns := o.obj.GetNamespace()
 		if ns == "" {
-			defaultNamespace(o.obj)
+			defaultNamespace(s, o.obj)
 			ns = o.obj.GetNamespace()
 		}
 		if o.obj.GroupVersionKind().GroupKind() == gk && ns == m.obj.GetNamespace() && o.obj.GetName() == m.obj.GetName() {

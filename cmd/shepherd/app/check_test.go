@@ -18,13 +18,15 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	return p
 }
 
+// runtimeYAML asks for the Workload API the way Trainer v2.3.0's runtime CRD
+// (the pinned schema check uses by default) allows: by annotation.
 const runtimeYAML = `apiVersion: trainer.kubeflow.org/v1alpha1
 kind: ClusterTrainingRuntime
 metadata:
   name: torch
+  annotations:
+    shepherd.dev/pod-group-policy: workload
 spec:
-  podGroupPolicy:
-    workload: {}
   template:
     spec:
       replicatedJobs:
@@ -93,17 +95,63 @@ func TestCheckJSONOutputAndExitCodeOnDenial(t *testing.T) {
 
 func TestCheckAllowedExitsZeroAndShowsDefaults(t *testing.T) {
 	dir := t.TempDir()
-	pcs := writeFile(t, dir, "pcs.json", `{"apiVersion":"grove.io/v1alpha1","kind":"PodCliqueSet","metadata":{"name":"p"},"spec":{"replicas":1,"workloadType":"Training","template":{"cliques":[{"name":"a","spec":{"replicas":2,"podSpec":{"containers":[{"name":"c","image":"i"}]}}}]}}}`)
+	pcs := writeFile(t, dir, "pcs.json", `{"apiVersion":"grove.io/v1alpha1","kind":"PodCliqueSet","metadata":{"name":"p","annotations":{"shepherd.dev/workload-type":"Training"}},"spec":{"replicas":1,"template":{"cliques":[{"name":"a","spec":{"roleName":"a","replicas":2,"podSpec":{"containers":[{"name":"c","image":"i"}]}}}]}}}`)
 	code, out, errOut := runMain("check", "-f", dir, "-o", "yaml")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %s, out %s", code, errOut, out)
 	}
-	for _, want := range []string{"/spec/template/terminationDelay", "/spec/trainingSpec", "restartPolicy: Never", "allowed: true"} {
+	// On Grove's schema the restart budget is defaulted into its carrier,
+	// and no terminationDelay of 0s (Grove's webhook would reject it).
+	for _, want := range []string{"/metadata/annotations/shepherd.dev~1max-restarts", "restartPolicy: Never", "allowed: true"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	if strings.Contains(out, "/spec/template/terminationDelay") || strings.Contains(out, "/spec/trainingSpec") {
+		t.Errorf("defaults written where Grove's schema has no field or Grove rejects them:\n%s", out)
+	}
+	// The same in the seed designs' shape, against CRDs that carry it.
+	seed := writeFile(t, t.TempDir(), "pcs.json", `{"apiVersion":"grove.io/v1alpha1","kind":"PodCliqueSet","metadata":{"name":"p"},"spec":{"replicas":1,"workloadType":"Training","template":{"cliques":[{"name":"a","spec":{"replicas":2,"podSpec":{"containers":[{"name":"c","image":"i"}]}}}]}}}`)
+	code, out, errOut = runMain("check", "-f", seed, "-o", "yaml", "--crd", "../../../test/seedcrds")
+	if code != 0 {
+		t.Fatalf("seed shape: exit %d, stderr %s, out %s", code, errOut, out)
+	}
+	for _, want := range []string{"/spec/template/terminationDelay", "/spec/trainingSpec", "restartPolicy: Never", "allowed: true"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("seed shape: output lacks %q:\n%s", want, out)
+		}
+	}
 	_ = pcs
+}
+
+// TestCheckSeedFieldOnUpstreamSchema: a seed field the target schema lacks
+// is what the apiserver rejects under Strict and drops under Warn; check
+// says so, naming the field and the annotation that carries it instead.
+func TestCheckSeedFieldOnUpstreamSchema(t *testing.T) {
+	f := writeFile(t, t.TempDir(), "pcs.yaml", `apiVersion: grove.io/v1alpha1
+kind: PodCliqueSet
+metadata: {name: p}
+spec:
+  replicas: 1
+  workloadType: Training
+  template:
+    cliques:
+    - {name: a, spec: {roleName: a, replicas: 1, podSpec: {restartPolicy: Never, containers: [{name: c, image: i}]}}}
+`)
+	code, out, _ := runMain("check", "-f", f)
+	if code != 1 || !strings.Contains(out, "spec.workloadType: unknown field") || !strings.Contains(out, "annotation shepherd.dev/workload-type") {
+		t.Errorf("Strict: exit %d, want 1 with an unknown-field denial naming the carrier:\n%s", code, out)
+	}
+	code, out, _ = runMain("check", "-f", f, "--field-validation", "Warn")
+	if code != 0 || !strings.Contains(out, "warn  spec.workloadType: unknown field") {
+		t.Errorf("Warn: exit %d, want 0 with an unknown-field warning:\n%s", code, out)
+	}
+	if code, out, _ = runMain("check", "-f", f, "--crd", "../../../test/seedcrds"); code != 0 {
+		t.Errorf("against CRDs with the seed field: exit %d:\n%s", code, out)
+	}
+	if code, _, errOut := runMain("check", "-f", f, "--field-validation", "Lax"); code != 2 || !strings.Contains(errOut, "--field-validation") {
+		t.Errorf("bad --field-validation: exit %d, stderr %s", code, errOut)
+	}
 }
 
 func TestCheckTextOutputIsOneLinePerVerdictWithIndentedViolations(t *testing.T) {

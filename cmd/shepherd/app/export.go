@@ -36,6 +36,7 @@ func newExportCommand() *cobra.Command {
 	}
 	cmd.PersistentFlags().StringArrayVar(&o.policies, "policy", nil, "file or directory of WorkloadPolicies to export with the built-in rules (repeatable)")
 	cmd.PersistentFlags().StringSliceVar(&o.rules.disabled, "disable-rule", nil, "rule IDs to leave out (repeatable or comma-separated)")
+	cmd.PersistentFlags().StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage)
 
 	vap := &cobra.Command{
 		Use:   "vap",
@@ -74,7 +75,11 @@ func exportChain(o *exportOptions) (*webhook.Chain, error) {
 	if err != nil {
 		return nil, parseFailure(err)
 	}
-	chain, err := webhook.NewChain(webhook.ChainOptions{Rules: o.rules.config()})
+	cfg, err := o.rules.config()
+	if err != nil {
+		return nil, err
+	}
+	chain, err := webhook.NewChain(webhook.ChainOptions{Rules: cfg})
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +112,10 @@ func runExportVAP(o *exportOptions, out, errOut io.Writer) error {
 		return err
 	}
 	for _, r := range chain.Rules() {
+		if r.Inactive != "" && r.Enabled {
+			fmt.Fprintf(errOut, "inactive: %s (%s): %s\n", r.ID, strings.Join(r.Kinds, ", "), r.Inactive)
+			continue
+		}
 		if !r.Exportable && r.Enabled {
 			fmt.Fprintf(errOut, "not exported: %s (%s): %s\n", r.ID, strings.Join(r.Kinds, ", "), r.Reason)
 		}

@@ -17,6 +17,7 @@ import (
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/integrations/pinned"
 )
 
 // manifest is one object read from a file, with where it came from.
@@ -204,8 +205,25 @@ func readPolicies(paths []string) ([]*shepherdv1alpha1.WorkloadPolicy, error) {
 // export.
 type ruleConfigFlags struct {
 	disabled []string
+	crds     []string
 }
 
-func (f *ruleConfigFlags) config() celrules.Config {
-	return celrules.Config{DisabledRules: f.disabled}
+// crdFlagUsage is --crd's help, shared by check and export.
+const crdFlagUsage = "CRD file or directory of the target cluster to type-check rules against (repeatable); default: the pinned upstream CRDs built in (see `shepherd version`). Built-in rules whose fields these schemas lack are inactive; policies on such fields do not compile"
+
+// config resolves the flags: the disabled rules and the schemas of --crd
+// (the pinned upstream ones when none is given).
+func (f *ruleConfigFlags) config() (celrules.Config, error) {
+	cfg := celrules.Config{DisabledRules: f.disabled}
+	var err error
+	if len(f.crds) == 0 {
+		cfg.Schemas, err = celrules.PinnedSchemas()
+		return cfg, err
+	}
+	crds, err := pinned.Read(f.crds...)
+	if err != nil {
+		return cfg, usageError("--crd: %v", err)
+	}
+	cfg.Schemas, err = celrules.NewSchemas(crds, "--crd "+strings.Join(f.crds, ", "))
+	return cfg, err
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -34,6 +35,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/certs"
 	"github.com/shepherd-k8s/shepherd/events"
+	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/reconcile"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
@@ -74,6 +76,9 @@ type serveOptions struct {
 	disableStartupPolicyRewrite bool
 	inferenceTerminationDelay   time.Duration
 
+	frameworks frameworkModes
+	features   map[string]string
+
 	certs certs.Options
 
 	zap zap.Options
@@ -98,6 +103,7 @@ func defaultServeOptions() *serveOptions {
 		auditRingSize:     4096,
 		auditDryRun:       true,
 		discoveryInterval: 30 * time.Second,
+		frameworks:        defaultFrameworkModes(),
 	}
 }
 
@@ -119,7 +125,7 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", o.metricsCertDir, "Directory with tls.crt/tls.key for the metrics server; empty: a self-signed certificate generated at start.")
 	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage collector target (as GOGC): a higher value trades memory for fewer collections and a shorter admission latency tail. Ignored when the GOGC environment variable is set. GOMEMLIMIT still applies.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", o.pprofAddr, "Address serving Go's /debug/pprof profiles, for diagnosing CPU and memory use; empty (the default) serves none. Profiles reveal request data: bind it to localhost.")
-	fs.StringVar(&o.healthAddr, "health-probe-bind-address", o.healthAddr, "Address serving /healthz and /readyz. /readyz is ready once the webhook server serves its certificate, the caches have synced, WorkloadPolicies are compiled and Workload API discovery has run.")
+	fs.StringVar(&o.healthAddr, "health-probe-bind-address", o.healthAddr, "Address serving /healthz and /readyz. /readyz is ready once the webhook server serves its certificate, the caches have synced, WorkloadPolicies are compiled, the frameworks' CRDs have been listed and Workload API discovery has run; a framework whose CRDs are absent does not hold it back.")
 	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", o.shutdownTimeout, "How long shutdown waits for in-flight admission requests and reconciles to finish.")
 
 	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Run the reconcilers only on the elected leader replica. Admission webhooks run on every replica regardless.")
@@ -134,6 +140,12 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.disabledRules, "disable-rules", o.disabledRules, "Comma-separated built-in rule IDs to switch off, e.g. V-JS-5,D-PCS-6 (shepherd export lists them).")
 	fs.BoolVar(&o.disableStartupPolicyRewrite, "disable-startup-policy-rewrite", o.disableStartupPolicyRewrite, "Switch D-JS-2 to a warning only: a JobSet's startupPolicy InOrder is no longer rewritten into dependsOn.")
 	fs.DurationVar(&o.inferenceTerminationDelay, "inference-termination-delay", o.inferenceTerminationDelay, "D-PCS-5: terminationDelay given to Inference PodCliqueSets that set none. 0 leaves it unset (gang termination stays opt-in).")
+
+	// --framework-trainer, --framework-jobset, --framework-grove.
+	o.frameworks.addFlags(fs)
+	fs.StringToStringVar(&o.features, "feature", o.features, fmt.Sprintf("Who enforces a lifecycle feature an upstream operator may implement too, as feature=auto|on|off (repeatable): %v. "+
+		"auto (default): shepherd, unless the cluster shows the upstream operator does it (trainjob-deadline: the TrainJob CRD has spec.activeDeadlineSeconds, which Trainer >= v2.2 enforces; gang-termination: Grove's controller writes MinAvailableBreached); "+
+		"on: shepherd always; off: never. shepherd's admission rules and audit stay on either way; the decision is logged and exported as shepherd_feature_enforced.", integrations.Features))
 
 	// The certificate flags (--cert-mode, --cert-secret, ...); --cert-dir
 	// above is shared and copied into o.certs at start.
@@ -160,7 +172,12 @@ shepherd_policy_verdicts_total, a PolicyViolation Event and the ring served at
 /audit on the metrics server (read it with ` + "`shepherd audit`" + `).
 
 The lifecycle reconcilers (deadlines, TTL, Workloads, gang termination, training)
-run on the leader replica only.`,
+run on the leader replica only.
+
+Each framework (Trainer, JobSet, Grove) starts — its reconcilers and admission
+lookups — once the cluster serves its CRDs, at start or later without a restart;
+--framework-trainer, --framework-jobset and --framework-grove (auto|on|off) change
+that.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -270,10 +287,22 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := server.WatchLookupObjects(ctx, mgr); err != nil {
+	// Frameworks come and go: each one's lookups and reconcilers start once
+	// its CRDs are established (integrations.Watcher).
+	features, err := integrations.ParseFeatureSettings(o.features)
+	if err != nil {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--feature: %w", err)}
+	}
+	enforcement := integrations.NewEnforcement(log.WithName("enforcement"), features)
+	live, err := newLiveSchemas()
+	if err != nil {
 		return err
 	}
-	chain, err := newChain(mgr, probe, o.rulesConfig())
+	frameworks, err := setupFrameworks(ctx, mgr, o, reconcile.Options{Clock: clock.RealClock{}, Enforcement: enforcement, Schemas: live})
+	if err != nil {
+		return err
+	}
+	chain, err := newChain(mgr, probe, frameworks, o.rulesConfig())
 	if err != nil {
 		return err
 	}
@@ -282,13 +311,12 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err := server.Register(mgr, chain, rec, probe, server.Options{MaxBodyBytes: o.maxBodyBytes}); err != nil {
 		return err
 	}
-	if err := setupPolicyReload(mgr, chain); err != nil {
+	policyReload, err := setupPolicyReload(mgr, chain)
+	if err != nil {
 		return err
 	}
-	if !o.disableReconcile {
-		if err := reconcile.SetupAll(mgr, reconcile.Options{Clock: clock.RealClock{}}); err != nil {
-			return err
-		}
+	if err := followSchemas(mgr, frameworks, policyReload, chain, live, enforcement); err != nil {
+		return err
 	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)
@@ -307,7 +335,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 // cacheOptions narrows the manager's caches to what shepherd reads. Only the
 // Grove controllers read Pods, and only Pods of a PodClique (Grove labels
 // them grove.io/podclique); caching every Pod of a large cluster would cost
-// memory for nothing.
+// memory for nothing. Likewise only the frameworks' CRDs are kept whole.
 func cacheOptions() cache.Options {
 	groveReq, err := labels.NewRequirement(api.LabelPodClique, selection.Exists, nil)
 	if err != nil {
@@ -315,5 +343,6 @@ func cacheOptions() cache.Options {
 	}
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {Label: labels.NewSelector().Add(*groveReq)},
+		&apiextensionsv1.CustomResourceDefinition{}: integrations.CacheByObject(),
 	}}
 }

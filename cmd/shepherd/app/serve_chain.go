@@ -1,12 +1,18 @@
 package app
 
 import (
+	"context"
 	"fmt"
+	"sync/atomic"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/policies"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
@@ -17,12 +23,14 @@ import (
 type admissionChain interface {
 	webhook.Admitter
 	policies.Sink
+	policies.SchemaSink
 }
 
-// newChain builds the admission chain over the manager's cached lookups.
-func newChain(mgr ctrl.Manager, probe *server.WorkloadAPIProbe, rules celrules.Config) (admissionChain, error) {
+// newChain builds the admission chain over the manager's cached lookups, of
+// the active frameworks only.
+func newChain(mgr ctrl.Manager, probe *server.WorkloadAPIProbe, frameworks *integrations.Watcher, rules celrules.Config) (admissionChain, error) {
 	chain, err := webhook.NewChain(webhook.ChainOptions{
-		Lookups: webhook.NewClientLookups(mgr.GetClient(), probe.Served),
+		Lookups: gateLookups(webhook.NewClientLookups(mgr.GetClient(), probe.Served), frameworks.Active),
 		Rules:   rules,
 	})
 	if err != nil {
@@ -33,10 +41,57 @@ func newChain(mgr ctrl.Manager, probe *server.WorkloadAPIProbe, rules celrules.C
 
 // setupPolicyReload starts the WorkloadPolicy hot reload into chain and
 // makes /readyz wait for every policy to be compiled.
-func setupPolicyReload(mgr ctrl.Manager, chain admissionChain) error {
+func setupPolicyReload(mgr ctrl.Manager, chain admissionChain) (*policies.Reconciler, error) {
 	r, err := policies.Setup(mgr, chain, clock.RealClock{})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return mgr.AddReadyzCheck("policies", r.ReadyChecker)
+	return r, mgr.AddReadyzCheck("policies", r.ReadyChecker)
+}
+
+// followSchemas keeps every rule type-checked against the CRDs the cluster
+// serves: at start and whenever a framework's CRD is installed, upgraded or
+// removed (the watcher's subscription), the chain is type-checked again,
+// live (what the reconcilers ask which form a knob takes) follows, and the
+// "who enforces the deadline" decision is taken again from the TrainJob
+// schema. /readyz waits for the first pass.
+func followSchemas(mgr ctrl.Manager, w *integrations.Watcher, r *policies.Reconciler, chain admissionChain, live *liveSchemas, enf *integrations.Enforcement) error {
+	w.Subscribe(func(ctx context.Context, crds []*apiextensionsv1.CustomResourceDefinition) {
+		log := ctrl.LoggerFrom(ctx).WithName("schemas")
+		s, err := r.ApplySchemas(ctx, chain, crds)
+		if err != nil {
+			// The previous schemas stay in force; the next CRD change
+			// tries again.
+			log.Error(err, "type-checking the rules against the cluster's CRDs")
+			return
+		}
+		live.store(s)
+		upstream, why := trainer.EnforcesDeadline(live)
+		enf.SetUpstream(integrations.FeatureDeadline, upstream, why)
+	})
+	return mgr.AddReadyzCheck("schemas", r.SchemasReadyChecker)
+}
+
+// liveSchemas are the schemas the cluster serves now, for the reconcilers'
+// knob forms (knob.FieldSchemas); the pinned upstream ones until the first
+// pass of followSchemas.
+type liveSchemas struct {
+	p atomic.Pointer[celrules.Schemas]
+}
+
+func newLiveSchemas() (*liveSchemas, error) {
+	s, err := celrules.PinnedSchemas()
+	if err != nil {
+		return nil, err
+	}
+	l := &liveSchemas{}
+	l.p.Store(s)
+	return l, nil
+}
+
+func (l *liveSchemas) store(s *celrules.Schemas) { l.p.Store(s) }
+
+// HasField implements knob.FieldSchemas.
+func (l *liveSchemas) HasField(gk schema.GroupKind, path []string) bool {
+	return l.p.Load().HasField(gk, path)
 }

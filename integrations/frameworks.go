@@ -1,0 +1,177 @@
+// Package integrations holds one integration per framework shepherd works
+// beside (Kubeflow Trainer, JobSet, Grove) and the detection of which
+// frameworks' CRDs the cluster serves.
+//
+// Frameworks come and go: a framework whose CRDs are not established is
+// skipped — its reconcilers and lookup informers do not start and readiness
+// does not wait for it — and is picked up without a restart once they are,
+// the way Kueue's jobframework enables an integration only when its CRDs are
+// served. Each framework has a Mode (auto|on|off); Decide is the pure
+// decision, Watcher applies it to a running manager.
+package integrations
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
+	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+)
+
+// Framework names: the --framework-<name> flags, the framework label of
+// shepherd_framework_active, and the keys of a Watcher's modes.
+const (
+	Trainer = "trainer"
+	JobSet  = "jobset"
+	Grove   = "grove"
+)
+
+// Framework is one framework shepherd integrates with: its API group, the
+// version shepherd's Go types read, and the kinds whose CRDs must all be
+// established before it is active.
+type Framework struct {
+	Name  string
+	Group string
+	// Version must be served by every kind's CRD: shepherd's informers read
+	// that version, and an informer of an unserved version never syncs.
+	Version string
+	Kinds   []string
+}
+
+// Frameworks are the frameworks shepherd integrates with, in a fixed order.
+var Frameworks = []Framework{
+	{Name: Trainer, Group: api.TrainerGroup, Version: trainerv1alpha1.GroupVersion.Version,
+		Kinds: []string{api.KindTrainJob, api.KindTrainingRuntime, api.KindClusterTrainingRuntime}},
+	{Name: JobSet, Group: api.JobSetGroup, Version: jobsetv1alpha2.GroupVersion.Version,
+		Kinds: []string{api.KindJobSet}},
+	{Name: Grove, Group: api.GroveGroup, Version: grovev1alpha1.GroupVersion.Version,
+		Kinds: []string{api.KindPodCliqueSet, api.KindPodClique, api.KindPodCliqueScalingGroup}},
+}
+
+// Lookup returns the framework named name.
+func Lookup(name string) (Framework, bool) {
+	i := slices.IndexFunc(Frameworks, func(f Framework) bool { return f.Name == name })
+	if i < 0 {
+		return Framework{}, false
+	}
+	return Frameworks[i], true
+}
+
+// Of returns the framework serving group, if any.
+func Of(group string) (Framework, bool) {
+	i := slices.IndexFunc(Frameworks, func(f Framework) bool { return f.Group == group })
+	if i < 0 {
+		return Framework{}, false
+	}
+	return Frameworks[i], true
+}
+
+// Mode says when a framework starts. It implements pflag.Value.
+type Mode string
+
+const (
+	// ModeAuto starts the framework once all its CRDs are established,
+	// whenever that is, and skips it until then.
+	ModeAuto Mode = "auto"
+	// ModeOn requires the framework: serve fails at start, naming the
+	// missing CRDs, when they are not established. Failing fast (rather
+	// than waiting) makes a missing install an error the operator sees,
+	// not a replica that never does its job.
+	ModeOn Mode = "on"
+	// ModeOff never starts the framework, whatever the cluster serves.
+	ModeOff Mode = "off"
+)
+
+// Modes lists the valid modes, for help texts and errors.
+var Modes = []Mode{ModeAuto, ModeOn, ModeOff}
+
+// ParseMode parses auto, on or off.
+func ParseMode(s string) (Mode, error) {
+	m := Mode(strings.ToLower(strings.TrimSpace(s)))
+	if !slices.Contains(Modes, m) {
+		return "", fmt.Errorf("invalid framework mode %q: want auto, on or off", s)
+	}
+	return m, nil
+}
+
+// String implements pflag.Value.
+func (m *Mode) String() string { return string(*m) }
+
+// Set implements pflag.Value.
+func (m *Mode) Set(s string) error {
+	v, err := ParseMode(s)
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
+}
+
+// Type implements pflag.Value.
+func (m *Mode) Type() string { return "auto|on|off" }
+
+// Decision is what Decide concluded about one framework.
+type Decision struct {
+	Framework string
+	Mode      Mode
+	// Served: every kind's CRD is established and serves the framework's
+	// version.
+	Served bool
+	// Missing names, as Kind.group, the kinds whose CRD is absent, not
+	// established, being deleted or not serving the version.
+	Missing []string
+	// Start: the framework should run (Served, and Mode is not off).
+	Start bool
+}
+
+// Decide says, for every framework in Frameworks order, whether it should
+// run given its mode (absent from modes: auto) and the cluster's CRDs. It
+// is pure: a framework already running stays running (controllers cannot be
+// removed from a manager) — that is the Watcher's business, not this.
+func Decide(modes map[string]Mode, crds []*apiextensionsv1.CustomResourceDefinition) []Decision {
+	out := make([]Decision, 0, len(Frameworks))
+	for _, f := range Frameworks {
+		mode := modes[f.Name]
+		if mode == "" {
+			mode = ModeAuto
+		}
+		d := Decision{Framework: f.Name, Mode: mode}
+		for _, kind := range f.Kinds {
+			if !slices.ContainsFunc(crds, func(c *apiextensionsv1.CustomResourceDefinition) bool { return serves(c, f, kind) }) {
+				d.Missing = append(d.Missing, schema.GroupKind{Group: f.Group, Kind: kind}.String())
+			}
+		}
+		d.Served = len(d.Missing) == 0
+		d.Start = d.Served && mode != ModeOff
+		out = append(out, d)
+	}
+	return out
+}
+
+// serves reports whether crd is kind's CRD of f, established, not being
+// deleted and serving f.Version.
+func serves(crd *apiextensionsv1.CustomResourceDefinition, f Framework, kind string) bool {
+	if crd.Spec.Group != f.Group || crd.Spec.Names.Kind != kind || crd.DeletionTimestamp != nil || !Established(crd) {
+		return false
+	}
+	return slices.ContainsFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool {
+		return v.Name == f.Version && v.Served
+	})
+}
+
+// Established reports whether crd has the condition Established=True: the
+// apiserver serves its resources.
+func Established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established {
+			return c.Status == apiextensionsv1.ConditionTrue
+		}
+	}
+	return false
+}

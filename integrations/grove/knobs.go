@@ -1,0 +1,170 @@
+// Package grove is shepherd's integration with Grove: the seed knobs and
+// status shepherd keeps on Grove's objects and their carriers, and whether
+// Grove itself already enforces a feature shepherd would otherwise enforce.
+package grove
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
+)
+
+// Group is Grove's API group.
+const Group = "grove.io"
+
+var pcs = []string{api.KindPodCliqueSet}
+
+// WorkloadType is a PodCliqueSet's workloadType (GREP-0285): Inference or
+// Training.
+var WorkloadType = knob.Knob{
+	Name: "workloadType", Group: Group, Kinds: pcs,
+	Path:       []string{"spec", "workloadType"},
+	Annotation: api.AnnotationWorkloadType, Type: knob.String,
+}
+
+// MaxRestarts is a Training PodCliqueSet's trainingSpec.maxRestarts.
+var MaxRestarts = knob.Knob{
+	Name: "trainingSpec.maxRestarts", Group: Group, Kinds: pcs,
+	Path:       []string{"spec", "trainingSpec", "maxRestarts"},
+	Annotation: api.AnnotationMaxRestarts, Type: knob.Int,
+}
+
+// MaxRuntime is a Training PodCliqueSet's trainingSpec.maxRuntime.
+var MaxRuntime = knob.Knob{
+	Name: "trainingSpec.maxRuntime", Group: Group, Kinds: pcs,
+	Path:       []string{"spec", "trainingSpec", "maxRuntime"},
+	Annotation: api.AnnotationMaxRuntime, Type: knob.Duration,
+}
+
+// TrainingSpec is the seed trainingSpec object itself: its presence is what
+// V-PCS-2 restricts to Training workloads. Its carriers are MaxRestarts'
+// and MaxRuntime's.
+var TrainingSpec = []string{"spec", "trainingSpec"}
+
+// ScalingGroupTerminationDelay is a scaling group's terminationDelay
+// override (Grove's gang-termination design). Grove's scaling-group config
+// has no such field; the carrier is one annotation on the PodCliqueSet
+// holding "group=duration" pairs joined by commas.
+var ScalingGroupTerminationDelay = knob.Knob{
+	Name: "podCliqueScalingGroups[].terminationDelay", Group: Group, Kinds: pcs,
+	Path:       []string{"spec", "template", "podCliqueScalingGroups", "[]", "terminationDelay"},
+	Annotation: api.AnnotationTerminationDelay, Type: knob.Duration,
+}
+
+// Knobs are Grove's seed knobs.
+var Knobs = []knob.Knob{WorkloadType, MaxRestarts, MaxRuntime, ScalingGroupTerminationDelay}
+
+// IsTraining reports whether a PodCliqueSet is a Training workload.
+func IsTraining(obj map[string]any) bool {
+	v, _ := WorkloadType.String(obj)
+	return v == "Training"
+}
+
+var delayEntry = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)=(.+)$`)
+
+// ParseScalingGroupDelays parses the carrier's "group=duration,..." value.
+// An empty value is no override.
+func ParseScalingGroupDelays(v string) (map[string]time.Duration, error) {
+	out := map[string]time.Duration{}
+	if strings.TrimSpace(v) == "" {
+		return out, nil
+	}
+	for _, e := range strings.Split(v, ",") {
+		m := delayEntry.FindStringSubmatch(strings.TrimSpace(e))
+		if m == nil {
+			return nil, fmt.Errorf("annotation %s: %q is not group=duration", api.AnnotationTerminationDelay, e)
+		}
+		d, err := time.ParseDuration(m[3])
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s: %q: %q is not a duration (e.g. 30s, 5m)", api.AnnotationTerminationDelay, e, m[3])
+		}
+		if _, dup := out[m[1]]; dup {
+			return nil, fmt.Errorf("annotation %s: scaling group %q is listed twice", api.AnnotationTerminationDelay, m[1])
+		}
+		out[m[1]] = d
+	}
+	return out, nil
+}
+
+// ScalingGroupDelay returns the terminationDelay override of the scaling
+// group named group on a PodCliqueSet (decoded JSON), from the seed field
+// or the carrier; nil when there is none.
+func ScalingGroupDelay(obj map[string]any, group string) (*time.Duration, error) {
+	groups, _ := nestedSlice(obj, "spec", "template", "podCliqueScalingGroups")
+	for _, g := range groups {
+		gm, _ := g.(map[string]any)
+		if gm["name"] != group {
+			continue
+		}
+		if s, ok := gm["terminationDelay"].(string); ok {
+			d, err := time.ParseDuration(s)
+			if err != nil {
+				return nil, fmt.Errorf("spec.template.podCliqueScalingGroups[%s].terminationDelay: %q is not a duration", group, s)
+			}
+			return &d, nil
+		}
+	}
+	a, _ := nestedString(obj, "metadata", "annotations", api.AnnotationTerminationDelay)
+	delays, err := ParseScalingGroupDelays(a)
+	if err != nil {
+		return nil, err
+	}
+	if d, ok := delays[group]; ok {
+		return &d, nil
+	}
+	return nil, nil
+}
+
+// CELScalingGroupDelay is the raw override (optional<string>) of the
+// scaling group g (a CEL variable bound to one entry of
+// spec.template.podCliqueScalingGroups) in form f.
+func CELScalingGroupDelay(f knob.Form, obj, g string) string {
+	if f == knob.Field {
+		return g + ".?terminationDelay"
+	}
+	entries := fmt.Sprintf("%s.metadata.?annotations[?'%s'].orValue('').split(',').filter(e, e.trim().startsWith(%s.name + '=')).map(e, e.trim().substring(size(%s.name) + 1))",
+		obj, api.AnnotationTerminationDelay, g, g)
+	return fmt.Sprintf("(size(%s) > 0 ? optional.of(%s[0]) : optional.none())", entries, entries)
+}
+
+func nestedSlice(obj map[string]any, path ...string) ([]any, bool) {
+	v, ok := nestedValue(obj, path)
+	s, isSlice := v.([]any)
+	return s, ok && isSlice
+}
+
+func nestedString(obj map[string]any, path ...string) (string, bool) {
+	v, ok := nestedValue(obj, path)
+	s, isString := v.(string)
+	return s, ok && isString
+}
+
+func nestedValue(obj map[string]any, path []string) (any, bool) {
+	var cur any = obj
+	for _, p := range path {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[p]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// CELScalingGroupDelaysValid is false when the carrier of the scaling
+// groups' overrides does not parse (true in the field form, which the
+// schema types).
+func CELScalingGroupDelaysValid(f knob.Form, obj string) string {
+	if f == knob.Field {
+		return "true"
+	}
+	body := strings.TrimSuffix(strings.TrimPrefix(knob.DurationRegex, "^"), "$")
+	return fmt.Sprintf("%s.metadata.?annotations[?'%s'].orValue('').split(',').filter(e, e.trim() != '').all(e, e.trim().matches(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?=%s$'))",
+		obj, api.AnnotationTerminationDelay, body)
+}

@@ -1,0 +1,71 @@
+package interop
+
+import (
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// timeout bounds every wait: the machine is small and shared.
+const timeout = 60 * time.Second
+
+func poll(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		var ok bool
+		if ok, last = cond(); ok {
+			return
+		}
+	}
+	t.Fatalf("%s: not within %v: %s", what, timeout, last)
+}
+
+func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, c := range crd.Status.Conditions {
+		if c.Type == apiextensionsv1.Established {
+			return c.Status == apiextensionsv1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func crdGK(crd *apiextensionsv1.CustomResourceDefinition) schema.GroupKind {
+	return schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
+}
+
+// warnings collects the warning headers a client receives.
+type warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	w.msgs = append(w.msgs, text)
+	w.mu.Unlock()
+}
+
+func (w *warnings) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := w.msgs
+	w.msgs = nil
+	return m
+}
+
+// pruned picks the apiserver's warnings about unknown or duplicate fields
+// out of a request's warnings (what Warn validation says it dropped).
+func pruned(msgs []string) []string {
+	var out []string
+	for _, m := range msgs {
+		if strings.Contains(m, "unknown field") || strings.Contains(m, "duplicate field") {
+			out = append(out, m)
+		}
+	}
+	return out
+}
