@@ -348,6 +348,9 @@ func defaulted(sent, got *unstructured.Unstructured) []string {
 		if string(a) == "null" {
 			a = []byte("{}")
 		}
+		if string(b) == "null" {
+			b = []byte("{}")
+		}
 		ops, err := jsonpatch.CreatePatch(a, b)
 		if err != nil {
 			continue

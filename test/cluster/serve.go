@@ -21,6 +21,9 @@ import (
 type Serving struct {
 	// Health is the base URL of /healthz and /readyz.
 	Health string
+	// Metrics is the host:port of the metrics server (/metrics, /audit,
+	// /status).
+	Metrics string
 	cancel context.CancelFunc
 	done   chan error
 	log    *syncBuffer
@@ -41,10 +44,10 @@ func (c *Cluster) Serve(extra ...string) (*Serving, error) {
 	if err := os.WriteFile(kubeconfig, c.Env.KubeConfig, 0o600); err != nil {
 		return nil, err
 	}
-	health := freeAddr()
+	health, metrics := freeAddr(), freeAddr()
 	args := []string{"serve",
 		"--kubeconfig=" + kubeconfig,
-		"--metrics-bind-address=" + freeAddr(),
+		"--metrics-bind-address=" + metrics,
 		"--health-probe-bind-address=" + health,
 		"--zap-log-level=error",
 	}
@@ -61,7 +64,7 @@ func (c *Cluster) Serve(extra ...string) (*Serving, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	root := app.NewRootCommand(log, log)
 	root.SetArgs(args)
-	s := &Serving{Health: "http://" + health, cancel: cancel, done: make(chan error, 1), log: log}
+	s := &Serving{Health: "http://" + health, Metrics: metrics, cancel: cancel, done: make(chan error, 1), log: log}
 	go func() {
 		s.done <- root.ExecuteContext(ctx)
 		os.RemoveAll(dir)

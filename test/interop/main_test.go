@@ -63,7 +63,9 @@ func run(m *testing.M) int {
 		}
 		upstream[live.Name] = live
 	}
-	if serve, err = c.Serve("--leader-elect=false", "--disable-reconcilers"); err != nil {
+	// Plain-HTTP metrics so the suite can read /status without a token;
+	// test/webhook covers the authenticated metrics server.
+	if serve, err = c.Serve("--leader-elect=false", "--disable-reconcilers", "--metrics-secure=false"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

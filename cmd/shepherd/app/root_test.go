@@ -14,6 +14,11 @@ func TestVersionPrintsVersion(t *testing.T) {
 	if !strings.HasPrefix(out.String(), "shepherd "+Version()+" ") {
 		t.Errorf("version output %q does not start with %q", out.String(), "shepherd "+Version())
 	}
+	for _, want := range []string{"Kubeflow Trainer v2.3.0", "JobSet v0.12.0", "Grove", "Kubernetes v1.37.1"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("version output %q does not name the tested %s", out.String(), want)
+		}
+	}
 }
 
 func TestHelpListsSubcommands(t *testing.T) {

@@ -318,6 +318,9 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err := followSchemas(mgr, frameworks, policyReload, chain, live, enforcement); err != nil {
 		return err
 	}
+	if err := serveStatus(mgr, frameworks, chain, live, enforcement); err != nil {
+		return fmt.Errorf("serving %s: %w", StatusPath, err)
+	}
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)
 	}

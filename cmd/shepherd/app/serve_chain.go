@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/http"
 	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -94,4 +96,32 @@ func (l *liveSchemas) store(s *celrules.Schemas) { l.p.Store(s) }
 // HasField implements knob.FieldSchemas.
 func (l *liveSchemas) HasField(gk schema.GroupKind, path []string) bool {
 	return l.p.Load().HasField(gk, path)
+}
+
+// StatusPath serves, on the metrics server (authenticated like /metrics),
+// what this replica is doing beside the upstream operators: which
+// frameworks are active, who enforces each lifecycle feature, which
+// built-in rules are inactive and what schemas the rules are checked
+// against.
+const StatusPath = "/status"
+
+// Status is the JSON of StatusPath.
+type Status struct {
+	Frameworks    map[string]bool                 `json:"frameworks"`
+	Features      map[integrations.Feature]string `json:"features"`
+	InactiveRules map[string]string               `json:"inactiveRules"`
+	Schemas       string                          `json:"schemas"`
+}
+
+func serveStatus(mgr ctrl.Manager, w *integrations.Watcher, chain admissionChain, live *liveSchemas, enf *integrations.Enforcement) error {
+	return mgr.AddMetricsServerExtraHandler(StatusPath, http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
+		st := Status{Frameworks: map[string]bool{}, Features: enf.Status(), InactiveRules: chain.InactiveRules(), Schemas: live.p.Load().Source}
+		for _, f := range integrations.Frameworks {
+			st.Frameworks[f.Name] = w.Active(f.Name)
+		}
+		rw.Header().Set("Content-Type", "application/json")
+		if err := json.NewEncoder(rw).Encode(st); err != nil {
+			http.Error(rw, err.Error(), http.StatusInternalServerError)
+		}
+	}))
 }
