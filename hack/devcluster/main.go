@@ -14,7 +14,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -23,7 +22,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -90,7 +88,7 @@ func run(shepherdBin, examples, state string, exitAfterApply bool) (err error) {
 		return fmt.Errorf("writing %s: %w", kubeconfig, err)
 	}
 	wh := c.Env.WebhookInstallOptions
-	metricsAddr, healthAddr := freeAddr(), freeAddr()
+	metricsAddr, healthAddr := cluster.FreeAddr(), cluster.FreeAddr()
 	if metricsAddr == "" || healthAddr == "" {
 		return errors.New("no free local port for the metrics and health servers")
 	}
@@ -171,16 +169,6 @@ shepherd's log: %s
 	return nil
 }
 
-// freeAddr returns a loopback address with a port nobody listens on now.
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return ""
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
 func waitReady(ctx context.Context, url string, exited chan error) error {
 	deadline := time.After(3 * time.Minute)
 	for {
@@ -205,26 +193,6 @@ func waitReady(ctx context.Context, url string, exited chan error) error {
 	}
 }
 
-// warnings collects the admission warnings of one request.
-type warnings struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	w.msgs = append(w.msgs, text)
-	w.mu.Unlock()
-}
-
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	m := w.msgs
-	w.msgs = nil
-	return m
-}
-
 // kindOrder applies what others refer to first: runtimes before TrainJobs,
 // PodCliqueSets before their PodCliques.
 var kindOrder = map[string]int{"ClusterTrainingRuntime": 0, "TrainingRuntime": 1, "PodCliqueSet": 2, "PodCliqueScalingGroup": 3, "PodClique": 4, "TrainJob": 5, "JobSet": 6}
@@ -235,7 +203,7 @@ type manifest struct {
 }
 
 func applyExamples(ctx context.Context, cfg *rest.Config, dir string) error {
-	w := &warnings{}
+	w := &cluster.Warnings{}
 	cfg = rest.CopyConfig(cfg)
 	cfg.WarningHandler = w
 	c, err := client.New(cfg, client.Options{Scheme: install.NewScheme()})
@@ -262,9 +230,9 @@ func applyExamples(ctx context.Context, cfg *rest.Config, dir string) error {
 				obj.SetNamespace(demoNamespace)
 			}
 			sent := obj.DeepCopy()
-			w.take()
+			w.Take()
 			err = c.Create(ctx, obj)
-			report(m.file, sent, obj, err, w.take())
+			report(m.file, sent, obj, err, w.Take())
 		}
 	}
 	return nil

@@ -24,27 +24,23 @@ type Serving struct {
 	// Metrics is the host:port of the metrics server (/metrics, /audit,
 	// /status).
 	Metrics string
-	cancel context.CancelFunc
-	done   chan error
-	log    *syncBuffer
+	cancel  context.CancelFunc
+	done    chan error
+	log     *SyncBuffer
 }
 
 // Log is what serve has logged so far.
 func (s *Serving) Log() string { return s.log.String() }
 
-// Serve starts `shepherd serve` against c with its webhook server on the
-// port c registered its webhooks for (Options.Webhooks) and the given extra
-// flags, and waits until /readyz answers 200. Stop it with Stop.
-func (c *Cluster) Serve(extra ...string) (*Serving, error) {
-	dir, err := os.MkdirTemp("", "shepherd-serve-")
-	if err != nil {
-		return nil, err
-	}
+// ServeArgs is the command line of `shepherd serve` against c, its
+// kubeconfig written into dir: the webhook server on the port c registered
+// its webhooks for (Options.Webhooks) with envtest's certificate, health
+// and metrics on the given addresses, then extra (later flags win).
+func (c *Cluster) ServeArgs(dir, health, metrics string, extra ...string) ([]string, error) {
 	kubeconfig := filepath.Join(dir, "kubeconfig")
 	if err := os.WriteFile(kubeconfig, c.Env.KubeConfig, 0o600); err != nil {
 		return nil, err
 	}
-	health, metrics := freeAddr(), freeAddr()
 	args := []string{"serve",
 		"--kubeconfig=" + kubeconfig,
 		"--metrics-bind-address=" + metrics,
@@ -59,8 +55,22 @@ func (c *Cluster) Serve(extra ...string) (*Serving, error) {
 			// envtest issued the certificate and injected its CA.
 			"--cert-mode=cert-manager")
 	}
-	args = append(args, extra...)
-	log := &syncBuffer{}
+	return append(args, extra...), nil
+}
+
+// Serve starts `shepherd serve` in this process (ServeArgs) and waits
+// until /readyz answers 200. Stop it with Stop.
+func (c *Cluster) Serve(extra ...string) (*Serving, error) {
+	dir, err := os.MkdirTemp("", "shepherd-serve-")
+	if err != nil {
+		return nil, err
+	}
+	health, metrics := FreeAddr(), FreeAddr()
+	args, err := c.ServeArgs(dir, health, metrics, extra...)
+	if err != nil {
+		return nil, err
+	}
+	log := &SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	root := app.NewRootCommand(log, log)
 	root.SetArgs(args)
@@ -84,16 +94,25 @@ func withStop(err, stopErr error) error {
 
 // Ready reports /readyz's answer: nil when ready.
 func (s *Serving) Ready() error {
-	resp, err := http.Get(s.Health + "/readyz?verbose")
+	code, body, err := s.Get("/readyz?verbose")
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("readyz %d: %s", resp.StatusCode, b)
+	if code != http.StatusOK {
+		return fmt.Errorf("readyz %d: %s", code, body)
 	}
 	return nil
+}
+
+// Get returns the status code and body of GET path on the health server.
+func (s *Serving) Get(path string) (int, string, error) {
+	resp, err := http.Get(s.Health + path) //nolint:gosec // local test URL
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), err
 }
 
 func (s *Serving) waitReady(within time.Duration) error {
@@ -124,7 +143,8 @@ func (s *Serving) Stop() error {
 	}
 }
 
-func freeAddr() string {
+// FreeAddr is a free 127.0.0.1 port, for a server a test starts.
+func FreeAddr() string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		panic(err)
@@ -133,20 +153,43 @@ func freeAddr() string {
 	return l.Addr().String()
 }
 
-// syncBuffer is a log sink serve writes from many goroutines.
-type syncBuffer struct {
+// SyncBuffer is a log sink written from many goroutines.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// Warnings collects the warning headers a client receives (set it as the
+// rest.Config's WarningHandler).
+type Warnings struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+// HandleWarningHeader implements rest.WarningHandler.
+func (w *Warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	w.msgs = append(w.msgs, text)
+	w.mu.Unlock()
+}
+
+// Take returns the warnings received since the last Take.
+func (w *Warnings) Take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := w.msgs
+	w.msgs = nil
+	return m
 }

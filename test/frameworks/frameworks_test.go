@@ -39,8 +39,7 @@ func TestFrameworkCRDsInstalledAfterServeArePickedUp(t *testing.T) {
 	// makes shepherd's deadline controller the proof that the trainjob
 	// controllers started.
 	s := startServe(t, "--feature=trainjob-deadline=on")
-	s.waitReady(t)
-	if code, body, err := s.get("/readyz/" + integrations.ReadyzCheck); err != nil || code != http.StatusOK {
+	if code, body, err := s.Get("/readyz/" + integrations.ReadyzCheck); err != nil || code != http.StatusOK {
 		t.Fatalf("/readyz/%s = %d %q %v, want 200", integrations.ReadyzCheck, code, body, err)
 	}
 	for _, f := range integrations.Frameworks {
@@ -56,7 +55,7 @@ func TestFrameworkCRDsInstalledAfterServeArePickedUp(t *testing.T) {
 		return gauge(t, integrations.JobSet) == 1, nil
 	})
 	ns := env.Namespace(t)
-	warns := &warningLog{}
+	warns := &cluster.Warnings{}
 	k := clientWithWarnings(t, warns)
 	js := &jobsetv1alpha2.JobSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owned-by-a-trainjob", OwnerReferences: []metav1.OwnerReference{{
@@ -67,7 +66,7 @@ func TestFrameworkCRDsInstalledAfterServeArePickedUp(t *testing.T) {
 	if err := k.Create(ctx, js); err != nil {
 		t.Fatalf("creating a JobSet owned by a TrainJob while Trainer is absent: %v", err)
 	}
-	if w := strings.Join(warns.take(), "\n"); !strings.Contains(w, `TrainJob "llama" was not found`) {
+	if w := strings.Join(warns.Take(), "\n"); !strings.Contains(w, `TrainJob "llama" was not found`) {
 		t.Errorf("admission warnings = %q, want D-WL-1's owner not found", w)
 	}
 
@@ -115,7 +114,7 @@ func TestFrameworkCRDsInstalledAfterServeArePickedUp(t *testing.T) {
 		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == api.ReasonDeadlineExceeded, nil
 	})
 
-	if code, body, err := s.get("/readyz?verbose"); err != nil || code != http.StatusOK {
+	if code, body, err := s.Get("/readyz?verbose"); err != nil || code != http.StatusOK {
 		t.Errorf("/readyz = %d %q %v after the frameworks arrived, want 200", code, body, err)
 	}
 	if v := gauge(t, integrations.Grove); v != 0 {
