@@ -189,6 +189,15 @@ func jobSetMetadata() *metav1.PartialObjectMetadata {
 // namespace. A JobSet controlled by something else (e.g. an older TrainJob
 // of the same name) is left alone, and the UID precondition keeps a JobSet
 // recreated meanwhile from being deleted by mistake.
+// controlledBy reports whether obj's controller ownerReference is the
+// object with uid. Ownership, not a shared name, decides what shepherd may
+// delete: a user's standalone JobSet that happens to bear the TrainJob's
+// name, or one another controller owns, is not the TrainJob's to lose.
+func controlledBy(obj metav1.Object, uid types.UID) bool {
+	owner := metav1.GetControllerOf(obj)
+	return owner != nil && owner.UID == uid
+}
+
 func (r *Reconciler) deleteJobSet(ctx context.Context, tj *trainerv1alpha1.TrainJob) error {
 	js := jobSetMetadata()
 	key := types.NamespacedName{Namespace: tj.Namespace, Name: tj.Name}
@@ -198,8 +207,8 @@ func (r *Reconciler) deleteJobSet(ctx context.Context, tj *trainerv1alpha1.Train
 		}
 		return fmt.Errorf("reading JobSet %s of TrainJob: %w", key, err)
 	}
-	if owner := metav1.GetControllerOf(js); owner != nil && owner.UID != tj.UID {
-		ctrl.LoggerFrom(ctx).Info("not deleting JobSet controlled by another object", "jobset", key, "owner", owner.UID)
+	if !controlledBy(js, tj.UID) {
+		ctrl.LoggerFrom(ctx).Info("not deleting a JobSet this TrainJob does not control", "jobset", key, "controller", metav1.GetControllerOf(js))
 		return nil
 	}
 	if !js.DeletionTimestamp.IsZero() {

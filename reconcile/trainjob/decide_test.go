@@ -359,3 +359,28 @@ func TestRequeueAfterClockSkew(t *testing.T) {
 		}
 	}
 }
+
+func TestControlledBy(t *testing.T) {
+	const tj = types.UID("tj-uid")
+	ref := func(uid types.UID, controller bool) metav1.OwnerReference {
+		return metav1.OwnerReference{APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob", Name: "j", UID: uid, Controller: &controller}
+	}
+	for _, tc := range []struct {
+		name string
+		refs []metav1.OwnerReference
+		want bool
+	}{
+		{"controlled by the TrainJob", []metav1.OwnerReference{ref(tj, true)}, true},
+		{"standalone (no owner)", nil, false},
+		{"owned but not controlled by the TrainJob", []metav1.OwnerReference{ref(tj, false)}, false},
+		{"controlled by another object", []metav1.OwnerReference{ref("other", true)}, false},
+		{"a TrainJob of the same name, recreated", []metav1.OwnerReference{ref("old-uid", true)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := &metav1.ObjectMeta{OwnerReferences: tc.refs}
+			if got := controlledBy(obj, tj); got != tc.want {
+				t.Errorf("controlledBy = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -473,3 +473,23 @@ func TestDeadlineSettingOnEnforcesDespiteTrainer(t *testing.T) {
 		t.Errorf("DeadlineExceeded Events = %+v, want one Warning, recorded once", evs)
 	}
 }
+
+// TestDeadlineLeavesStandaloneJobSet: a JobSet that merely bears the
+// TrainJob's name, with no controller, is not the TrainJob's to delete.
+func TestDeadlineLeavesStandaloneJobSet(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	startShepherd(t, ns)
+	rt := createClusterRuntime(t, nil)
+	tj := newTrainJob(ns, "standalone-jobset", rt.Name, ptr.To[int64](1))
+	create(t, tj)
+	js := &jobsetv1alpha2.JobSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tj.Name},
+		Spec:       jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: jobTemplate()}}},
+	}
+	create(t, js)
+	eventually(t, "Failed=True reason DeadlineExceeded", func(ctx context.Context) (bool, error) {
+		return isDeadlineFailed(ctx, tj)
+	})
+	consistently(t, "the standalone JobSet kept", 3*time.Second, exists(js))
+}
