@@ -129,6 +129,17 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 	}
 	var wait gang.MinRequeue
 
+	// Succeeded: every expected PodClique has Succeeded. Checked before
+	// maxRuntime: a set that finished in time but is reconciled after the
+	// limit (shepherd was down, or the other controller wrote Succeeded a
+	// moment late) succeeded; its pods' exits say so.
+	if allSucceeded(in) {
+		d.Status.Phase = grovev1alpha1.PhaseSucceeded
+		d.Events = append(d.Events, Event{Type: corev1.EventTypeNormal, Reason: api.EventWorkloadSucceeded,
+			Note: fmt.Sprintf("all %d PodCliques succeeded after %d restarts", len(in.Cliques), d.Status.RestartCount)})
+		return d
+	}
+
 	// maxRuntime, from the first start, restarts included.
 	if in.MaxRuntime != nil && d.Status.StartTime != nil {
 		left := d.Status.StartTime.Add(*in.MaxRuntime).Sub(now)
@@ -138,14 +149,6 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 			return d
 		}
 		wait.Add(left)
-	}
-
-	// Succeeded: every expected PodClique has Succeeded.
-	if allSucceeded(in) {
-		d.Status.Phase = grovev1alpha1.PhaseSucceeded
-		d.Events = append(d.Events, Event{Type: corev1.EventTypeNormal, Reason: api.EventWorkloadSucceeded,
-			Note: fmt.Sprintf("all %d PodCliques succeeded after %d restarts", len(in.Cliques), d.Status.RestartCount)})
-		return d
 	}
 
 	byReplica := map[int32][]*grovev1alpha1.PodClique{}

@@ -188,6 +188,11 @@ func TestDecide(t *testing.T) {
 		{name: "every clique succeeded: Succeeded", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{succeeded: true}, {succeeded: true}}, wantPhase: grovev1alpha1.PhaseSucceeded, wantStart: &started.Time,
 			wantEvents: []string{api.EventWorkloadSucceeded}},
+		// Issue 19, defect 4: reconciled after maxRuntime (shepherd was
+		// down), a set whose every clique succeeded in time succeeded.
+		{name: "succeeded, seen after maxRuntime: Succeeded, not Failed", pcs: set(0, ptr.To(29*time.Minute), nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+			cliques: []cliqueState{{succeeded: true}, {succeeded: true}}, wantPhase: grovev1alpha1.PhaseSucceeded, wantStart: &started.Time,
+			wantEvents: []string{api.EventWorkloadSucceeded}},
 		{name: "a clique not yet created: not Succeeded", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{succeeded: true}}, wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time},
 		{name: "healthy: nothing", pcs: set(1, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
