@@ -66,6 +66,11 @@ const (
 	ReasonDeadlineExceeded       = "DeadlineExceeded"
 	ReasonWorkloadCreated        = "WorkloadCreated"
 	ReasonWorkloadAPIUnavailable = "WorkloadAPIUnavailable"
+	// ReasonWorkloadNotOwned (also the Warning Event's reason): a Workload
+	// or PodGroup of the name shepherd would create exists and is not
+	// controlled by the TrainJob; shepherd neither adopts nor deletes it.
+	ReasonWorkloadNotOwned = "WorkloadNotOwned"
+	EventWorkloadNotOwned  = "WorkloadNotOwned"
 
 	MessageDeadlineExceeded = "TrainJob exceeded its active deadline"
 )

@@ -49,7 +49,7 @@ func Manager(mgr ctrl.Manager, opts Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("building the Events client: %w", err)
 	}
 	b := clientevents.NewBroadcaster(&clientevents.EventSinkImpl{Interface: cl})
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+	if err := mgr.Add(everyReplica(func(ctx context.Context) error {
 		if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
 			return fmt.Errorf("starting the Events broadcaster: %w", err)
 		}
@@ -61,6 +61,19 @@ func Manager(mgr ctrl.Manager, opts Options) (ctrl.Manager, error) {
 	}
 	return &limited{Manager: mgr, broadcaster: b}, nil
 }
+
+// everyReplica is a runnable that does not need leader election: the
+// broadcaster runs on every replica, because every replica answers
+// admission and its webhook's PolicyViolation Events must go out. A plain
+// manager.RunnableFunc would wait for leadership, so a standby's Events
+// would queue and be dropped. Reconciler Events still come only from the
+// leader: its reconcilers are the only ones that run.
+type everyReplica manager.RunnableFunc
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+
+// NeedLeaderElection implements manager.LeaderElectionRunnable.
+func (everyReplica) NeedLeaderElection() bool { return false }
 
 type limited struct {
 	ctrl.Manager

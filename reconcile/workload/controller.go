@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -17,9 +18,13 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
@@ -42,13 +47,57 @@ type Reconciler struct {
 	Discovery discovery.DiscoveryInterface
 	Clock     clock.PassiveClock
 	Recorder  events.EventRecorder
+
+	// watcher starts the watches on Workloads and PodGroups once a
+	// reconcile has discovered the version served (nil in unit tests).
+	watcher *ownedWatcher
+}
+
+// ownedWatcher watches the Workloads and PodGroups of each discovered
+// scheduling.k8s.io version, so that one deleted behind shepherd's back is
+// recreated at once. The watches start lazily, at the first reconcile that
+// finds the version served: an informer for a kind the apiserver does not
+// serve would never sync, and a cluster may enable the API later.
+type ownedWatcher struct {
+	ctrl  controller.Controller
+	cache cache.Cache
+
+	mu      sync.Mutex
+	started map[string]bool
+}
+
+// ensure starts the watches for version unless they run already.
+func (w *ownedWatcher) ensure(version string) error {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started[version] {
+		return nil
+	}
+	for _, kind := range []string{api.KindWorkload, api.KindPodGroup} {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(api.SchedulingGroup + "/" + version)
+		u.SetKind(kind)
+		src := source.Kind[client.Object](w.cache, u,
+			handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+				return TrainJobsFor(o)
+			}),
+			OwnedGone())
+		if err := w.ctrl.Watch(src); err != nil {
+			return fmt.Errorf("watching %s %s/%s: %w", kind, api.SchedulingGroup, version, err)
+		}
+	}
+	w.started[version] = true
+	return nil
 }
 
 // Permissions the controller needs (for RBAC generation).
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/status,verbs=get;patch
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=scheduling.k8s.io,resources=workloads;podgroups,verbs=get;create
+// +kubebuilder:rbac:groups=scheduling.k8s.io,resources=workloads;podgroups,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Setup registers the controller with mgr.
@@ -70,14 +119,19 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 	if err := runtimes.Index(mgr); err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		// Status churn (Trainer's jobsStatus, shepherd's own conditions)
 		// cannot change what to create; spec changes and (re)lists can.
 		For(&trainerv1alpha1.TrainJob{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&trainerv1alpha1.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
 		Watches(&trainerv1alpha1.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
-		Complete(r)
+		Build(r)
+	if err != nil {
+		return err
+	}
+	r.watcher = &ownedWatcher{ctrl: c, cache: mgr.GetCache(), started: map[string]bool{}}
+	return nil
 }
 
 // Reconcile makes sure one TrainJob has its Workload and PodGroups.
@@ -117,6 +171,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{RequeueAfter: unavailableRecheck}, nil
 	}
+	if err := r.watcher.ensure(version); err != nil {
+		return ctrl.Result{}, err
+	}
 	return ctrl.Result{}, r.ensure(ctx, &tj, plan, version)
 }
 
@@ -128,10 +185,8 @@ func (r *Reconciler) ensure(ctx context.Context, tj *trainerv1alpha1.TrainJob, p
 	if err != nil {
 		return err
 	}
-	if owner := metav1.GetControllerOfNoCopy(wl); owner == nil || owner.UID != tj.UID {
-		// A Workload of this name from an earlier TrainJob of the same name,
-		// which the garbage collector has yet to remove: retry until it has.
-		return fmt.Errorf("workload %s/%s is not controlled by this TrainJob (uid %s); waiting for the garbage collector to remove it", wl.GetNamespace(), wl.GetName(), tj.UID)
+	if !ControlledBy(wl, tj.UID) {
+		return r.foreign(ctx, tj, wl)
 	}
 	if created {
 		workloadsCreatedTotal.WithLabelValues(version).Inc()
@@ -140,8 +195,15 @@ func (r *Reconciler) ensure(ctx context.Context, tj *trainerv1alpha1.TrainJob, p
 	names := make([]string, 0, len(plan.Templates))
 	for _, t := range plan.Templates {
 		pg := BuildPodGroup(tj, t, version, wl.GetName(), wl.GetUID())
-		if _, err := r.createIfMissing(ctx, pg); err != nil {
+		pgCreated, err := r.createIfMissing(ctx, pg)
+		if err != nil {
 			return err
+		}
+		if !ControlledBy(pg, tj.UID) {
+			return r.foreign(ctx, tj, pg)
+		}
+		if pgCreated && !created {
+			log.Info("recreated PodGroup", "podGroup", pg.GetName())
 		}
 		names = append(names, pg.GetName())
 	}
@@ -153,6 +215,24 @@ func (r *Reconciler) ensure(ctx context.Context, tj *trainerv1alpha1.TrainJob, p
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeNormal, api.EventWorkloadCreated, "CreateWorkload", "Created %s", msg)
 	}
 	return nil
+}
+
+// foreign reports that o, which shepherd would have created for tj, exists
+// and is not controlled by tj: a WorkloadReady=False condition (reason
+// api.ReasonWorkloadNotOwned) and, when that is news, a Warning Event. The error
+// is terminal: retrying cannot help until o changes, and its deletion
+// (the garbage collector removing an earlier TrainJob's Workload, or a user
+// removing theirs) enqueues tj through the watch on Workloads and PodGroups.
+func (r *Reconciler) foreign(ctx context.Context, tj *trainerv1alpha1.TrainJob, o *unstructured.Unstructured) error {
+	msg := ForeignMessage(o)
+	changed, err := r.setCondition(ctx, tj, metav1.ConditionFalse, api.ReasonWorkloadNotOwned, msg)
+	if err != nil {
+		return err
+	}
+	if changed {
+		r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, api.EventWorkloadNotOwned, "CreateWorkload", "%s", msg)
+	}
+	return reconcile.TerminalError(fmt.Errorf("%s", msg))
 }
 
 // createIfMissing creates o; if it exists already, o is replaced by the

@@ -464,6 +464,100 @@ func testServedVersion(t *testing.T, setting cluster.WorkloadAPI, crds cluster.C
 		assertWorkload(t, c, version, fresh, rt, []wantTemplate{{name: "trainer", minCount: 3}})
 	})
 
+	t.Run("deleted PodGroup recreated within seconds", func(t *testing.T) {
+		ctx := context.Background()
+		ns := c.Namespace(t)
+		rt := createRuntime(t, c, 1, false, replicatedJob("node", api.AncestorTrainer))
+		tj := createTrainJob(t, c, ns, "lost-pg", rt.Name, ptr.To[int32](2))
+		want := []wantTemplate{{name: "trainer", minCount: 2}}
+		assertWorkload(t, c, version, tj, rt, want)
+		name := api.PodGroupName(tj.Name, tj.UID, api.PodGroupTemplateTrainer)
+		pg, err := get(ctx, c, version, api.KindPodGroup, ns, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Delete it and play kube-controller-manager, which removes the
+		// podgroup-protection finalizer: the PodGroup is gone. Nothing about
+		// the TrainJob changes.
+		if err := c.Client.Delete(ctx, pg); err != nil {
+			t.Fatalf("deleting the PodGroup: %v", err)
+		}
+		if err := c.Client.Patch(ctx, pg, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"finalizers":null}}`))); err != nil && !apierrors.IsNotFound(err) {
+			t.Fatalf("removing the PodGroup's finalizers: %v", err)
+		}
+		deleted := time.Now()
+		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+			got, err := get(ctx, c, version, api.KindPodGroup, ns, name)
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return err == nil && got.GetUID() != pg.GetUID() && got.GetDeletionTimestamp() == nil, err
+		}); err != nil {
+			t.Fatalf("the deleted PodGroup %s was not recreated within 10s: %v", name, err)
+		}
+		t.Logf("PodGroup recreated %v after its deletion", time.Since(deleted).Round(time.Millisecond))
+		assertWorkload(t, c, version, tj, rt, want)
+	})
+
+	t.Run("foreign Workload: condition and Event, no retry loop", func(t *testing.T) {
+		ctx := context.Background()
+		ns := c.Namespace(t)
+		rt := createRuntime(t, c, 1, false, replicatedJob("node", api.AncestorTrainer))
+		// A user's Workload with the name the TrainJob's would have,
+		// controlled by nothing.
+		foreign := workload.BuildWorkload(&trainerv1alpha1.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "taken"}},
+			workload.Plan{Templates: []workload.GroupTemplate{{Name: api.PodGroupTemplateTrainer}}}, version)
+		foreign.SetOwnerReferences(nil)
+		if err := c.Client.Create(ctx, foreign); err != nil {
+			t.Fatalf("creating the foreign Workload: %v", err)
+		}
+		tj := createTrainJob(t, c, ns, "taken", rt.Name, ptr.To[int32](2))
+		eventually(t, "WorkloadReady=False reason WorkloadNotOwned", func(ctx context.Context) (bool, error) {
+			var got trainerv1alpha1.TrainJob
+			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(tj), &got); err != nil {
+				return false, err
+			}
+			cond := meta.FindStatusCondition(got.Status.Conditions, api.TrainJobWorkloadReady)
+			return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == api.ReasonWorkloadNotOwned, nil
+		})
+		hasEvent(t, c, tj, api.EventWorkloadNotOwned, corev1.EventTypeWarning)
+
+		// No hot loop: the controller stops (terminal error) until
+		// something changes. An erroring reconcile would be retried within
+		// milliseconds, then with backoff: a dozen times in 3 s.
+		before := reconcileCount(t, workload.ControllerName)
+		time.Sleep(3 * time.Second)
+		if n := reconcileCount(t, workload.ControllerName) - before; n != 0 {
+			t.Errorf("%s reconciled %v times in 3s while blocked by a foreign Workload, want 0", workload.ControllerName, n)
+		}
+		if wl, err := get(ctx, c, version, api.KindWorkload, ns, "taken"); err != nil || len(wl.GetOwnerReferences()) != 0 {
+			t.Errorf("the foreign Workload was adopted or lost: owners %v, err %v", wl.GetOwnerReferences(), err)
+		}
+		if n := len(list(t, c, version, api.KindPodGroup, ns)); n != 0 {
+			t.Errorf("namespace holds %d PodGroups, want none under a foreign Workload", n)
+		}
+
+		// Its deletion is the change: the TrainJob gets its own.
+		if err := c.Client.Delete(ctx, foreign); err != nil {
+			t.Fatalf("deleting the foreign Workload: %v", err)
+		}
+		assertWorkload(t, c, version, tj, rt, []wantTemplate{{name: "trainer", minCount: 2}})
+	})
+
+	t.Run("runtime change not applied to existing objects", func(t *testing.T) {
+		ctx := context.Background()
+		ns := c.Namespace(t)
+		rt := createRuntime(t, c, 2, false, replicatedJob("node", api.AncestorTrainer))
+		tj := createTrainJob(t, c, ns, "kept", rt.Name, nil)
+		assertWorkload(t, c, version, tj, rt, []wantTemplate{{name: "trainer", minCount: 2}})
+		patch := []byte(`{"spec":{"mlPolicy":{"numNodes":6}}}`)
+		if err := c.Client.Patch(ctx, rt, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+			t.Fatalf("changing the runtime: %v", err)
+		}
+		time.Sleep(2 * time.Second)
+		assertWorkload(t, c, version, tj, rt, []wantTemplate{{name: "trainer", minCount: 2}})
+	})
+
 	t.Run("runtime without podGroupPolicy.workload: nothing created", func(t *testing.T) {
 		ns := c.Namespace(t)
 		// Created without the policy: removing it afterwards would race
@@ -595,4 +689,28 @@ func createdMetric(t *testing.T, version string) float64 {
 		}
 	}
 	return 0
+}
+
+// reconcileCount is controller_runtime_reconcile_total of controller, all
+// results together, from controller-runtime's registry.
+func reconcileCount(t *testing.T, controller string) float64 {
+	t.Helper()
+	mfs, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatalf("gathering metrics: %v", err)
+	}
+	var n float64
+	for _, mf := range mfs {
+		if mf.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == controller {
+					n += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return n
 }

@@ -1,0 +1,139 @@
+package cluster
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/shepherd-k8s/shepherd/cmd/shepherd/app"
+)
+
+// ReplicaEnv, set in a child process's environment, makes a test binary
+// whose TestMain calls RunReplicaIfChild run `shepherd serve` instead of
+// its tests. Controller names are unique per process, so a second serve
+// (a second replica) needs a process of its own.
+const ReplicaEnv = "SHEPHERD_TEST_REPLICA"
+
+// RunReplicaIfChild runs the shepherd command line and exits when this
+// process is a replica started by StartReplica; otherwise it returns. Call
+// it first thing in TestMain.
+func RunReplicaIfChild() {
+	if os.Getenv(ReplicaEnv) != "" {
+		os.Exit(app.Main(os.Args[1:], os.Stdout, os.Stderr))
+	}
+}
+
+// Replica is a `shepherd serve` running in a child process of the test
+// binary, with a webhook port, health and metrics addresses of its own.
+type Replica struct {
+	// Webhook is the host:port of its webhook server (/mutate, /validate),
+	// serving the certificate of c.Env.WebhookInstallOptions.
+	Webhook string
+	// Health is the base URL of /healthz and /readyz.
+	Health string
+	// Metrics is the host:port of its metrics server.
+	Metrics string
+
+	cmd  *exec.Cmd
+	log  *SyncBuffer
+	done chan error
+}
+
+// Log is what the replica has written so far.
+func (r *Replica) Log() string { return r.log.String() }
+
+// StartReplica starts a replica (ServeArgs plus extra, on a free webhook
+// port) and waits until its /readyz answers 200. The control plane must
+// have been started with Options.Webhooks (for the serving certificate),
+// and TestMain must call RunReplicaIfChild. The replica is stopped when the
+// test ends; its log is printed if the test failed.
+func (c *Cluster) StartReplica(t testing.TB, extra ...string) *Replica {
+	t.Helper()
+	webhook, health, metrics := FreeAddr(), FreeAddr(), FreeAddr()
+	_, port, _ := net.SplitHostPort(webhook)
+	args, err := c.ServeArgs(t.TempDir(), health, metrics, append([]string{"--webhook-port=" + port}, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Replica{Webhook: webhook, Health: "http://" + health, Metrics: metrics, log: &SyncBuffer{}, done: make(chan error, 1)}
+	r.cmd = exec.Command(os.Args[0], args...) //nolint:gosec // this test binary
+	r.cmd.Env = append(os.Environ(), ReplicaEnv+"=1")
+	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
+	if err := r.cmd.Start(); err != nil {
+		t.Fatalf("starting a replica: %v", err)
+	}
+	go func() { r.done <- r.cmd.Wait() }()
+	t.Cleanup(func() {
+		if err := r.Stop(); err != nil {
+			t.Errorf("replica on %s: %v", r.Webhook, err)
+		}
+		if t.Failed() {
+			t.Logf("replica on %s:\n%s", r.Webhook, r.Log())
+		}
+	})
+	if err := r.waitReady(2 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *Replica) waitReady(within time.Duration) error {
+	deadline := time.Now().Add(within)
+	var last error
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(r.Health + "/readyz") //nolint:gosec // local test URL
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			err = fmt.Errorf("readyz %d", resp.StatusCode)
+		}
+		last = err
+		select {
+		case err := <-r.done:
+			r.done <- err
+			return fmt.Errorf("replica exited before it was ready: %v\n%s", err, r.Log())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("replica was not ready within %v: %v\n%s", within, last, r.Log())
+}
+
+// Stop ends the replica gracefully (SIGTERM), killing it after 30 s; a
+// replica already gone is not an error.
+func (r *Replica) Stop() error {
+	select {
+	case err := <-r.done: // gone already (Kill, or it exited)
+		r.done <- err
+		return nil
+	default:
+	}
+	_ = r.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-r.done:
+		r.done <- err
+		if ee, ok := err.(*exec.ExitError); ok && !ee.Exited() {
+			return nil // ended by the signal
+		}
+		return err
+	case <-time.After(30 * time.Second):
+		_ = r.cmd.Process.Kill()
+		err := <-r.done
+		r.done <- err
+		return fmt.Errorf("did not stop within 30s after SIGTERM")
+	}
+}
+
+// Kill ends the replica at once (SIGKILL), as a lost node would: it does
+// not release its leader-election Lease.
+func (r *Replica) Kill() {
+	_ = r.cmd.Process.Kill()
+	err := <-r.done
+	r.done <- err
+}

@@ -1,0 +1,186 @@
+// Package replicas runs `shepherd serve` as two replicas with leader
+// election on, against one control plane, each in a child process of the
+// test binary (controller names are unique per process; see
+// cluster.StartReplica). Every other suite that checks Events runs one
+// serve with --leader-elect=false, which hides what only a standby does.
+package replicas
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
+)
+
+// timeout bounds every wait: generous, the machine is small and shared.
+const timeout = 60 * time.Second
+
+// leaseName is `shepherd serve`'s default --leader-election-id.
+const leaseName = "shepherd.shepherd.dev"
+
+var env *cluster.Cluster
+
+func TestMain(m *testing.M) {
+	cluster.RunReplicaIfChild()
+	var err error
+	env, err = cluster.New(cluster.Options{
+		CRDs: cluster.SeedCRDs,
+		// Registers shepherd's webhooks and issues the serving certificate
+		// both replicas serve (each on a port of its own).
+		Webhooks: envtest.WebhookInstallOptions{
+			Paths:            []string{filepath.Join(cluster.RepoRoot(), "deploy", "webhook")},
+			LocalServingHost: "127.0.0.1",
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+	}
+	os.Exit(code)
+}
+
+// A PodCliqueSet that V-PCS rules deny: minAvailable above replicas,
+// autoscaling on a Training set, restartPolicy Always.
+const deniedPCS = `{
+  "apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet",
+  "metadata": {"name": %q, "namespace": %q},
+  "spec": {"replicas": 1, "workloadType": "Training", "template": {"cliques": [{
+    "name": "worker",
+    "spec": {"roleName": "worker", "replicas": 4, "minAvailable": 5,
+      "autoScalingConfig": {"minReplicas": 2, "maxReplicas": 8},
+      "podSpec": {"restartPolicy": "Always", "containers": [{"name": "worker", "image": "busybox"}]}}
+  }]}}
+}`
+
+// holder is the Lease's holderIdentity, "" while nobody holds it.
+func holder(ctx context.Context, ns string) (string, error) {
+	var l coordinationv1.Lease
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: leaseName}, &l); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil
+		}
+		return "", err
+	}
+	if l.Spec.HolderIdentity == nil {
+		return "", nil
+	}
+	return *l.Spec.HolderIdentity, nil
+}
+
+// validate POSTs an AdmissionReview for obj (CREATE) to one replica's
+// /validate, trusting envtest's CA, and returns the response.
+func validate(t *testing.T, r *cluster.Replica, ns, name string, obj []byte) *admissionv1.AdmissionResponse {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(env.Env.WebhookInstallOptions.LocalServingCAData) {
+		t.Fatal("envtest's webhook CA is not PEM")
+	}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12},
+	}}
+	review := admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID:       types.UID("standby-" + name),
+			Kind:      metav1.GroupVersionKind{Group: api.GroveGroup, Version: "v1alpha1", Kind: api.KindPodCliqueSet},
+			Resource:  metav1.GroupVersionResource{Group: api.GroveGroup, Version: "v1alpha1", Resource: "podcliquesets"},
+			Namespace: ns, Name: name, Operation: admissionv1.Create,
+			UserInfo: authenticationv1.UserInfo{Username: "standby-test"},
+		},
+	}
+	review.Request.Object.Raw = obj
+	body, err := json.Marshal(review)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := hc.Post("https://"+r.Webhook+"/validate", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("POST /validate to %s: %v", r.Webhook, err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /validate to %s: HTTP %d %s", r.Webhook, resp.StatusCode, out)
+	}
+	var got admissionv1.AdmissionReview
+	if err := json.Unmarshal(out, &got); err != nil || got.Response == nil {
+		t.Fatalf("answer of %s is no AdmissionReview (%v): %s", r.Webhook, err, out)
+	}
+	return got.Response
+}
+
+// TestStandbyWritesPolicyViolationEvents: the replica that is not the
+// leader answers admission, and the PolicyViolation Events of its verdicts
+// reach the apiserver (the Events broadcaster runs on every replica, not
+// only on the leader).
+func TestStandbyWritesPolicyViolationEvents(t *testing.T) {
+	ctx := context.Background()
+	leNS := env.Namespace(t)
+	flags := []string{"--leader-elect=true", "--leader-election-namespace=" + leNS, "--graceful-shutdown-timeout=10s"}
+
+	// The first replica started is the leader: wait for it to hold the
+	// Lease before the second starts, which then stays standby.
+	env.StartReplica(t, flags...)
+	var leaderID string
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		leaderID, err = holder(ctx, leNS)
+		return leaderID != "", err
+	}); err != nil {
+		t.Fatalf("the first replica did not acquire Lease %s/%s: %v", leNS, leaseName, err)
+	}
+	standby := env.StartReplica(t, flags...)
+
+	ns := env.Namespace(t)
+	const name = "denied-by-standby"
+	resp := validate(t, standby, ns, name, []byte(fmt.Sprintf(deniedPCS, name, ns)))
+	if resp.Allowed {
+		t.Fatalf("the standby allowed a PodCliqueSet the V-PCS rules deny: %+v", resp)
+	}
+
+	var evs eventsv1.EventList
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := env.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == api.EventPolicyViolation && e.Regarding.Name == name && e.Regarding.Kind == api.KindPodCliqueSet {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("no PolicyViolation Event for the standby's verdict on %s/%s (Events: %d): %v", ns, name, len(evs.Items), err)
+	}
+	// The standby really was the standby all along: the leader kept the
+	// Lease, so no failover made the second replica the writer.
+	if got, err := holder(ctx, leNS); err != nil || got != leaderID {
+		t.Errorf("Lease holder = %q (err %v), want the first replica %q throughout", got, err, leaderID)
+	}
+}
