@@ -18,6 +18,9 @@ type RestartMarker struct {
 	Restart int32 `json:"restart"`
 	// Pods are the UIDs of the pods the restart deletes.
 	Pods []types.UID `json:"pods,omitempty"`
+	// Failed is set on the PodCliques whose breach caused the restart, so
+	// the PodCliqueFailed event is emitted with the count, once per restart.
+	Failed bool `json:"failed,omitempty"`
 	// Done is set once the restart is over for this PodClique. The marker
 	// stays, so that a replica whose other PodCliques are still restarting
 	// can tell "finished restart N" from "not yet marked for restart N".

@@ -52,7 +52,10 @@ func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		marker = nil
 	}
 	want := pclq.DeepCopy()
-	conds, succeeded := DecideCliqueSucceeded(r.clock, &pclq, pods, marker)
+	// The pods the last restart replaced never count toward Succeeded, even
+	// once its marker is done while they still linger in Terminating.
+	last, _ := gang.Marker(pclq.Annotations)
+	conds, succeeded := DecideCliqueSucceeded(r.clock, &pclq, pods, last)
 	want.Status.Conditions = conds
 	// The restart gate: package gang's availability rule, kept here for
 	// Training cliques whatever enforces gang termination (see the package

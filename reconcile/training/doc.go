@@ -47,6 +47,24 @@
 // shepherd.dev/start-time (grove.SetTrainingStatus); the Failed condition
 // goes to status.conditions, which both schemas have.
 //
+// # What belongs to a set: ownership
+//
+// The controller finds candidates by Grove's part-of label; Decide keeps
+// only what the set controls: a PodClique whose controller ownerReference is
+// the set's UID or the UID of a PodCliqueScalingGroup the set controls, and a
+// pod whose controller ownerReference is one of those PodCliques' UIDs. The
+// objects of a deleted set of the same name (garbage collection is
+// asynchronous) neither start, breach, nor restart the new set, and a Failed
+// set deletes only its own pods.
+//
+// # startTime
+//
+// startTime is when the set's pods started, not when shepherd noticed: the
+// earliest status.startTime (the kubelet's) of the set's started pods, never
+// later than now, and now only when no started pod has one. A set first
+// reconciled 2 h after its pods started (shepherd was down) with a 1 h
+// maxRuntime fails at once. It is written once and never reset.
+//
 // # Restarts without memory
 //
 // A restart deletes every pod of every PodClique in the PodCliqueSet replica.
@@ -56,15 +74,29 @@
 // steps whose state is all in the API:
 //
 //  1. mark every PodClique of the replica with api.AnnotationRestart: the
-//     restart number N and the UIDs of the pods it replaces;
+//     restart number N, the UIDs of the pods it replaces, and failed=true on
+//     the cliques whose breach caused it. N is one more than the highest of
+//     restartCount and every marker of every replica (done or not), so a
+//     restart marked but not yet committed is never numbered twice; when
+//     that highest number has reached maxRestarts, a breach fails the set
+//     instead. One restart is marked per reconcile; another breached
+//     replica waits (no event) for the next;
 //  2. in a later reconcile, one whose cache shows the markers: commit
 //     restartCount = N on the PodCliqueSet status (optimistic lock: a
-//     restart is counted once), event ReplicaRestarting, metric;
+//     restart is counted once); only after the commit, the events —
+//     PodCliqueFailed for each clique marked failed, ReplicaRestarting —
+//     and the metric, so each is emitted once per restart number. Every
+//     replica's restart in flight is continued and committed before any new
+//     breach is considered;
 //  3. delete the named pods (UID preconditions);
-//  4. once none of the named pods is left and the clique's wasAvailable is
-//     reset (this package's clique controller holds it false while the
-//     marker is active and never counts the named pods), mark that clique's
-//     marker done.
+//  4. once every named pod is gone or terminating (deletionTimestamp set)
+//     and the clique's wasAvailable is reset (this package's clique
+//     controller holds it false while the marker is active and never counts
+//     the named pods), mark that clique's marker done. A pod that stays
+//     Terminating (a lost node) does not hold the restart open: it counts
+//     for nothing (not ready, not succeeded — the Succeeded decision skips
+//     the pods of the last marker, done or not), and the replica's next
+//     breach is acted on.
 //
 // On Grove's schema the count lives in an annotation: step 2 is then a
 // merge patch of the annotations, under the same optimistic lock. A replica
@@ -72,9 +104,18 @@
 // acted on. The done marker stays as history so that, while other
 // PodCliques of the replica are still restarting, a finished PodClique is
 // not mistaken for one that was never marked (whose current pods would be
-// condemned). A crash between any two steps resumes at the step it stopped
-// before, so the count stays exact. A PodClique's Succeeded condition is sticky and written
-// before anything of this package deletes pods.
+// condemned), and so that the next restart is numbered after it. A crash
+// between any two steps resumes at the step it stopped before, so the count
+// stays exact. Crash points the tests cover: between marking and the commit,
+// with another replica failing meanwhile (TestTrainingTwoBreachesBudgetOne
+// in test/grove; TestDecideIssue19 "defect 1"); between two cliques' marks
+// (step 2 marks the rest: TestRestartResumesAfterPartialMarking); after the
+// commit, before the deletes or the done markers (TestDecide "restart in
+// flight", TestDecideIssue19 "defect 3");
+// shepherd stopped between restarts and while pods started
+// (TestTrainingShepherdRestartedMidway, TestTrainingStartTimeFromPods). A
+// PodClique's Succeeded condition is sticky and written before anything of
+// this package deletes pods.
 //
 // Failure (budget exhausted or maxRuntime exceeded) commits phase Failed and
 // the Failed condition first and then deletes every pod of the set — the

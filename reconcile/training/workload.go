@@ -28,11 +28,14 @@ type Input struct {
 	// (grove.TrainingLimits); MaxRestarts unset is 0 (D-PCS-4).
 	MaxRestarts int32
 	MaxRuntime  *time.Duration
-	// Cliques are the set's PodCliques that are not being deleted.
+	// Cliques are the candidate PodCliques (by Grove's part-of label) that
+	// are not being deleted; Decide keeps those the set controls.
 	Cliques []grovev1alpha1.PodClique
-	// Groups are the set's PodCliqueScalingGroups (for their delays).
+	// Groups are the candidate PodCliqueScalingGroups; those the set
+	// controls own PodCliques of the set.
 	Groups []grovev1alpha1.PodCliqueScalingGroup
-	// Pods are the set's pods, each owned by one of Cliques or left over.
+	// Pods are the candidate pods (by label); Decide keeps those a kept
+	// PodClique controls.
 	Pods []corev1.Pod
 }
 
@@ -111,12 +114,21 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 				Type: api.ConditionFailed, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: pcs.Generation,
 			}, now)
 		}
-		d.DeletePods = livePods(in.Pods)
+		_, pods := owned(in)
+		d.DeletePods = livePods(pods)
 		return d
 	}
 
-	// Pending → Running, startTime once.
-	started := slices.ContainsFunc(in.Pods, func(p corev1.Pod) bool { return gang.PodStarted(&p) })
+	// Ownership, not labels, decides what belongs to the set (Grove's
+	// part-of label is only how the controller finds candidates): a
+	// PodClique controlled by the set or by one of its PCSGs, a pod
+	// controlled by one of those PodCliques. Objects of a deleted set of the
+	// same name neither count nor are deleted.
+	cliques, setPods := owned(in)
+
+	// Pending → Running, startTime once: when the set's pods started (their
+	// own status.startTime), not when shepherd noticed.
+	started := slices.ContainsFunc(setPods, func(p corev1.Pod) bool { return gang.PodStarted(&p) })
 	if d.Status.Phase == "" || d.Status.Phase == grovev1alpha1.PhasePending {
 		d.Status.Phase = grovev1alpha1.PhasePending
 		if started {
@@ -124,7 +136,7 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 		}
 	}
 	if d.Status.Phase == grovev1alpha1.PhaseRunning && d.Status.StartTime == nil {
-		t := metav1.NewTime(now.Truncate(time.Second))
+		t := metav1.NewTime(firstStart(setPods, now))
 		d.Status.StartTime = &t
 	}
 	var wait gang.MinRequeue
@@ -133,10 +145,10 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 	// maxRuntime: a set that finished in time but is reconciled after the
 	// limit (shepherd was down, or the other controller wrote Succeeded a
 	// moment late) succeeded; its pods' exits say so.
-	if allSucceeded(in) {
+	if allSucceeded(in.Set, cliques) {
 		d.Status.Phase = grovev1alpha1.PhaseSucceeded
 		d.Events = append(d.Events, Event{Type: corev1.EventTypeNormal, Reason: api.EventWorkloadSucceeded,
-			Note: fmt.Sprintf("all %d PodCliques succeeded after %d restarts", len(in.Cliques), d.Status.RestartCount)})
+			Note: fmt.Sprintf("all %d PodCliques succeeded after %d restarts", len(cliques), d.Status.RestartCount)})
 		return d
 	}
 
@@ -144,7 +156,7 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 	if in.MaxRuntime != nil && d.Status.StartTime != nil {
 		left := d.Status.StartTime.Add(*in.MaxRuntime).Sub(now)
 		if left < 0 {
-			d.fail(in, api.ReasonMaxRuntimeExceeded, fmt.Sprintf("the workload ran longer than maxRuntime %s (started %s)",
+			d.fail(in, setPods, api.ReasonMaxRuntimeExceeded, fmt.Sprintf("the workload ran longer than maxRuntime %s (started %s)",
 				*in.MaxRuntime, d.Status.StartTime.UTC().Format(time.RFC3339)), api.EventMaxRuntimeExceeded, now)
 			return d
 		}
@@ -152,78 +164,144 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 	}
 
 	byReplica := map[int32][]*grovev1alpha1.PodClique{}
-	for i := range in.Cliques {
-		c := &in.Cliques[i]
+	for _, c := range cliques {
 		if idx := gang.PCSReplicaIndex(c.Labels); idx >= 0 {
 			byReplica[idx] = append(byReplica[idx], c)
 		}
 	}
-	podsOf := podsByOwner(in.Pods)
+	podsOf := podsByOwner(setPods)
 	replicas := make([]int32, 0, len(byReplica))
 	for idx := range byReplica {
 		replicas = append(replicas, idx)
 	}
 	slices.Sort(replicas)
 
+	// Restarts in flight first, in every replica: they are decided (their
+	// markers are written) and are committed before a new breach is
+	// numbered, so a new restart is numbered after all of them.
+	numbered := d.Status.RestartCount
+	for _, idx := range replicas {
+		numbered = max(numbered, highestMarker(byReplica[idx]))
+		if n := inFlight(byReplica[idx]); n > 0 {
+			d.continueRestart(idx, n, byReplica[idx], podsOf, in.MaxRestarts)
+			wait.Add(restartingPoll)
+		}
+	}
+
 	restartedNow := false
 	for _, idx := range replicas {
 		cliques := byReplica[idx]
-		if n := inFlight(cliques); n > 0 {
-			d.continueRestart(idx, n, cliques, podsOf, in.MaxRestarts)
-			wait.Add(restartingPoll)
+		if inFlight(cliques) > 0 {
 			continue
 		}
 		breached := breachedCliques(cliques, podsOf)
 		if len(breached) == 0 {
 			continue
 		}
-		for _, c := range breached {
-			d.Events = append(d.Events, Event{Clique: c.Name, Type: corev1.EventTypeWarning, Reason: api.EventPodCliqueFailed,
-				Note: fmt.Sprintf("PodClique %s of replica %d breached MinAvailable", c.Name, idx)})
-		}
 		if restartedNow {
 			// One restart per reconcile keeps the commit a single step; the
-			// next reconcile takes this replica.
+			// next reconcile takes this replica. Its PodCliqueFailed event
+			// comes with the restart (or the failure) it leads to.
 			wait.Add(restartingPoll)
 			continue
 		}
-		if d.Status.RestartCount < in.MaxRestarts {
-			d.startRestart(cliques, podsOf)
+		if numbered < in.MaxRestarts {
+			numbered++
+			d.startRestart(numbered, cliques, breached, podsOf)
 			restartedNow = true
 			wait.Add(restartingPoll)
 			continue
 		}
-		d.fail(in, api.ReasonMaxRestartsExceeded, fmt.Sprintf("replica %d failed and the restart budget is used up (%d of maxRestarts %d)",
-			idx, d.Status.RestartCount, in.MaxRestarts), api.EventMaxRestartsExceeded, now)
+		for _, c := range breached {
+			d.Events = append(d.Events, cliqueFailed(c.Name, idx, 0))
+		}
+		d.fail(in, setPods, api.ReasonMaxRestartsExceeded, fmt.Sprintf("replica %d failed and the restart budget is used up (%d of maxRestarts %d)",
+			idx, numbered, in.MaxRestarts), api.EventMaxRestartsExceeded, now)
 		return d
 	}
 	d.RequeueAfter = time.Duration(wait)
 	return d
 }
 
-// fail commits phase Failed with the Failed condition and terminates every pod.
-func (d *Decision) fail(in Input, reason, msg, event string, now time.Time) {
+// owned returns the set's PodCliques and pods by controller ownership: a
+// PodClique controlled by the set or by a PCSG the set controls, a pod
+// controlled by one of those PodCliques.
+func owned(in Input) ([]*grovev1alpha1.PodClique, []corev1.Pod) {
+	owners := map[types.UID]bool{in.Set.UID: true}
+	for i := range in.Groups {
+		if controlledBy(&in.Groups[i], in.Set.UID) {
+			owners[in.Groups[i].UID] = true
+		}
+	}
+	var cliques []*grovev1alpha1.PodClique
+	mine := map[types.UID]bool{}
+	for i := range in.Cliques {
+		c := &in.Cliques[i]
+		if ref := metav1.GetControllerOf(c); ref != nil && owners[ref.UID] {
+			cliques = append(cliques, c)
+			mine[c.UID] = true
+		}
+	}
+	var pods []corev1.Pod
+	for _, p := range in.Pods {
+		if ref := metav1.GetControllerOf(&p); ref != nil && mine[ref.UID] {
+			pods = append(pods, p)
+		}
+	}
+	return cliques, pods
+}
+
+func controlledBy(o metav1.Object, uid types.UID) bool {
+	ref := metav1.GetControllerOf(o)
+	return ref != nil && uid != "" && ref.UID == uid
+}
+
+// firstStart is when the set's pods started: the earliest status.startTime
+// of a started pod (the kubelet's, so shepherd's own downtime does not
+// count), never later than now; now when no started pod has one.
+func firstStart(pods []corev1.Pod, now time.Time) time.Time {
+	first := now.Truncate(time.Second)
+	for i := range pods {
+		p := &pods[i]
+		if gang.PodStarted(p) && p.Status.StartTime != nil && p.Status.StartTime.Time.Before(first) {
+			first = p.Status.StartTime.Time
+		}
+	}
+	return first
+}
+
+func cliqueFailed(clique string, idx, restart int32) Event {
+	note := fmt.Sprintf("PodClique %s of replica %d breached MinAvailable", clique, idx)
+	if restart > 0 {
+		note += fmt.Sprintf("; replica restart %d", restart)
+	}
+	return Event{Clique: clique, Type: corev1.EventTypeWarning, Reason: api.EventPodCliqueFailed, Note: note}
+}
+
+// fail commits phase Failed with the Failed condition and terminates every
+// pod the set owns.
+func (d *Decision) fail(in Input, pods []corev1.Pod, reason, msg, event string, now time.Time) {
 	d.Status.Phase = grovev1alpha1.PhaseFailed
 	d.Status.Conditions = gang.SetCondition(d.Status.Conditions, metav1.Condition{
 		Type: api.ConditionFailed, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: in.Set.Generation,
 	}, now)
 	d.Failure = reason
 	d.Events = append(d.Events, Event{Type: corev1.EventTypeWarning, Reason: event, Note: msg + "; terminating all pods"})
-	d.DeletePods = livePods(in.Pods)
+	d.DeletePods = livePods(pods)
 	d.Marks, d.Finishes = nil, nil
 	d.RequeueAfter = 0
 }
 
-// startRestart begins restart number RestartCount+1 of a replica by marking
-// its PodCliques, and only that: the count is committed and the pods deleted
-// by continueRestart in a later reconcile, one that sees the markers in its
-// cache. Committing in the same reconcile would let a following reconcile
-// whose PodClique cache has not caught up with the markers take the same
-// breach for a new one and count it twice.
-func (d *Decision) startRestart(cliques []*grovev1alpha1.PodClique, podsOf map[types.UID][]corev1.Pod) {
-	n := d.Status.RestartCount + 1
+// startRestart begins restart number n of a replica by marking its
+// PodCliques (the breached ones with Failed), and only that: the count is
+// committed, the events emitted and the pods deleted by continueRestart in a
+// later reconcile, one that sees the markers in its cache. Committing in the
+// same reconcile would let a following reconcile whose PodClique cache has
+// not caught up with the markers take the same breach for a new one and
+// count it twice.
+func (d *Decision) startRestart(n int32, cliques, breached []*grovev1alpha1.PodClique, podsOf map[types.UID][]corev1.Pod) {
 	for _, c := range cliques {
-		m := gang.RestartMarker{Restart: n}
+		m := gang.RestartMarker{Restart: n, Failed: slices.Contains(breached, c)}
 		for _, p := range podsOf[c.UID] {
 			m.Pods = append(m.Pods, p.UID)
 		}
@@ -231,39 +309,55 @@ func (d *Decision) startRestart(cliques []*grovev1alpha1.PodClique, podsOf map[t
 	}
 }
 
-func (d *Decision) commitRestart(idx, n, budget int32) {
+// commitRestart counts restart n, once: the commit is an optimistic-lock
+// write of the count, and the events (ReplicaRestarting, and PodCliqueFailed
+// for the cliques whose marker says they caused it) are emitted only after
+// it succeeds.
+func (d *Decision) commitRestart(idx, n, budget int32, failed []string) {
 	if d.Status.RestartCount >= n {
 		return
 	}
 	d.Restarts += n - d.Status.RestartCount
 	d.Status.RestartCount = n
+	for _, c := range failed {
+		d.Events = append(d.Events, cliqueFailed(c, idx, n))
+	}
 	d.Events = append(d.Events, Event{Type: corev1.EventTypeNormal, Reason: api.EventReplicaRestarting,
 		Note: fmt.Sprintf("restarting replica %d: restart %d of maxRestarts %d", idx, n, budget)})
 }
 
 // continueRestart finishes restart n of a replica (see the package doc).
 func (d *Decision) continueRestart(idx, n int32, cliques []*grovev1alpha1.PodClique, podsOf map[types.UID][]corev1.Pod, budget int32) {
+	var failed []string
 	for _, c := range cliques {
 		m, _ := gang.Marker(c.Annotations)
 		switch {
 		case m == nil || m.Restart < n:
 			// Stopped between marking two cliques: mark this one now (none
 			// of its pods was deleted yet); its pods go next round.
-			nm := gang.RestartMarker{Restart: n}
+			nm := gang.RestartMarker{Restart: n, Failed: len(breachedCliques([]*grovev1alpha1.PodClique{c}, podsOf)) > 0}
 			for _, p := range podsOf[c.UID] {
 				nm.Pods = append(nm.Pods, p.UID)
 			}
 			d.Marks = append(d.Marks, Mark{Clique: c.Name, Marker: nm})
+			if nm.Failed {
+				failed = append(failed, c.Name)
+			}
 		case m.Done:
 			// This clique is through restart n; its pods are the new ones.
 		default:
+			if m.Failed {
+				failed = append(failed, c.Name)
+			}
+			// A condemned pod already terminating (deletionTimestamp set)
+			// is as good as gone: on a lost node it may stay Terminating
+			// for ever, and the restart must not wait for it. It counts
+			// for nothing (not ready, not succeeded) while it lingers.
 			left := false
 			for _, p := range podsOf[c.UID] {
-				if m.Condemned(p.UID) {
+				if m.Condemned(p.UID) && p.DeletionTimestamp == nil {
 					left = true
-					if p.DeletionTimestamp == nil {
-						d.DeletePods = append(d.DeletePods, PodRef{Name: p.Name, UID: p.UID})
-					}
+					d.DeletePods = append(d.DeletePods, PodRef{Name: p.Name, UID: p.UID})
 				}
 			}
 			if !left && !grove.WasAvailable(c) {
@@ -273,7 +367,7 @@ func (d *Decision) continueRestart(idx, n int32, cliques []*grovev1alpha1.PodCli
 	}
 	// The decision to restart was made when the markers were written; a
 	// crash before the commit only delays it.
-	d.commitRestart(idx, n, budget)
+	d.commitRestart(idx, n, budget, failed)
 }
 
 // breachedCliques returns the replica's breached PodCliques, read from
@@ -307,19 +401,31 @@ func inFlight(cliques []*grovev1alpha1.PodClique) int32 {
 	return n
 }
 
+// highestMarker returns the highest restart number any marker of the
+// replica names, done or not, 0 if none.
+func highestMarker(cliques []*grovev1alpha1.PodClique) int32 {
+	var n int32
+	for _, c := range cliques {
+		if m, err := gang.Marker(c.Annotations); err == nil && m != nil {
+			n = max(n, m.Restart)
+		}
+	}
+	return n
+}
+
 // allSucceeded reports whether every PodClique the set should have exists and
 // has Succeeded. The expected count comes from the template: replicas × (the
 // standalone cliques + each PCSG's replicas × its cliques).
-func allSucceeded(in Input) bool {
-	if len(in.Cliques) == 0 {
+func allSucceeded(pcs *grovev1alpha1.PodCliqueSet, cliques []*grovev1alpha1.PodClique) bool {
+	if len(cliques) == 0 {
 		return false
 	}
-	for i := range in.Cliques {
-		if !CliqueSucceeded(&in.Cliques[i]) {
+	for _, c := range cliques {
+		if !CliqueSucceeded(c) {
 			return false
 		}
 	}
-	return len(in.Cliques) >= expectedCliques(in.Set)
+	return len(cliques) >= expectedCliques(pcs)
 }
 
 func expectedCliques(pcs *grovev1alpha1.PodCliqueSet) int {
@@ -347,10 +453,8 @@ func expectedCliques(pcs *grovev1alpha1.PodCliqueSet) int {
 func podsByOwner(pods []corev1.Pod) map[types.UID][]corev1.Pod {
 	out := map[types.UID][]corev1.Pod{}
 	for _, p := range pods {
-		for _, ref := range p.OwnerReferences {
-			if ref.Kind == api.KindPodClique {
-				out[ref.UID] = append(out[ref.UID], p)
-			}
+		if ref := metav1.GetControllerOf(&p); ref != nil {
+			out[ref.UID] = append(out[ref.UID], p)
 		}
 	}
 	return out

@@ -26,9 +26,16 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
+const setUID = types.UID("pcs-uid")
+
+// controller is a controller ownerReference.
+func controller(kind, name string, uid types.UID) []metav1.OwnerReference {
+	return []metav1.OwnerReference{{APIVersion: "grove.io/v1alpha1", Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}}
+}
+
 // set is a Training PodCliqueSet with 2 replicas of one clique "w" of 2 pods.
 func set(maxRestarts int32, maxRuntime *time.Duration, delay *time.Duration) *grovev1alpha1.PodCliqueSet {
-	pcs := &grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Name: "pcs", Namespace: "ns"}}
+	pcs := &grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Name: "pcs", Namespace: "ns", UID: setUID}}
 	pcs.Spec.Replicas = 2
 	pcs.Spec.WorkloadType = ptr.To(grovev1alpha1.WorkloadTypeTraining)
 	pcs.Spec.TrainingSpec = &grovev1alpha1.TrainingSpec{MaxRestarts: ptr.To(maxRestarts)}
@@ -56,7 +63,8 @@ type cliqueState struct {
 
 func mkClique(idx int, s cliqueState) grovev1alpha1.PodClique {
 	c := grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pcs-%d-w", idx), UID: types.UID(fmt.Sprintf("c%d", idx)),
-		Labels: map[string]string{api.LabelPartOf: "pcs", api.LabelPodCliqueSetReplicaIndex: fmt.Sprint(idx)}, Annotations: map[string]string{}},
+		Labels: map[string]string{api.LabelPartOf: "pcs", api.LabelPodCliqueSetReplicaIndex: fmt.Sprint(idx)}, Annotations: map[string]string{},
+		OwnerReferences: controller(api.KindPodCliqueSet, "pcs", setUID)},
 		Spec: grovev1alpha1.PodCliqueSpec{Replicas: 2}}
 	c.Status.WasAvailable = s.wasAvail && !s.wasCarrier
 	if s.wasAvail && s.wasCarrier {
@@ -87,7 +95,7 @@ const (
 // mkPod is pod k of replica idx's clique.
 func mkPod(idx, k int, s podState) corev1.Pod {
 	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pcs-%d-w-%d", idx, k), UID: types.UID(fmt.Sprintf("p%d%d", idx, k)),
-		OwnerReferences: []metav1.OwnerReference{{Kind: api.KindPodClique, Name: fmt.Sprintf("pcs-%d-w", idx), UID: types.UID(fmt.Sprintf("c%d", idx))}}}}
+		OwnerReferences: controller(api.KindPodClique, fmt.Sprintf("pcs-%d-w", idx), types.UID(fmt.Sprintf("c%d", idx)))}}
 	switch s {
 	case running:
 		p.Status.Phase = corev1.PodRunning
@@ -205,11 +213,11 @@ func TestDecide(t *testing.T) {
 		{name: "breach within budget: mark that replica for restart 1 (counted and deleted next round)", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(ready, ready, ready, failed),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time,
-			wantEvents: []string{api.EventPodCliqueFailed}, wantMarks: []string{"pcs-1-w"}, wantMarkN: 1, wantRequeue: time.Second},
+			wantMarks: []string{"pcs-1-w"}, wantMarkN: 1, wantRequeue: time.Second},
 		{name: "a lost pod is a breach too", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(ready, pending, ready, ready),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time,
-			wantEvents: []string{api.EventPodCliqueFailed}, wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
+			wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
 		{name: "budget used up: Failed", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 2,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(failed, ready, ready, ready),
 			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantCount: 2, wantFailed: api.ReasonMaxRestartsExceeded,
@@ -223,11 +231,11 @@ func TestDecide(t *testing.T) {
 		{name: "terminationDelay 4h (Grove's default): acted on at once", pcs: set(2, nil, ptr.To(4*time.Hour)), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(failed, ready, ready, ready),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time,
-			wantEvents: []string{api.EventPodCliqueFailed}, wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
+			wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
 		{name: "wasAvailable by its carrier", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true, wasCarrier: true}, {}}, pods: pods(failed, ready, pending, pending),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time,
-			wantEvents: []string{api.EventPodCliqueFailed}, wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
+			wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
 		{name: "a MinAvailableBreached condition the pods do not show is no breach", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true, breachCond: true}, {wasAvail: true}}, pods: allPods(ready),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time},
@@ -252,7 +260,7 @@ func TestDecide(t *testing.T) {
 		{name: "a done marker is history: a new breach restarts again", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
 			cliques: []cliqueState{{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Done: true}}, {wasAvail: true}}, pods: pods(ready, failed, ready, ready),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
-			wantEvents: []string{api.EventPodCliqueFailed}, wantMarks: []string{"pcs-0-w"}, wantMarkN: 2, wantRequeue: time.Second},
+			wantMarks: []string{"pcs-0-w"}, wantMarkN: 2, wantRequeue: time.Second},
 		{name: "marked replica seen: commit the count, delete its pods", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques:   []cliqueState{{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
 			pods:      pods(ready, failed, running, running),
@@ -406,7 +414,7 @@ func TestRestartDoneCliqueLeftAlone(t *testing.T) {
 	b := mkClique(0, cliqueState{marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"old"}}})
 	b.Name, b.UID = "pcs-0-v", "cv"
 	newA := mkPod(0, 0, running) // owned by a, created after the restart
-	old := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "old-v", UID: "old", OwnerReferences: []metav1.OwnerReference{{Kind: api.KindPodClique, Name: "pcs-0-v", UID: "cv"}}}}
+	old := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "old-v", UID: "old", OwnerReferences: controller(api.KindPodClique, "pcs-0-v", "cv")}}
 	d := Decide(clocktesting.NewFakePassiveClock(t0), input(t, pcs, []grovev1alpha1.PodClique{a, b}, []corev1.Pod{newA, old}))
 	if len(d.Marks) != 0 {
 		t.Errorf("marks = %+v, want none (a is done, b is marked)", d.Marks)

@@ -1,0 +1,217 @@
+package grove
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
+	"github.com/shepherd-k8s/shepherd/reconcile/gang"
+)
+
+// ownedPods lists the pods a PodClique controls (by controller UID, not
+// by Grove's labels, which a same-named predecessor's pods share).
+func (w *world) ownedPods(clique string) []corev1.Pod {
+	w.t.Helper()
+	var pclq grovev1alpha1.PodClique
+	if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: clique}, &pclq); err != nil {
+		w.t.Fatal(err)
+	}
+	var out []corev1.Pod
+	for _, p := range w.pods(clique) {
+		if ref := metav1.GetControllerOf(&p); ref != nil && ref.UID == pclq.UID {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// markRestart writes a restart marker on a PodClique, as shepherd's first
+// restart step does.
+func (w *world) markRestart(clique string, m gang.RestartMarker) {
+	w.t.Helper()
+	body := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, api.AnnotationRestart, m.String())
+	if err := w.c.Patch(w.ctx, &grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: clique}}, rawMerge(body)); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// Issue 19, defect 1. Crash point: after replica 1's restart 1 was marked,
+// before it was committed. While shepherd is down replica 0 fails too. With
+// maxRestarts 1 the second failure is over budget: the set ends
+// Failed/MaxRestartsExceeded with restartCount 1 (the marked restart counted
+// once), not Running with two restarts numbered 1.
+func TestTrainingTwoBreachesBudgetOne(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	first := w.startShepherd()
+	spec := setSpec{name: "train", replicas: 2, training: true, maxRestarts: ptr.To[int32](1),
+		cliques: []cliqueSpec{{name: "worker", replicas: 2, minAvailable: 2}}}
+	w.createSet(spec)
+	w.dumpOnFailure("train")
+	w.runAll("train")
+	first.stop()
+
+	var uids []types.UID
+	for _, p := range w.ownedPods("train-1-worker") {
+		uids = append(uids, p.UID)
+	}
+	w.markRestart("train-1-worker", gang.RestartMarker{Restart: 1, Pods: uids, Failed: true})
+	p1 := w.ownedPods("train-1-worker")[0]
+	w.kubelet(&p1, exited(1))
+	p0 := w.ownedPods("train-0-worker")[0]
+	w.kubelet(&p0, exited(1))
+
+	w.startShepherd()
+	st, _ := w.waitSet("train", "Failed/MaxRestartsExceeded", failedCondition(api.ReasonMaxRestartsExceeded))
+	if st.RestartCount != 1 {
+		t.Errorf("restartCount = %d, want 1", st.RestartCount)
+	}
+	w.waitNoPods("train")
+	w.waitEvent(api.EventPodCliqueFailed, "train-0-worker")
+	w.waitEvent(api.EventPodCliqueFailed, "train-1-worker")
+	if n := len(w.events(api.EventReplicaRestarting)); n != 1 {
+		t.Errorf("%d ReplicaRestarting events, want 1", n)
+	}
+}
+
+// Issue 19, defect 3: a pod the restart deletes stays Terminating (a lost
+// node: here a finalizer nobody removes). The restart is done once every
+// replaced pod is terminating; the replica's next failure is acted on.
+func TestTrainingRestartNotHeldByTerminatingPod(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.startShepherd()
+	w.createSet(trainingSet("train", 2, nil, nil))
+	w.dumpOnFailure("train")
+	w.runAll("train")
+
+	stuck := w.ownedPods("train-0-worker")[1]
+	const finalizer = "test.shepherd.dev/lost-node"
+	if err := w.c.Patch(w.ctx, &stuck, rawMerge(fmt.Sprintf(`{"metadata":{"finalizers":[%q]}}`, finalizer))); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = w.c.Patch(w.ctx, &stuck, rawMerge(`{"metadata":{"finalizers":null}}`)) })
+	failing := w.ownedPods("train-0-worker")[0]
+	w.kubelet(&failing, exited(1))
+
+	w.waitSet("train", "restartCount 1", restarts(1))
+	for _, c := range w.cliques("train") {
+		w.waitClique(c.Name, "restart 1 done", func(c *grovev1alpha1.PodClique) bool {
+			m, err := gang.Marker(c.Annotations)
+			return err == nil && m != nil && m.Restart == 1 && m.Done
+		})
+	}
+	var still corev1.Pod
+	if err := w.c.Get(w.ctx, client.ObjectKeyFromObject(&stuck), &still); err != nil || still.DeletionTimestamp == nil {
+		t.Fatalf("the stuck pod: %v, deletionTimestamp %v; want it still Terminating", err, still.DeletionTimestamp)
+	}
+
+	// Grove recreates the pods; the replica runs again, then fails again.
+	for _, c := range w.cliques("train") {
+		live := 0
+		for _, p := range w.ownedPods(c.Name) {
+			if p.DeletionTimestamp == nil {
+				live++
+			}
+		}
+		for k := int32(live); k < c.Spec.Replicas; k++ {
+			w.createPod(&c, k)
+		}
+	}
+	w.runAll("train")
+	for _, p := range w.ownedPods("train-0-worker") {
+		if p.DeletionTimestamp == nil {
+			w.kubelet(&p, exited(1))
+			break
+		}
+	}
+	w.waitSet("train", "restartCount 2", restarts(2))
+}
+
+// Issue 19, defect 5 (a restart of shepherd): the pods started 2 h before
+// shepherd first sees the set; with maxRuntime 1 h it is already over, and
+// startTime is the pods' start, not when shepherd noticed.
+func TestTrainingStartTimeFromPods(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.createSet(trainingSet("train", 3, ptr.To(time.Hour), nil))
+	w.dumpOnFailure("train")
+	podStart := metav1.NewTime(time.Now().Add(-2 * time.Hour).Truncate(time.Second))
+	for _, c := range w.cliques("train") {
+		for _, p := range w.pods(c.Name) {
+			w.kubelet(&p, func(st *corev1.PodStatus) { running(st); st.StartTime = &podStart })
+		}
+	}
+	w.startShepherd()
+	st, _ := w.waitSet("train", "Failed/MaxRuntimeExceeded", failedCondition(api.ReasonMaxRuntimeExceeded))
+	if st.StartTime == nil || !st.StartTime.Equal(&podStart) {
+		t.Errorf("startTime = %v, want the pods' start %v", st.StartTime, podStart)
+	}
+	w.waitNoPods("train")
+}
+
+// Issue 19, defect 8: a set deleted and created again under the same name
+// while its old pods linger (garbage collection is asynchronous; this
+// control plane has none). The old pods — same labels, controlled by the
+// old PodCliques — neither start the new set nor are deleted when it fails.
+func TestTrainingRecreatedSetIgnoresOldPods(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.startShepherd()
+	old := w.createSet(trainingSet("train", 0, nil, nil))
+	w.runPods("train")
+	oldPods := w.setPods("train")
+	if err := w.c.Delete(w.ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range w.cliques("train") {
+		if err := w.c.Delete(w.ctx, &c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.eventually("the old set and PodCliques gone", func() (bool, error) {
+		var l grovev1alpha1.PodCliqueSetList
+		if err := w.c.List(w.ctx, &l, client.InNamespace(w.ns)); err != nil {
+			return false, err
+		}
+		return len(l.Items) == 0 && len(w.cliques("train")) == 0, nil
+	})
+
+	w.createSet(trainingSet("train", 0, nil, nil))
+	w.dumpOnFailure("train")
+	w.waitSet("train", "Pending", phase(grovev1alpha1.PhasePending))
+	w.quiet("the old pods do not start the new set", 2*time.Second, func() error {
+		if st := w.status(w.set("train")); st.Phase != grovev1alpha1.PhasePending || st.StartTime != nil {
+			return fmt.Errorf("phase %q, startTime %v; want Pending without one", st.Phase, st.StartTime)
+		}
+		return nil
+	})
+
+	for _, c := range w.cliques("train") {
+		for _, p := range w.ownedPods(c.Name) {
+			w.kubelet(&p, running)
+		}
+		w.waitClique(c.Name, "wasAvailable", grove.WasAvailable)
+	}
+	p := w.ownedPods("train-0-worker")[0]
+	w.kubelet(&p, exited(1))
+	w.waitSet("train", "Failed/MaxRestartsExceeded", failedCondition(api.ReasonMaxRestartsExceeded))
+	w.eventually("the new set's pods deleted", func() (bool, error) {
+		return len(w.setPods("train")) == len(oldPods), nil
+	})
+	for _, op := range oldPods {
+		var cur corev1.Pod
+		if err := w.c.Get(w.ctx, client.ObjectKeyFromObject(&op), &cur); err != nil || cur.DeletionTimestamp != nil {
+			t.Errorf("old pod %s: %v, deletionTimestamp %v; want it left alone", op.Name, err, cur.DeletionTimestamp)
+		}
+	}
+}
