@@ -44,9 +44,15 @@ var env *cluster.Cluster
 
 func TestMain(m *testing.M) {
 	cluster.RunReplicaIfChild()
-	var err error
+	audit, err := auditFlags()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	env, err = cluster.New(cluster.Options{
 		CRDs: cluster.SeedCRDs,
+		// The failover tests count writes in the apiserver's audit log.
+		ExtraAPIServerFlags: audit,
 		// Registers shepherd's webhooks and issues the serving certificate
 		// both replicas serve (each on a port of its own).
 		Webhooks: envtest.WebhookInstallOptions{
@@ -62,6 +68,7 @@ func TestMain(m *testing.M) {
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
 	}
+	_ = os.RemoveAll(filepath.Dir(auditLog))
 	os.Exit(code)
 }
 

@@ -1,0 +1,624 @@
+package replicas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	"github.com/shepherd-k8s/shepherd/api/install"
+	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
+	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
+)
+
+// burstJobs is how many TrainJobs a failover test enforces; one expires
+// every second, so the burst spans the kill and the takeover (the default
+// controller-runtime Lease: 15 s, retried every 2 s).
+const burstJobs = 30
+
+// enforcedBeforeKill is how many enforcements the leader makes before it
+// is killed.
+const enforcedBeforeKill = 8
+
+// longTimeout bounds the waits that span a takeover (up to a lease
+// duration plus a retry period, then a cache sync) on a shared machine.
+const longTimeout = 90 * time.Second
+
+// pair is two `shepherd serve` replicas with leader election on, each
+// running as a user of its own (the audit log tells their writes apart),
+// admission answered by the standby through a proxy on the port the
+// apiserver calls.
+type pair struct {
+	leader, standby         *cluster.Replica
+	leaderUser, standbyUser string
+	leaderID                string // the leader's holderIdentity
+	leaseNS                 string
+}
+
+// startPair starts the leader, waits for it to hold the Lease, then starts
+// the standby and points the apiserver's webhook calls at the standby (the
+// replica that survives).
+func startPair(t *testing.T, extra ...string) *pair {
+	t.Helper()
+	ctx := context.Background()
+	p := &pair{leaseNS: env.Namespace(t), leaderUser: "replica-a-" + t.Name(), standbyUser: "replica-b-" + t.Name()}
+	flags := append([]string{"--leader-elect=true", "--leader-election-namespace=" + p.leaseNS, "--graceful-shutdown-timeout=10s"}, extra...)
+
+	p.leader = env.StartReplica(t, append(flags, "--kubeconfig="+kubeconfigAs(t, p.leaderUser))...)
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		p.leaderID, err = holder(ctx, p.leaseNS)
+		return p.leaderID != "", err
+	}); err != nil {
+		t.Fatalf("the first replica did not acquire Lease %s/%s: %v", p.leaseNS, leaseName, err)
+	}
+	p.standby = env.StartReplica(t, append(flags, "--kubeconfig="+kubeconfigAs(t, p.standbyUser))...)
+	proxyWebhooks(t, p.standby.Webhook)
+	return p
+}
+
+// proxyWebhooks forwards the connections the apiserver makes to the
+// webhook address envtest registered to target (TLS passes through: every
+// replica serves envtest's certificate), until the test ends.
+func proxyWebhooks(t *testing.T, target string) {
+	t.Helper()
+	wh := env.Env.WebhookInstallOptions
+	ln, err := net.Listen("tcp", net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort)))
+	if err != nil {
+		t.Fatalf("listening for the apiserver's webhook calls: %v", err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	conns := map[net.Conn]struct{}{}
+	track := func(c net.Conn, add bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if add {
+			conns[c] = struct{}{}
+		} else {
+			delete(conns, c)
+		}
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer in.Close()
+				out, err := net.Dial("tcp", target)
+				if err != nil {
+					return
+				}
+				defer out.Close()
+				track(in, true)
+				track(out, true)
+				defer track(in, false)
+				defer track(out, false)
+				done := make(chan struct{}, 2)
+				go func() { _, _ = io.Copy(out, in); done <- struct{}{} }()
+				go func() { _, _ = io.Copy(in, out); done <- struct{}{} }()
+				<-done
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+}
+
+// observer watches the TrainJobs of a namespace and counts, per job, the
+// transitions of Failed to True (and their reasons) and the deletions, with
+// the time each was first seen.
+type observer struct {
+	mu          sync.Mutex
+	failedNow   map[string]bool
+	failedTrans map[string]int
+	failedAt    map[string]time.Time
+	reasons     map[string]string
+	deleted     map[string]int
+	deletedAt   map[string]time.Time
+	errs        []string
+	closed      bool
+}
+
+func observe(t *testing.T, ns string) *observer {
+	t.Helper()
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: install.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(context.Background(), &trainerv1alpha1.TrainJobList{}, client.InNamespace(ns))
+	if err != nil {
+		t.Fatalf("watching TrainJobs: %v", err)
+	}
+	o := &observer{
+		failedNow: map[string]bool{}, failedTrans: map[string]int{}, failedAt: map[string]time.Time{},
+		reasons: map[string]string{}, deleted: map[string]int{}, deletedAt: map[string]time.Time{},
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			now := time.Now()
+			o.mu.Lock()
+			switch ev.Type {
+			case watch.Error:
+				o.errs = append(o.errs, fmt.Sprintf("%v", ev.Object))
+			case watch.Added, watch.Modified, watch.Deleted:
+				tj, ok := ev.Object.(*trainerv1alpha1.TrainJob)
+				if !ok {
+					break
+				}
+				c := meta.FindStatusCondition(tj.Status.Conditions, api.TrainJobFailed)
+				failed := c != nil && c.Status == metav1.ConditionTrue
+				if failed && !o.failedNow[tj.Name] {
+					o.failedTrans[tj.Name]++
+					o.reasons[tj.Name] = c.Reason
+					if _, seen := o.failedAt[tj.Name]; !seen {
+						o.failedAt[tj.Name] = now
+					}
+				}
+				o.failedNow[tj.Name] = failed
+				if ev.Type == watch.Deleted {
+					o.deleted[tj.Name]++
+					if _, seen := o.deletedAt[tj.Name]; !seen {
+						o.deletedAt[tj.Name] = now
+					}
+				}
+			}
+			o.mu.Unlock()
+		}
+		o.mu.Lock()
+		o.closed = true
+		o.mu.Unlock()
+	}()
+	t.Cleanup(func() { w.Stop(); <-done })
+	return o
+}
+
+// count returns how many jobs have been seen Failed (deleted when
+// deletions is true).
+func (o *observer) count(deletions bool) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if deletions {
+		return len(o.deletedAt)
+	}
+	return len(o.failedAt)
+}
+
+// waitCount waits until count(deletions) reaches n.
+func (o *observer) waitCount(t *testing.T, what string, deletions bool, n int, within time.Duration) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, within, true, func(context.Context) (bool, error) {
+		o.mu.Lock()
+		closed := o.closed
+		o.mu.Unlock()
+		if closed {
+			return false, errors.New("the watch of TrainJobs closed")
+		}
+		return o.count(deletions) >= n, nil
+	}); err != nil {
+		t.Fatalf("%s: %d of %d seen within %v: %v", what, o.count(deletions), n, within, err)
+	}
+}
+
+// firstAfter is the earliest time in at not before since.
+func firstAfter(at map[string]time.Time, since time.Time) (time.Time, bool) {
+	var first time.Time
+	for _, ts := range at {
+		if !ts.Before(since) && (first.IsZero() || ts.Before(first)) {
+			first = ts
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// waitTakeover waits until a replica other than the killed leader holds
+// the Lease and returns its identity.
+func (p *pair) waitTakeover(t *testing.T) string {
+	t.Helper()
+	var id string
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, longTimeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		id, err = holder(ctx, p.leaseNS)
+		return id != "" && id != p.leaderID, err
+	}); err != nil {
+		t.Fatalf("no replica took Lease %s/%s over from %q: %v", p.leaseNS, leaseName, p.leaderID, err)
+	}
+	return id
+}
+
+// kill SIGKILLs the leader once the observer has seen enforcedBeforeKill
+// enforcements and returns the kill time; at least one must still be
+// pending, or the failover happens after the burst.
+func (p *pair) kill(t *testing.T, o *observer, deletions bool) time.Time {
+	t.Helper()
+	o.waitCount(t, "enforcements by the leader before the kill", deletions, enforcedBeforeKill, timeout)
+	if got, err := holder(context.Background(), p.leaseNS); err != nil || got != p.leaderID {
+		t.Fatalf("before the kill the Lease holder is %q (err %v), want the first replica %q", got, err, p.leaderID)
+	}
+	p.leader.Kill()
+	at := time.Now()
+	if n := o.count(deletions); n >= burstJobs {
+		t.Fatalf("all %d enforcements were done before the kill: the machine is too slow for this burst", n)
+	}
+	return at
+}
+
+// checkEvents waits until every job has an Event of reason, then checks,
+// after a grace period for late duplicates, that it has exactly one
+// (a series counts its repetitions).
+func checkEvents(t *testing.T, ns, reason string, jobs []string) {
+	t.Helper()
+	count := func(ctx context.Context) (map[string]int, error) {
+		var evs eventsv1.EventList
+		if err := env.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+		n := map[string]int{}
+		for _, e := range evs.Items {
+			if e.Reason != reason || e.Regarding.Kind != api.KindTrainJob {
+				continue
+			}
+			k := 1
+			if e.Series != nil && e.Series.Count > 1 {
+				k = int(e.Series.Count)
+			}
+			n[e.Regarding.Name] += k
+		}
+		return n, nil
+	}
+	var got map[string]int
+	_ = wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		var err error
+		got, err = count(ctx)
+		return err == nil && len(missing(got, jobs)) == 0, nil
+	})
+	time.Sleep(2 * time.Second)
+	got, err := count(context.Background())
+	if err != nil {
+		t.Fatalf("listing Events: %v", err)
+	}
+	if m := missing(got, jobs); len(m) > 0 {
+		t.Errorf("%d of %d enforcements have no %s Event (lost): %v", len(m), len(jobs), reason, m)
+	}
+	for _, j := range jobs {
+		if got[j] > 1 {
+			t.Errorf("TrainJob %s has %d %s Events, want exactly one", j, got[j], reason)
+		}
+	}
+}
+
+func missing(got map[string]int, jobs []string) []string {
+	var m []string
+	for _, j := range jobs {
+		if got[j] == 0 {
+			m = append(m, j)
+		}
+	}
+	return m
+}
+
+// writesBy checks that each job has exactly one successful write of the
+// audited kind and returns how many each user made; failed attempts (a
+// conflict, a 404) are returned per job.
+func writesBy(t *testing.T, what string, evs []auditEvent, jobs []string) (byUser map[string]int, failed map[string][]int) {
+	t.Helper()
+	ok := map[string][]string{}
+	failed = map[string][]int{}
+	byUser = map[string]int{}
+	for _, e := range evs {
+		if e.OK() {
+			ok[e.ObjectRef.Name] = append(ok[e.ObjectRef.Name], e.User.Username)
+			byUser[e.User.Username]++
+		} else if e.ResponseStatus != nil {
+			failed[e.ObjectRef.Name] = append(failed[e.ObjectRef.Name], e.ResponseStatus.Code)
+		}
+	}
+	for _, j := range jobs {
+		if n := len(ok[j]); n != 1 {
+			t.Errorf("%s of %s done %d times (by %v), want exactly once", what, j, n, ok[j])
+		}
+	}
+	return byUser, failed
+}
+
+func jobName(i int) string { return fmt.Sprintf("job-%02d", i) }
+
+func newJob(ns, name, runtime string, deadline *int64) *trainerv1alpha1.TrainJob {
+	return &trainerv1alpha1.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: trainerv1alpha1.TrainJobSpec{
+			RuntimeRef:            trainerv1alpha1.RuntimeRef{Name: runtime},
+			Trainer:               &trainerv1alpha1.Trainer{NumNodes: ptr.To[int32](1)},
+			ActiveDeadlineSeconds: deadline,
+		},
+	}
+}
+
+func jobTemplate() batchv1.JobTemplateSpec {
+	return batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever,
+		Containers:    []corev1.Container{{Name: "node", Image: "busybox"}},
+	}}}}
+}
+
+// createRuntime creates a ClusterTrainingRuntime, with the TTL annotation
+// when ttl is not empty, deleted when the test ends.
+func createRuntime(t *testing.T, ttl string) string {
+	t.Helper()
+	rt := &trainerv1alpha1.ClusterTrainingRuntime{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "failover-"},
+		Spec: trainerv1alpha1.TrainingRuntimeSpec{
+			MLPolicy: &trainerv1alpha1.MLPolicy{NumNodes: ptr.To[int32](1)},
+			Template: trainerv1alpha1.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{
+				ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: jobTemplate()}},
+			}},
+		},
+	}
+	if ttl != "" {
+		rt.Annotations = map[string]string{api.AnnotationTTLSecondsAfterFinished: ttl}
+	}
+	if err := env.Client.Create(context.Background(), rt); err != nil {
+		t.Fatalf("creating a ClusterTrainingRuntime: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rt) })
+	return rt.Name
+}
+
+// createJobSet plays Trainer: the JobSet running tj, named like it and
+// controlled by it.
+func createJobSet(t *testing.T, tj *trainerv1alpha1.TrainJob) {
+	t.Helper()
+	js := &jobsetv1alpha2.JobSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: tj.Namespace, Name: tj.Name,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: trainerv1alpha1.GroupVersion.String(), Kind: api.KindTrainJob,
+				Name: tj.Name, UID: tj.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: jobTemplate()}}},
+	}
+	if err := env.Client.Create(context.Background(), js); err != nil {
+		t.Fatalf("creating JobSet %s: %v", js.Name, err)
+	}
+}
+
+// report logs, per replica, how many enforcements it did and requires
+// both to have done some: the leader before the kill, the survivor after.
+func (p *pair) report(t *testing.T, what string, byUser map[string]int, takeover time.Duration) {
+	t.Helper()
+	t.Logf("%s: kill → survivor's first enforcement %v; leader %d, survivor %d, other %v",
+		what, takeover.Round(10*time.Millisecond), byUser[p.leaderUser], byUser[p.standbyUser], others(byUser, p.leaderUser, p.standbyUser))
+	if byUser[p.leaderUser] == 0 || byUser[p.standbyUser] == 0 {
+		t.Errorf("%s: leader %d, survivor %d: the kill did not fall in the middle of the burst", what, byUser[p.leaderUser], byUser[p.standbyUser])
+	}
+	if o := others(byUser, p.leaderUser, p.standbyUser); len(o) > 0 {
+		t.Errorf("%s done by users other than the replicas: %v", what, o)
+	}
+}
+
+func others(byUser map[string]int, a, b string) map[string]int {
+	o := map[string]int{}
+	for u, n := range byUser {
+		if u != a && u != b {
+			o[u] = n
+		}
+	}
+	return o
+}
+
+// checkHolder: the survivor still holds the Lease at the end.
+func (p *pair) checkHolder(t *testing.T, survivor string) {
+	t.Helper()
+	if got, err := holder(context.Background(), p.leaseNS); err != nil || got != survivor {
+		t.Errorf("at the end the Lease holder is %q (err %v), want the survivor %q", got, err, survivor)
+	}
+}
+
+// TestFailoverMidDeadlineBurst: 30 TrainJobs whose deadlines expire one a
+// second; the leader is SIGKILLed after 8 enforcements; the standby takes
+// the Lease over and enforces the rest. Every job fails by its deadline
+// exactly once (one Failed transition, one successful status write), its
+// JobSet is deleted exactly once (one successful delete; a repeat may only
+// find it gone), and each enforcement has exactly one
+// DeadlineExceeded Event.
+func TestFailoverMidDeadlineBurst(t *testing.T) {
+	// The upstream-shaped CRDs leave the deadline to Trainer in auto mode;
+	// shepherd enforces it here.
+	p := startPair(t, "--feature="+"trainjob-deadline=on")
+	ns := env.Namespace(t)
+	rt := createRuntime(t, "")
+	o := observe(t, ns)
+
+	jobs := make([]string, burstJobs)
+	for i := range jobs {
+		jobs[i] = jobName(i)
+		tj := newJob(ns, jobs[i], rt, ptr.To(int64(6+i)))
+		if err := env.Client.Create(context.Background(), tj); err != nil {
+			t.Fatalf("creating TrainJob %s: %v", tj.Name, err)
+		}
+		createJobSet(t, tj)
+	}
+
+	killedAt := p.kill(t, o, false)
+	survivor := p.waitTakeover(t)
+	leaseTakeover := time.Since(killedAt)
+	o.waitCount(t, "TrainJobs Failed", false, burstJobs, longTimeout)
+
+	// Every JobSet gone.
+	for _, j := range jobs {
+		if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+			err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: j}, &jobsetv1alpha2.JobSet{})
+			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
+		}); err != nil {
+			t.Errorf("JobSet %s not deleted: %v", j, err)
+		}
+	}
+	checkEvents(t, ns, api.EventDeadlineExceeded, jobs)
+
+	o.mu.Lock()
+	for _, j := range jobs {
+		if n := o.failedTrans[j]; n != 1 {
+			t.Errorf("TrainJob %s turned Failed=True %d times, want exactly once", j, n)
+		}
+		if r := o.reasons[j]; r != api.ReasonDeadlineExceeded {
+			t.Errorf("TrainJob %s Failed with reason %q, want %s", j, r, api.ReasonDeadlineExceeded)
+		}
+	}
+	first, ok := firstAfter(o.failedAt, killedAt)
+	errs := o.errs
+	o.mu.Unlock()
+	if len(errs) > 0 {
+		t.Errorf("the watch of TrainJobs reported errors: %v", errs)
+	}
+	if !ok {
+		t.Fatal("no TrainJob failed after the kill")
+	}
+
+	statusBy, statusFailed := writesBy(t, "the Failed status write", audited(t, ns, "patch", "trainjobs", "status"), jobs)
+	deleteBy, deleteFailed := writesBy(t, "the JobSet delete", audited(t, ns, "delete", "jobsets", ""), jobs)
+	p.report(t, "deadline enforcements", statusBy, first.Sub(killedAt))
+	t.Logf("Lease taken over %v after the kill; JobSet deletes: leader %d, survivor %d; refused status writes %v",
+		leaseTakeover.Round(10*time.Millisecond), deleteBy[p.leaderUser], deleteBy[p.standbyUser], statusFailed)
+	// Exactly one delete per JobSet succeeded (writesBy). A repeated
+	// request a few milliseconds after it — the reconcile that the status
+	// write itself triggers reads the JobSet from a cache that has not yet
+	// seen the delete — finds nothing (404, UID precondition) and changes
+	// nothing; anything else refused would be a delete of another object.
+	redundant := 0
+	for j, codes := range deleteFailed {
+		for _, c := range codes {
+			if c != 404 {
+				t.Errorf("a delete of JobSet %s was refused with HTTP %d (want only 404 for a repeat):\n%s", j, c, repeats(audited(t, ns, "delete", "jobsets", ""), p))
+			}
+			redundant++
+		}
+	}
+	t.Logf("redundant JobSet deletes (404, the JobSet already gone): %d of %d JobSets", redundant, len(jobs))
+	p.checkHolder(t, survivor)
+}
+
+// TestFailoverMidTTLBurst: 30 finished TrainJobs (the test plays Trainer,
+// marking one Complete a second) on a runtime with a 3 s TTL; the leader
+// is SIGKILLed after 8 deletions; the survivor deletes the rest. Every job
+// is deleted exactly once and has exactly one TTLExpired Event.
+func TestFailoverMidTTLBurst(t *testing.T) {
+	p := startPair(t)
+	ns := env.Namespace(t)
+	rt := createRuntime(t, "3")
+	o := observe(t, ns)
+
+	jobs := make([]string, burstJobs)
+	created := make([]*trainerv1alpha1.TrainJob, burstJobs)
+	for i := range jobs {
+		jobs[i] = jobName(i)
+		created[i] = newJob(ns, jobs[i], rt, nil)
+		if err := env.Client.Create(context.Background(), created[i]); err != nil {
+			t.Fatalf("creating TrainJob %s: %v", jobs[i], err)
+		}
+	}
+	// Trainer's part: one job finishes every second, through the kill.
+	start := time.Now()
+	completeErr := make(chan error, 1)
+	go func() {
+		defer close(completeErr)
+		for i, tj := range created {
+			time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second)))
+			orig := tj.DeepCopy()
+			meta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{
+				Type: api.TrainJobComplete, Status: metav1.ConditionTrue, Reason: "JobSetCompleted",
+				Message: "set by the test, playing Trainer", LastTransitionTime: metav1.Now(),
+			})
+			if err := env.Client.Status().Patch(context.Background(), tj, client.MergeFrom(orig)); err != nil {
+				completeErr <- fmt.Errorf("marking %s Complete: %w", tj.Name, err)
+				return
+			}
+		}
+	}()
+
+	killedAt := p.kill(t, o, true)
+	survivor := p.waitTakeover(t)
+	leaseTakeover := time.Since(killedAt)
+	if err := <-completeErr; err != nil {
+		t.Fatal(err)
+	}
+	o.waitCount(t, "TrainJobs deleted", true, burstJobs, longTimeout)
+	checkEvents(t, ns, api.EventTTLExpired, jobs)
+
+	o.mu.Lock()
+	for _, j := range jobs {
+		if n := o.deleted[j]; n != 1 {
+			t.Errorf("TrainJob %s deleted %d times, want exactly once", j, n)
+		}
+	}
+	first, ok := firstAfter(o.deletedAt, killedAt)
+	errs := o.errs
+	o.mu.Unlock()
+	if len(errs) > 0 {
+		t.Errorf("the watch of TrainJobs reported errors: %v", errs)
+	}
+	if !ok {
+		t.Fatal("no TrainJob deleted after the kill")
+	}
+	deleteBy, deleteFailed := writesBy(t, "the TTL delete", audited(t, ns, "delete", "trainjobs", ""), jobs)
+	p.report(t, "TTL deletions", deleteBy, first.Sub(killedAt))
+	t.Logf("Lease taken over %v after the kill; refused TrainJob deletes %v", leaseTakeover.Round(10*time.Millisecond), deleteFailed)
+	if len(deleteFailed) > 0 {
+		t.Errorf("TrainJob deletes attempted again after the TrainJob was gone (HTTP codes per job): %v", deleteFailed)
+	}
+	p.checkHolder(t, survivor)
+}
+
+// repeats describes each refused write: by which replica, how long after
+// the successful one.
+func repeats(evs []auditEvent, p *pair) string {
+	okAt := map[string]time.Time{}
+	for _, e := range evs {
+		if e.OK() {
+			okAt[e.ObjectRef.Name] = e.StageTimestamp
+		}
+	}
+	who := map[string]string{p.leaderUser: "leader", p.standbyUser: "survivor"}
+	var b []byte
+	for _, e := range evs {
+		if !e.OK() && e.ResponseStatus != nil {
+			b = fmt.Appendf(b, "  %s: HTTP %d by the %s, %v after the successful one\n",
+				e.ObjectRef.Name, e.ResponseStatus.Code, who[e.User.Username], e.StageTimestamp.Sub(okAt[e.ObjectRef.Name]))
+		}
+	}
+	return string(b)
+}
