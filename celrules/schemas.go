@@ -9,6 +9,7 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	extopenapi "k8s.io/apiextensions-apiserver/pkg/generated/openapi"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -217,16 +218,20 @@ func structuralOf(props *apiextensionsv1.JSONSchemaProps) (*structuralschema.Str
 	return structuralschema.NewStructural(internal)
 }
 
-// Prune drops from obj (decoded JSON, changed in place) every field the
-// schema of gvk does not have, as the apiserver does when it decodes a
-// custom resource, and returns their paths. Under kubectl's default
-// (Strict) field validation the apiserver rejects such an object instead;
-// under Warn it drops them with a warning. Kinds without a schema here are
-// left alone.
+// Prune does to obj (decoded JSON, changed in place) what the apiserver
+// does when it decodes a custom resource of gvk, before any admission
+// webhook sees it: it drops every field the schema does not have, returning
+// their paths, and applies the schema's defaults (Grove's CRD defaults a
+// scaling group's minAvailable, JobSet's a replicatedJob's groupName).
+// Under kubectl's default (Strict) field validation the apiserver rejects
+// an object with unknown fields instead; under Warn it drops them with a
+// warning. Kinds without a schema here are left alone.
 func (s *Schemas) Prune(gvk schema.GroupVersionKind, obj map[string]any) []string {
 	st, ok := s.structural[gvk]
 	if !ok {
 		return nil
 	}
-	return pruning.PruneWithOptions(obj, st, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
+	unknown := pruning.PruneWithOptions(obj, st, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
+	defaulting.Default(obj, st)
+	return unknown
 }
