@@ -23,7 +23,7 @@ import (
 // verdicts is shepherd_policy_verdicts_total, counted once per record.
 var verdicts = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "shepherd_policy_verdicts_total",
-	Help: "Deny, Warn and Audit verdicts of admission rules (dry-run requests included), by rule, action and kind.",
+	Help: "Deny, Warn and Audit verdicts of admission rules (dry-run requests included), by rule, action and kind (\"other\" for a kind shepherd does not admit).",
 }, []string{"rule", "action", "kind"})
 
 func init() {
@@ -84,7 +84,7 @@ func (r *Recorder) Record(ctx context.Context, req *webhook.Request, v *webhook.
 			"operation", rec.Operation, "apiVersion", rec.APIVersion, "kind", rec.Kind,
 			"namespace", rec.Namespace, "name", rec.Name, "rule", rec.Rule,
 			"action", rec.Action, "field", rec.Field, "message", rec.Message, "dryRun", rec.DryRun)
-		verdicts.WithLabelValues(rec.Rule, rec.Action, rec.Kind).Inc()
+		verdicts.WithLabelValues(rec.Rule, rec.Action, KindLabel(rec.Kind)).Inc()
 		// sideEffects: NoneOnDryRun promises the apiserver that a dry-run
 		// request writes nothing, so dry-run verdicts skip the Event.
 		if r.Events != nil && !req.DryRun {

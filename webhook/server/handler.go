@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -44,6 +45,9 @@ type Handler struct {
 	Audit *audit.Recorder
 	// MaxBodyBytes bounds the request body (DefaultMaxBodyBytes if zero).
 	MaxBodyBytes int64
+	// Limits bounds the admissions in flight and the body bytes buffered,
+	// shared with the server's other handlers; nil bounds neither.
+	Limits *Limits
 	// Log is the base logger; each request's context carries it with the
 	// request's uid, kind, namespace, name and operation.
 	Log logr.Logger
@@ -60,6 +64,16 @@ type httpError struct {
 	reason string // metric label
 	msg    string
 }
+
+// errBusy answers a request over Limits: the apiserver's client retries it
+// after Retry-After, within its webhook timeout.
+var errBusy = &httpError{code: http.StatusTooManyRequests, reason: "busy",
+	msg: "shepherd is answering as many admission requests as it accepts at once; retry"}
+
+// errBuffersFull answers a request whose body would take the bytes
+// buffered past Limits, as errBusy does.
+var errBuffersFull = &httpError{code: http.StatusTooManyRequests, reason: "buffers_full",
+	msg: "shepherd is holding as many request bytes as it accepts at once; retry"}
 
 func (e *httpError) Error() string { return e.msg }
 
@@ -101,16 +115,23 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 
-	rv, err := h.readReview(w, r, x)
-	if err != nil {
-		var he *httpError
-		if !errors.As(err, &he) {
-			he = &httpError{code: http.StatusBadRequest, reason: "malformed", msg: err.Error()}
-		}
-		badRequests.WithLabelValues(string(h.Mode), he.reason).Inc()
-		http.Error(w, he.msg, he.code)
+	// Full already: refuse before reading a byte of the body.
+	if h.Limits.full() {
+		h.fail(w, errBusy)
 		return
 	}
+	res := reservation{limits: h.Limits}
+	defer res.release() // after the answer: the decoded objects are the body's size again
+	rv, err := h.readReview(w, r, x, &res)
+	if err != nil {
+		h.fail(w, err)
+		return
+	}
+	if !h.Limits.acquire() {
+		h.fail(w, errBusy)
+		return
+	}
+	defer h.Limits.release()
 	req := x.requestFrom()
 	h.logOnce.Do(func() { h.logSink = lazyBase(h.Log) })
 	log := withRequestValues(h.Log, h.logSink, requestID{webhook: h.Mode, uid: string(req.UID), kind: req.Kind.Kind,
@@ -131,6 +152,19 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeReview(w, resp)
 }
 
+// fail answers a request rejected before admission with its HTTP status.
+func (h *Handler) fail(w http.ResponseWriter, err error) {
+	var he *httpError
+	if !errors.As(err, &he) {
+		he = &httpError{code: http.StatusBadRequest, reason: "malformed", msg: err.Error()}
+	}
+	badRequests.WithLabelValues(string(h.Mode), he.reason).Inc()
+	if he.code == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", retryAfterSeconds)
+	}
+	http.Error(w, he.msg, he.code)
+}
+
 // admit runs the mode's half of the chain, timed for
 // shepherd_rule_evaluation_duration_seconds.
 func (h *Handler) admit(ctx context.Context, req *webhook.Request) *webhook.Verdict {
@@ -143,7 +177,7 @@ func (h *Handler) admit(ctx context.Context, req *webhook.Request) *webhook.Verd
 	} else {
 		v = h.Admitter.Validate(ctx, req)
 	}
-	ruleEvaluation.WithLabelValues(phase, req.Kind.Kind).Observe(time.Since(start).Seconds())
+	ruleEvaluation.WithLabelValues(phase, audit.KindLabel(req.Kind.Kind)).Observe(time.Since(start).Seconds())
 	if v == nil {
 		// The contract is a verdict for every request; treat a missing
 		// one as the internal error it is.
@@ -153,14 +187,17 @@ func (h *Handler) admit(ctx context.Context, req *webhook.Request) *webhook.Verd
 }
 
 func (h *Handler) observe(r *admissionv1.AdmissionRequest, verdict string, start time.Time) {
-	kind, op := r.Kind.Kind, string(r.Operation)
+	// Both come from the request body: a closed set of label values, or
+	// any client could grow /metrics without bound.
+	kind, op := audit.KindLabel(r.Kind.Kind), operationLabel(r.Operation)
 	admissionRequests.WithLabelValues(string(h.Mode), kind, op, verdict).Inc()
 	admissionDuration.WithLabelValues(string(h.Mode), kind, op, verdict).Observe(time.Since(start).Seconds())
 }
 
 // readReview reads and checks the request: POST, JSON, bounded, and a
-// well-formed admission.k8s.io/v1 AdmissionReview carrying a request.
-func (h *Handler) readReview(w http.ResponseWriter, r *http.Request, x *exchange) (*decodedReview, error) {
+// well-formed admission.k8s.io/v1 AdmissionReview carrying a request. The
+// body's bytes are reserved from res as they arrive.
+func (h *Handler) readReview(w http.ResponseWriter, r *http.Request, x *exchange, res *reservation) (*decodedReview, error) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		return nil, &httpError{code: http.StatusMethodNotAllowed, reason: "method",
@@ -178,33 +215,85 @@ func (h *Handler) readReview(w http.ResponseWriter, r *http.Request, x *exchange
 	if max <= 0 {
 		max = DefaultMaxBodyBytes
 	}
+	if r.ContentLength > max {
+		return nil, tooLarge(max)
+	}
 	buf := getBuffer(0)
 	defer putBuffer(buf)
-	body, err := readBody(http.MaxBytesReader(w, r.Body, max), r.ContentLength, max, buf)
+	body, err := readBody(http.MaxBytesReader(w, r.Body, max), r.ContentLength, max, buf, res)
 	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return nil, &httpError{code: http.StatusRequestEntityTooLarge, reason: "too_large",
-				msg: fmt.Sprintf("AdmissionReview is larger than the %d bytes shepherd accepts", max)}
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &mbe):
+			return nil, tooLarge(max)
+		case errors.Is(err, errBuffersFull):
+			return nil, errBuffersFull
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// The server's read timeout: the client stalled mid-body.
+			return nil, &httpError{code: http.StatusRequestTimeout, reason: "timeout",
+				msg: "the AdmissionReview did not arrive within the webhook server's read timeout"}
 		}
 		return nil, &httpError{code: http.StatusBadRequest, reason: "malformed", msg: fmt.Sprintf("reading the request body: %v", err)}
 	}
 	return decodeReview(body, x)
 }
 
-// readBody reads the whole body into buf, sized by Content-Length when the
-// client sent it (the apiserver does) instead of growing it; net/http never
-// hands a handler more than Content-Length bytes.
-func readBody(body io.Reader, contentLength, max int64, buf *[]byte) ([]byte, error) {
-	if contentLength <= 0 || contentLength > max {
-		return io.ReadAll(body)
+func tooLarge(max int64) *httpError {
+	return &httpError{code: http.StatusRequestEntityTooLarge, reason: "too_large",
+		msg: fmt.Sprintf("AdmissionReview is larger than the %d bytes shepherd accepts", max)}
+}
+
+// bodyChunk is the first allocation for a body that does not fit the
+// recycled buffer: a typical AdmissionReview (tens of KiB) fits in one or
+// two.
+const bodyChunk = 32 << 10
+
+// readBody reads the whole body into buf, growing it as bytes arrive — at
+// most doubling what has arrived, never to the Content-Length a client
+// declares before sending it — and reserving every byte it grows by from
+// res (errBuffersFull when the server's budget is spent). declared (-1:
+// unknown) caps the growth, as net/http never hands a handler more;
+// maxBytes caps it otherwise, plus the one byte that tells a body of
+// maxBytes from a larger one, which body (a MaxBytesReader) refuses.
+func readBody(body io.Reader, declared, maxBytes int64, buf *[]byte, res *reservation) ([]byte, error) {
+	limit := maxBytes + 1
+	if declared >= 0 {
+		limit = min(declared, limit)
 	}
-	if int64(cap(*buf)) < contentLength {
-		*buf = make([]byte, 0, contentLength)
+	b := (*buf)[:0]
+	if !res.grow(int64(cap(b))) {
+		return nil, errBuffersFull
 	}
-	b := (*buf)[:contentLength]
-	if _, err := io.ReadFull(body, b); err != nil {
-		return nil, err
+	for {
+		if len(b) == cap(b) {
+			if int64(len(b)) >= limit {
+				if declared >= 0 {
+					// All of the declared length: net/http returns no more.
+					break
+				}
+				// Unreachable: body refuses byte maxBytes+1 before it fits.
+				return nil, &http.MaxBytesError{Limit: maxBytes}
+			}
+			n := min(max(2*int64(cap(b)), bodyChunk), limit)
+			if !res.grow(n) {
+				return nil, errBuffersFull
+			}
+			grown := make([]byte, len(b), n)
+			copy(grown, b)
+			b = grown
+			*buf = b
+		}
+		n, err := body.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if declared >= 0 && int64(len(b)) < declared {
+		return nil, io.ErrUnexpectedEOF
 	}
 	return b, nil
 }

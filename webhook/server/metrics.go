@@ -2,7 +2,10 @@ package server
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/shepherd-k8s/shepherd/webhook/audit"
 )
 
 // Metric label values for the verdict of one admission request.
@@ -40,10 +43,42 @@ var (
 
 	badRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shepherd_admission_bad_requests_total",
-		Help: "HTTP requests to the webhooks rejected before admission, by reason (method, content_type, too_large, malformed).",
+		Help: "HTTP requests to the webhooks rejected before admission, by reason (method, content_type, too_large, malformed, timeout: the body did not arrive within the read timeout, busy: --webhook-max-in-flight reached, buffers_full: --webhook-max-buffered-bytes reached).",
 	}, []string{"webhook", "reason"})
+
+	inFlightRequests = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shepherd_admission_in_flight_requests",
+		Help: "Admission requests being admitted now (their bodies read), against --webhook-max-in-flight.",
+	})
+
+	bufferedBytes = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shepherd_admission_buffered_bytes",
+		Help: "Request body bytes the webhooks hold now, against --webhook-max-buffered-bytes.",
+	})
+
+	openConnections = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "shepherd_webhook_open_connections",
+		Help: "Connections open to the webhook server, against --webhook-max-connections.",
+	})
+
+	rejectedConnections = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shepherd_webhook_rejected_connections_total",
+		Help: "Connections to the webhook server closed as soon as accepted because --webhook-max-connections were open.",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(admissionRequests, admissionDuration, ruleEvaluation, admissionPanics, badRequests)
+	metrics.Registry.MustRegister(admissionRequests, admissionDuration, ruleEvaluation, admissionPanics, badRequests,
+		inFlightRequests, bufferedBytes, openConnections, rejectedConnections)
+}
+
+// operationLabel is the operation label of a request: one of the four
+// admission operations, or audit.OtherLabel for whatever else a client
+// sends.
+func operationLabel(op admissionv1.Operation) string {
+	switch op {
+	case admissionv1.Create, admissionv1.Update, admissionv1.Delete, admissionv1.Connect:
+		return string(op)
+	}
+	return audit.OtherLabel
 }

@@ -89,17 +89,25 @@ func WatchLookupObjects(ctx context.Context, mgr manager.Manager, objs ...client
 type Options struct {
 	// MaxBodyBytes bounds an AdmissionReview (DefaultMaxBodyBytes if zero).
 	MaxBodyBytes int64
+	// MaxInFlight bounds the admissions answered at once, over both
+	// webhooks (DefaultMaxInFlight if zero).
+	MaxInFlight int
+	// MaxBufferedBytes bounds the request bodies held at once, over both
+	// webhooks (DefaultMaxBufferedBytes if zero; at least MaxBodyBytes).
+	MaxBufferedBytes int64
 }
 
 // Register serves admitter at /mutate and /validate on the manager's
-// webhook server, the audit ring at /audit on its metrics server, runs the
+// webhook server (a WebhookServer in `shepherd serve`), both within one
+// Limits, the audit ring at /audit on its metrics server, runs the
 // Workload API probe, and adds the readiness checks: webhook server
 // listening with its certificate loaded, caches synced, discovery done.
 func Register(mgr manager.Manager, admitter webhook.Admitter, rec *audit.Recorder, probe *WorkloadAPIProbe, opts Options) error {
 	log := mgr.GetLogger().WithName("admission")
 	ws := mgr.GetWebhookServer()
-	ws.Register(MutatePath, &Handler{Mode: Mutating, Admitter: admitter, Audit: rec, MaxBodyBytes: opts.MaxBodyBytes, Log: log})
-	ws.Register(ValidatePath, &Handler{Mode: Validating, Admitter: admitter, Audit: rec, MaxBodyBytes: opts.MaxBodyBytes, Log: log})
+	limits := NewLimits(opts.MaxInFlight, opts.MaxBufferedBytes, opts.MaxBodyBytes)
+	ws.Register(MutatePath, &Handler{Mode: Mutating, Admitter: admitter, Audit: rec, MaxBodyBytes: opts.MaxBodyBytes, Limits: limits, Log: log})
+	ws.Register(ValidatePath, &Handler{Mode: Validating, Admitter: admitter, Audit: rec, MaxBodyBytes: opts.MaxBodyBytes, Limits: limits, Log: log})
 	if err := mgr.AddMetricsServerExtraHandler(AuditPath, &audit.Handler{Ring: rec.Ring, Clock: rec.Clock}); err != nil {
 		return fmt.Errorf("serving %s: %w", AuditPath, err)
 	}

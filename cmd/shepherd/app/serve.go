@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
@@ -28,7 +29,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/api/install"
@@ -54,6 +54,9 @@ type serveOptions struct {
 	certDir      string
 	enableHTTP2  bool
 	maxBodyBytes int64
+	webhook      server.ServingOptions // read timeout, connection cap, client CA
+	maxInFlight  int
+	maxBuffered  int64
 
 	metricsAddr     string
 	metricsSecure   bool
@@ -93,6 +96,9 @@ func defaultServeOptions() *serveOptions {
 		webhookPort:       9443,
 		certDir:           certs.DefaultCertDir,
 		maxBodyBytes:      server.DefaultMaxBodyBytes,
+		webhook:           server.ServingOptions{ReadTimeout: server.DefaultReadTimeout, MaxConnections: server.DefaultMaxConnections},
+		maxInFlight:       server.DefaultMaxInFlight,
+		maxBuffered:       server.DefaultMaxBufferedBytes,
 		metricsAddr:       ":8443",
 		metricsSecure:     true,
 		healthAddr:        ":8081",
@@ -119,6 +125,11 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.certDir, "cert-dir", o.certDir, "Directory holding the webhook serving certificate tls.crt and key tls.key. Self-signed mode writes them there (it must be writable); cert-manager mode expects them mounted there. The files are watched: a renewed certificate is served without a restart.")
 	fs.BoolVar(&o.enableHTTP2, "enable-http2", o.enableHTTP2, "Offer HTTP/2 on the webhook and metrics servers. Off by default: the apiserver does not need it and HTTP/2 stream resets have been a denial-of-service vector.")
 	fs.Int64Var(&o.maxBodyBytes, "max-request-bytes", o.maxBodyBytes, "Largest AdmissionReview accepted; larger requests are answered 413.")
+	fs.DurationVar(&o.webhook.ReadTimeout, "webhook-read-timeout", o.webhook.ReadTimeout, "Time a client has to complete the TLS handshake, then to send each request's headers and body; a request still incomplete is answered 408 and its connection closed.")
+	fs.IntVar(&o.webhook.MaxConnections, "webhook-max-connections", o.webhook.MaxConnections, "Connections the webhook server keeps open at once; one more is closed as soon as it is accepted, so its client fails at once and the webhook's failurePolicy applies.")
+	fs.IntVar(&o.maxInFlight, "webhook-max-in-flight", o.maxInFlight, "Admission requests answered at once, once their bodies are read; more are answered 429 with Retry-After (the apiserver retries within its webhook timeout).")
+	fs.Int64Var(&o.maxBuffered, "webhook-max-buffered-bytes", o.maxBuffered, "Request body bytes held at once over all requests (at least --max-request-bytes); a request whose body would exceed it is answered 429 with Retry-After. Bodies are buffered as they arrive, never from the length a client declares.")
+	fs.StringVar(&o.webhook.ClientCAFile, "webhook-client-ca", o.webhook.ClientCAFile, "PEM file of the CA(s) that sign the apiserver's client certificate; set, the webhook server requires and verifies a client certificate (see the README's Operations section for the apiserver's side). Read at start.")
 
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, `Address of the metrics server, which serves /metrics and the audit ring at /audit. "0" disables it.`)
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", o.metricsSecure, "Serve metrics over HTTPS and require a bearer token that the apiserver authenticates (TokenReview) and authorizes (SubjectAccessReview: get on the non-resource URL /metrics or /audit). --metrics-secure=false serves plain HTTP with no authentication: for local development only.")
@@ -244,15 +255,10 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Scheme:  install.NewScheme(),
-		Metrics: metricsOpts,
-		Cache:   cacheOptions(),
-		WebhookServer: crwebhook.NewServer(crwebhook.Options{
-			Host:    o.webhookHost,
-			Port:    o.webhookPort,
-			CertDir: o.certDir,
-			TLSOpts: server.TLSOptions(o.enableHTTP2),
-		}),
+		Scheme:                        install.NewScheme(),
+		Metrics:                       metricsOpts,
+		Cache:                         cacheOptions(),
+		WebhookServer:                 server.NewWebhookServer(webhookServing(o, log)),
 		HealthProbeBindAddress:        o.healthAddr,
 		PprofBindAddress:              o.pprofAddr,
 		LeaderElection:                o.leaderElect,
@@ -308,7 +314,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	}
 	rec := audit.NewRecorder(o.auditRingSize, mgr.GetEventRecorder("shepherd-webhook"), clock.RealClock{})
 	rec.SkipDryRun = !o.auditDryRun
-	if err := server.Register(mgr, chain, rec, probe, server.Options{MaxBodyBytes: o.maxBodyBytes}); err != nil {
+	if err := server.Register(mgr, chain, rec, probe, server.Options{MaxBodyBytes: o.maxBodyBytes, MaxInFlight: o.maxInFlight, MaxBufferedBytes: o.maxBuffered}); err != nil {
 		return err
 	}
 	policyReload, err := setupPolicyReload(mgr, chain)
@@ -333,6 +339,15 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		return fmt.Errorf("running the manager: %w", err)
 	}
 	return nil
+}
+
+// webhookServing is the webhook server's options from the flags.
+func webhookServing(o *serveOptions, log logr.Logger) server.ServingOptions {
+	s := o.webhook
+	s.Host, s.Port, s.CertDir = o.webhookHost, o.webhookPort, o.certDir
+	s.TLSOpts = server.TLSOptions(o.enableHTTP2)
+	s.Log = log.WithName("webhook-server")
+	return s
 }
 
 // cacheOptions narrows the manager's caches to what shepherd reads. Only the

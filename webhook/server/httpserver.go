@@ -1,0 +1,263 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	crwebhook "sigs.k8s.io/controller-runtime/pkg/webhook"
+)
+
+// Defaults of the webhook server (`shepherd serve`'s flags).
+const (
+	// DefaultReadTimeout bounds reading one request — its headers and its
+	// body — and a new connection's TLS handshake. The apiserver's webhook
+	// timeout is 10 s by default (shepherd's configurations set 5 s), so a
+	// request still arriving after this long has no one waiting for it.
+	DefaultReadTimeout = 10 * time.Second
+	// DefaultMaxConnections bounds the open connections. The apiservers
+	// keep a few each; a thousand is ample, and each costs some tens of
+	// KiB (TLS and HTTP buffers) whatever it sends.
+	DefaultMaxConnections = 1024
+)
+
+const (
+	// idleTimeout closes a kept-alive connection no request has used for
+	// this long; it matches the idle timeout of Go's HTTP clients (the
+	// apiserver's included), so neither side closes a connection the
+	// other is about to reuse.
+	idleTimeout = 90 * time.Second
+	// maxHeaderBytes bounds a request's headers. The apiserver sends a few
+	// hundred bytes; net/http's default of 1 MiB would let each of the
+	// connections allowed hold a megabyte in headers alone.
+	maxHeaderBytes = 64 << 10
+	// defaultShutdownTimeout bounds how long stopping waits for the
+	// requests in flight, as controller-runtime's webhook server does.
+	defaultShutdownTimeout = time.Minute
+)
+
+// ServingOptions configures a WebhookServer.
+type ServingOptions struct {
+	// Host and Port are the address served; Host empty: every address.
+	Host string
+	Port int
+	// CertDir holds tls.crt and tls.key, watched and reloaded when they
+	// change, unless a TLSOpts function sets GetCertificate.
+	CertDir string
+	// TLSOpts adjust the TLS configuration (see TLSOptions).
+	TLSOpts []func(*tls.Config)
+	// ClientCAFile, when set, is a PEM bundle of the CAs whose client
+	// certificates are required: only a client presenting one (the
+	// apiserver, configured through its AdmissionConfiguration) gets past
+	// the TLS handshake. Read once at start.
+	ClientCAFile string
+	// ReadTimeout bounds reading each request, headers and body, and a
+	// connection's TLS handshake (DefaultReadTimeout if zero).
+	ReadTimeout time.Duration
+	// MaxConnections bounds the connections open at once; more are closed
+	// as soon as they are accepted (DefaultMaxConnections if zero).
+	MaxConnections int
+	// ShutdownTimeout bounds how long Start waits, once its context ends,
+	// for the requests in flight (one minute if zero).
+	ShutdownTimeout time.Duration
+	// Log receives the server's own errors (failed TLS handshakes, ...)
+	// at verbosity 1: a hostile client must not flood the log.
+	Log logr.Logger
+}
+
+// WebhookServer serves the admission webhooks over TLS. It implements
+// controller-runtime's webhook.Server (pass it as the manager's
+// WebhookServer) and differs from controller-runtime's own in what it
+// bounds: the time to read a request, headers and body, the connections
+// open at once and the size of headers — a client that can reach the port
+// must not be able to exhaust the replica's memory or hold it up. The
+// handlers bound the rest (Limits).
+type WebhookServer struct {
+	opts ServingOptions
+	mux  *http.ServeMux
+
+	mu    sync.Mutex
+	paths map[string]bool
+
+	started        atomic.Bool
+	serving        atomic.Bool
+	getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+}
+
+var _ crwebhook.Server = (*WebhookServer)(nil)
+
+// NewWebhookServer returns a server of opts; Start runs it.
+func NewWebhookServer(opts ServingOptions) *WebhookServer {
+	if opts.ReadTimeout <= 0 {
+		opts.ReadTimeout = DefaultReadTimeout
+	}
+	if opts.MaxConnections <= 0 {
+		opts.MaxConnections = DefaultMaxConnections
+	}
+	if opts.ShutdownTimeout <= 0 {
+		opts.ShutdownTimeout = defaultShutdownTimeout
+	}
+	if opts.Port == 0 {
+		opts.Port = crwebhook.DefaultPort
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
+	return &WebhookServer{opts: opts, mux: http.NewServeMux(), paths: map[string]bool{}}
+}
+
+// NeedLeaderElection is false: every replica answers admission requests.
+func (*WebhookServer) NeedLeaderElection() bool { return false }
+
+// Register serves hook at path; it panics if path is taken, as
+// controller-runtime's server does.
+func (s *WebhookServer) Register(path string, hook http.Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.paths[path] {
+		panic(fmt.Errorf("webhook path %s is registered twice", path))
+	}
+	s.paths[path] = true
+	s.mux.Handle(path, hook)
+}
+
+// WebhookMux returns the multiplexer the hooks are registered on.
+func (s *WebhookServer) WebhookMux() *http.ServeMux { return s.mux }
+
+// Addr is the address served.
+func (s *WebhookServer) Addr() string {
+	return net.JoinHostPort(s.opts.Host, strconv.Itoa(s.opts.Port))
+}
+
+// tlsConfig is the TLS configuration served: TLSOpts applied over
+// controller-runtime's defaults, the certificate from CertDir unless
+// TLSOpts provides one, and client certificates required if ClientCAFile
+// is set.
+func (s *WebhookServer) tlsConfig(ctx context.Context) (*tls.Config, error) {
+	cfg := &tls.Config{NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS12}
+	for _, op := range s.opts.TLSOpts {
+		op(cfg)
+	}
+	if cfg.GetCertificate == nil {
+		w, err := certwatcher.New(filepath.Join(s.opts.CertDir, "tls.crt"), filepath.Join(s.opts.CertDir, "tls.key"))
+		if err != nil {
+			return nil, fmt.Errorf("loading the webhook serving certificate from %s: %w", s.opts.CertDir, err)
+		}
+		cfg.GetCertificate = w.GetCertificate
+		go func() {
+			if err := w.Start(ctx); err != nil {
+				s.opts.Log.Error(err, "watching the webhook serving certificate")
+			}
+		}()
+	}
+	if s.opts.ClientCAFile != "" {
+		pem, err := os.ReadFile(s.opts.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading the webhook client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("the webhook client CA %s holds no PEM certificate", s.opts.ClientCAFile)
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// httpServer is the http.Server of the hooks, with the server's bounds.
+func (s *WebhookServer) httpServer(ctx context.Context) *http.Server {
+	return &http.Server{
+		Handler:     s.mux,
+		BaseContext: func(net.Listener) context.Context { return ctx },
+		// ReadTimeout is the deadline of a request's headers and body
+		// (and of the TLS handshake): a client that stalls is cut off
+		// and its handler answered 408. ReadHeaderTimeout is the same
+		// bound, spelled out.
+		ReadTimeout:       s.opts.ReadTimeout,
+		ReadHeaderTimeout: s.opts.ReadTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          log.New(logWriter{s.opts.Log}, "", 0),
+	}
+}
+
+// Start serves until ctx ends, then stops accepting and waits for the
+// requests in flight (at most ShutdownTimeout).
+func (s *WebhookServer) Start(ctx context.Context) error {
+	cfg, err := s.tlsConfig(ctx)
+	if err != nil {
+		return err
+	}
+	s.getCertificate = cfg.GetCertificate
+	l, err := net.Listen("tcp", s.Addr())
+	if err != nil {
+		return fmt.Errorf("listening for admission requests: %w", err)
+	}
+	srv := s.httpServer(ctx)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			s.opts.Log.Error(err, "stopping the webhook server")
+		}
+	}()
+	s.opts.Log.Info("serving admission webhooks", "address", s.Addr(), "readTimeout", s.opts.ReadTimeout,
+		"maxConnections", s.opts.MaxConnections, "clientCertificates", s.opts.ClientCAFile != "")
+	s.serving.Store(true)
+	s.started.Store(true)
+	err = srv.Serve(tls.NewListener(newLimitListener(l, s.opts.MaxConnections), cfg))
+	s.serving.Store(false)
+	if !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving admission webhooks: %w", err)
+	}
+	<-stopped
+	return nil
+}
+
+// StartedChecker is ready once the server accepts connections and has a
+// serving certificate. Unlike controller-runtime's it does not dial the
+// server: under load every connection may be taken, and a readiness probe
+// failing then would take a replica out of the Service exactly when the
+// others need it most; with client certificates required, a dial without
+// one would not prove anything either.
+func (s *WebhookServer) StartedChecker() healthz.Checker {
+	return func(*http.Request) error {
+		if !s.started.Load() {
+			return errors.New("webhook server has not been started yet")
+		}
+		if !s.serving.Load() {
+			return errors.New("webhook server has stopped serving")
+		}
+		if _, err := s.getCertificate(&tls.ClientHelloInfo{}); err != nil {
+			return fmt.Errorf("webhook server has no serving certificate: %w", err)
+		}
+		return nil
+	}
+}
+
+// logWriter hands net/http's error log to a logr.Logger at verbosity 1.
+type logWriter struct{ log logr.Logger }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.log.V(1).Info(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}

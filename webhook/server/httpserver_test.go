@@ -1,0 +1,298 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	admissionv1 "k8s.io/api/admission/v1"
+
+	"github.com/shepherd-k8s/shepherd/certs"
+	"github.com/shepherd-k8s/shepherd/webhook"
+)
+
+// generous bounds what should take milliseconds, on a small shared machine.
+const generous = 10 * time.Second
+
+// testServer is a WebhookServer serving a validating Handler on a local
+// port with a certificate of its own CA.
+type testServer struct {
+	*WebhookServer
+	addr string
+	ca   *certs.KeyPair
+	done chan error
+}
+
+func startServer(t *testing.T, opts ServingOptions, limits *Limits) *testServer {
+	t.Helper()
+	ca, err := certs.GenerateCA(time.Now(), time.Hour, "test CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := certs.GenerateServing(time.Now(), time.Hour, ca, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, b := range map[string][]byte{"tls.crt": serving.CertPEM, "tls.key": serving.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	opts.Host, opts.Port, opts.CertDir = "127.0.0.1", port, dir
+	opts.TLSOpts = TLSOptions(false)
+	s := &testServer{WebhookServer: NewWebhookServer(opts), addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), ca: ca, done: make(chan error, 1)}
+	s.Register(ValidatePath, &Handler{Mode: Validating, Admitter: &fakeAdmitter{val: &webhook.Verdict{Allowed: true}}, Limits: limits, Log: logr.Discard()})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { s.done <- s.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-s.done; err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	})
+	ready := s.StartedChecker()
+	deadline := time.Now().Add(generous)
+	for ready(nil) != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready: %v", ready(nil))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return s
+}
+
+func (s *testServer) tlsConfig() *tls.Config {
+	pool := x509.NewCertPool()
+	pool.AddCert(s.ca.Cert)
+	return &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+}
+
+func (s *testServer) dial(t *testing.T) *tls.Conn {
+	t.Helper()
+	c, err := tls.Dial("tcp", s.addr, s.tlsConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func (s *testServer) client(cfg *tls.Config) *http.Client {
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}, Timeout: generous}
+}
+
+// post sends a valid AdmissionReview and returns the HTTP status.
+func (s *testServer) post(t *testing.T, c *http.Client) (int, error) {
+	t.Helper()
+	resp, err := c.Post("https://"+s.addr+ValidatePath, "application/json", strings.NewReader(string(review(t, admissionv1.Create, false))))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode, nil
+}
+
+// A client that stops sending mid-body is answered 408 once the read
+// timeout passes; one that stops mid-headers is disconnected.
+func TestStalledClientsAreCutOffAtTheReadTimeout(t *testing.T) {
+	const readTimeout = 500 * time.Millisecond
+	s := startServer(t, ServingOptions{ReadTimeout: readTimeout}, nil)
+
+	t.Run("mid-body", func(t *testing.T) {
+		c := s.dial(t)
+		start := time.Now()
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"apiVersion\":", ValidatePath, DefaultMaxBodyBytes)
+		_ = c.SetReadDeadline(time.Now().Add(generous))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		resp.Body.Close()
+		took := time.Since(start)
+		if resp.StatusCode != http.StatusRequestTimeout {
+			t.Errorf("HTTP %d, want 408", resp.StatusCode)
+		}
+		if took < readTimeout-50*time.Millisecond {
+			t.Errorf("answered after %v, before the read timeout of %v", took, readTimeout)
+		}
+		t.Logf("stalled body answered 408 after %v (read timeout %v)", took, readTimeout)
+	})
+	t.Run("mid-headers", func(t *testing.T) {
+		c := s.dial(t)
+		start := time.Now()
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\n", ValidatePath)
+		_ = c.SetReadDeadline(time.Now().Add(generous))
+		if _, err := io.ReadAll(c); err != nil && !errors.Is(err, io.EOF) && !strings.Contains(err.Error(), "reset") {
+			t.Fatalf("connection not closed by the server: %v", err)
+		}
+		t.Logf("stalled headers disconnected after %v", time.Since(start))
+	})
+	t.Run("before the TLS handshake", func(t *testing.T) {
+		c, err := net.Dial("tcp", s.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		_ = c.SetReadDeadline(time.Now().Add(generous))
+		if _, err := io.ReadAll(c); err != nil && !strings.Contains(err.Error(), "reset") {
+			t.Fatalf("connection not closed by the server: %v", err)
+		}
+	})
+}
+
+// Over the connection cap a connection is closed as soon as it is
+// accepted, while those open are served; once one closes, a new one is
+// accepted again.
+func TestConnectionsOverTheCapAreClosedAtOnce(t *testing.T) {
+	const maxConns = 3
+	s := startServer(t, ServingOptions{MaxConnections: maxConns}, nil)
+	var open []*tls.Conn
+	for range maxConns {
+		open = append(open, s.dial(t))
+	}
+	start := time.Now()
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: generous}, "tcp", s.addr, s.tlsConfig())
+	if err == nil {
+		c.Close()
+		t.Fatal("a TLS handshake over the connection cap succeeded")
+	}
+	t.Logf("connection over the cap of %d refused in %v: %v", maxConns, time.Since(start), err)
+
+	// The open ones are served.
+	fmt.Fprintf(open[0], "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		ValidatePath, len(review(t, admissionv1.Create, false)), review(t, admissionv1.Create, false))
+	resp, err := http.ReadResponse(bufio.NewReader(open[0]), nil)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("a connection within the cap: %v %v", resp, err)
+	}
+	resp.Body.Close()
+
+	open[1].Close()
+	deadline := time.Now().Add(generous)
+	for {
+		code, err := s.post(t, s.client(s.tlsConfig()))
+		if err == nil && code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection accepted after one closed: %d %v", code, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TLS 1.2 at least, HTTP/1.1 only, and with --webhook-client-ca a client
+// certificate of that CA.
+func TestTLSPolicyAndClientCertificates(t *testing.T) {
+	s := startServer(t, ServingOptions{}, nil)
+	old := s.tlsConfig()
+	old.MaxVersion = tls.VersionTLS11
+	if _, err := s.post(t, s.client(old)); err == nil {
+		t.Error("a TLS 1.1 handshake succeeded")
+	}
+	h2 := s.tlsConfig()
+	h2.NextProtos = []string{"h2", "http/1.1"}
+	c, err := tls.Dial("tcp", s.addr, h2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.ConnectionState().NegotiatedProtocol; p == "h2" {
+		t.Error("HTTP/2 was negotiated")
+	}
+	c.Close()
+
+	clientCA, err := certs.GenerateCA(time.Now(), time.Hour, "apiserver client CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
+	if err := os.WriteFile(caFile, clientCA.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mtls := startServer(t, ServingOptions{ClientCAFile: caFile}, nil)
+	if code, err := mtls.post(t, mtls.client(mtls.tlsConfig())); err == nil {
+		t.Errorf("without a client certificate: HTTP %d, want the handshake refused", code)
+	}
+	other, err := certs.GenerateCA(time.Now(), time.Hour, "another CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		ca   *certs.KeyPair
+		ok   bool
+	}{{"of the client CA", clientCA, true}, {"of another CA", other, false}} {
+		cfg := mtls.tlsConfig()
+		cfg.Certificates = []tls.Certificate{clientCert(t, tc.ca)}
+		code, err := mtls.post(t, mtls.client(cfg))
+		if tc.ok && (err != nil || code != http.StatusOK) {
+			t.Errorf("client certificate %s: HTTP %d %v, want 200", tc.name, code, err)
+		}
+		if !tc.ok && err == nil {
+			t.Errorf("client certificate %s: HTTP %d, want the handshake refused", tc.name, code)
+		}
+	}
+	// Readiness does not depend on dialing: it holds with client
+	// certificates required.
+	if err := mtls.StartedChecker()(nil); err != nil {
+		t.Errorf("StartedChecker: %v", err)
+	}
+}
+
+// clientCert is a client-authentication certificate signed by ca.
+func clientCert(t *testing.T, ca *certs.KeyPair) tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: "kube-apiserver"},
+		NotBefore:    time.Now().Add(-time.Minute),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tls.X509KeyPair(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
