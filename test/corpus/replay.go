@@ -334,7 +334,7 @@ func checkReadBack(t *testing.T, k client.Client, obj *unstructured.Unstructured
 		}
 		exp, _ := Pointer(want.Object, op.Path)
 		if why, ok := opts.PreemptedDefaults[op.Path]; ok {
-			if found && subset(got, exp) {
+			if found && Subset(got, exp) {
 				t.Errorf("%s: stored %v, the chain's default: the CRD no longer pre-empts it (%s); drop it from the known divergences", op.Path, got, why)
 				continue
 			}
@@ -345,7 +345,7 @@ func checkReadBack(t *testing.T, k client.Client, obj *unstructured.Unstructured
 		switch {
 		case !found:
 			t.Errorf("the chain defaults %s to %v, but the stored object lacks it (pruned)", op.Path, exp)
-		case upstreamCRDs && !subset(got, exp):
+		case upstreamCRDs && !Subset(got, exp):
 			t.Errorf("stored %s = %v, the chain defaults it to %v", op.Path, got, exp)
 		case !upstreamCRDs && !reflect.DeepEqual(normalize(got), normalize(exp)):
 			t.Errorf("stored %s = %v, the chain defaults it to %v", op.Path, got, exp)
@@ -354,7 +354,7 @@ func checkReadBack(t *testing.T, k client.Client, obj *unstructured.Unstructured
 	for _, p := range [][]string{{"spec"}, {"metadata", "labels"}, {"metadata", "annotations"}} {
 		exp, _, _ := unstructured.NestedFieldNoCopy(admitted, p...)
 		got, _, _ := unstructured.NestedFieldNoCopy(stored.Object, p...)
-		if exp != nil && !subset(got, exp) {
+		if exp != nil && !Subset(got, exp) {
 			t.Errorf("stored %s lacks what the chain admitted (pruned?) (-admitted +stored):\n%s", strings.Join(p, "."), cmp.Diff(roundTrip(exp), roundTrip(got)))
 		}
 	}
@@ -598,10 +598,10 @@ func normalize(v any) any {
 	return fmt.Sprint(out)
 }
 
-// subset: every field of want is in got with the same value (a CRD's
-// defaults may add fields inside an object or list item); lists have the
-// same length.
-func subset(got, want any) bool {
+// Subset reports whether every field of want is in got with the same value
+// (a CRD's defaults may add fields inside an object or list item); lists
+// have the same length; numbers compare across JSON decoders.
+func Subset(got, want any) bool {
 	g, w := roundTrip(got), roundTrip(want)
 	return contains(g, w)
 }

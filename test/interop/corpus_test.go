@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/corpus"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
@@ -51,7 +52,7 @@ func TestCorpusByCarrierUnderStrictAndWarn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &warnings{}
+	w := &cluster.Warnings{}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.WarningHandler = w
 	k, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
@@ -60,7 +61,7 @@ func TestCorpusByCarrierUnderStrictAndWarn(t *testing.T) {
 	}
 	renv := corpus.ReplayEnv{
 		Client:       k,
-		TakeWarnings: w.take,
+		TakeWarnings: w.Take,
 		Namespace:    func(t *testing.T) string { return env.Namespace(t) },
 		Audit:        readAudit,
 		Timeout:      timeout,

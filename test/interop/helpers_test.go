@@ -2,7 +2,6 @@ package interop
 
 import (
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,26 +35,6 @@ func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 
 func crdGK(crd *apiextensionsv1.CustomResourceDefinition) schema.GroupKind {
 	return schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
-}
-
-// warnings collects the warning headers a client receives.
-type warnings struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	w.msgs = append(w.msgs, text)
-	w.mu.Unlock()
-}
-
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	m := w.msgs
-	w.msgs = nil
-	return m
 }
 
 // pruned picks the apiserver's warnings about unknown or duplicate fields
