@@ -296,7 +296,7 @@ func Replay(t *testing.T, env ReplayEnv, c *Case, opts ReplayOptions) {
 		t.Fatalf("apiserver allowed=%v (err %v), chain allowed=%v", err == nil, err, want.Allowed)
 	}
 	if err != nil {
-		causes := shepherdCauses(t, err)
+		causes := ShepherdCauses(t, err)
 		if diff := cmp.Diff(sortCauses(want.Causes), sortCauses(causes)); diff != "" {
 			t.Errorf("causes (-chain +apiserver):\n%s", diff)
 		}
@@ -396,9 +396,9 @@ func rejectedByCRD(err error) bool {
 	return err != nil && apierrors.IsInvalid(err) && !strings.Contains(err.Error(), "admission webhook")
 }
 
-// shepherdCauses asserts err is the apiserver's rendering of shepherd's
+// ShepherdCauses asserts err is the apiserver's rendering of shepherd's
 // denial, one 422 Invalid naming one of its webhooks, and returns its causes.
-func shepherdCauses(t *testing.T, err error) []metav1.StatusCause {
+func ShepherdCauses(t *testing.T, err error) []metav1.StatusCause {
 	t.Helper()
 	var se *apierrors.StatusError
 	if !errors.As(err, &se) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/shepherd-k8s/shepherd/cmd/shepherd/app"
+	"github.com/shepherd-k8s/shepherd/test/corpus"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 )
 
@@ -15,7 +16,7 @@ import (
 // running server's authenticated metrics endpoint after a denial.
 func TestShepherdAuditReadsTheServer(t *testing.T) {
 	ns := namespace(t, nil)
-	statusError(t, k.Create(context.Background(), object(t, ns, brokenPCS)))
+	corpus.ShepherdCauses(t, k.Create(context.Background(), object(t, ns, brokenPCS)))
 	auditRecords(t, "namespace="+ns, func(rs []audit.Record) bool { return len(rs) > 0 })
 	tok, _ := tokens(t)
 

@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -46,28 +45,6 @@ func namespace(t *testing.T, labels map[string]string) string {
 		t.Fatalf("creating namespace: %v", err)
 	}
 	return ns.Name
-}
-
-// statusError asserts err is the apiserver's rendering of shepherd's denial:
-// one 422 Invalid naming the validating webhook, and returns its causes.
-func statusError(t *testing.T, err error) []metav1.StatusCause {
-	t.Helper()
-	var se *apierrors.StatusError
-	if !errors.As(err, &se) {
-		t.Fatalf("want a 422 Invalid from shepherd, got %v", err)
-	}
-	st := se.ErrStatus
-	if st.Code != http.StatusUnprocessableEntity || st.Reason != metav1.StatusReasonInvalid {
-		t.Fatalf("want code 422 reason Invalid, got %d %s: %s", st.Code, st.Reason, st.Message)
-	}
-	if !strings.Contains(st.Message, `admission webhook "validate.shepherd.dev" denied the request`) &&
-		!strings.Contains(st.Message, `admission webhook "default.shepherd.dev" denied the request`) {
-		t.Fatalf("denial does not come from shepherd's webhooks: %s", st.Message)
-	}
-	if st.Details == nil {
-		t.Fatalf("denial has no details: %s", st.Message)
-	}
-	return st.Details.Causes
 }
 
 func hasCause(causes []metav1.StatusCause, field, msgPart string) bool {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/test/corpus"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 )
 
@@ -147,7 +148,7 @@ func TestWorkloadPolicyHotReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPolicy(t, deadlines, metav1.ConditionTrue)
-	causes := statusError(t, f.createTrainJob(t, 7*86400))
+	causes := corpus.ShepherdCauses(t, f.createTrainJob(t, 7*86400))
 	if !hasCause(causes, "spec.activeDeadlineSeconds", maxDayMsg) {
 		t.Errorf("denial causes %+v lack the policy's message on spec.activeDeadlineSeconds", causes)
 	}
@@ -207,7 +208,7 @@ func TestWorkloadPolicyHotReload(t *testing.T) {
 	if len(fixed.Status.CompileErrors) != 0 {
 		t.Errorf("compileErrors left after the fix: %+v", fixed.Status.CompileErrors)
 	}
-	statusError(t, f.createTrainJob(t, 7*86400))
+	corpus.ShepherdCauses(t, f.createTrainJob(t, 7*86400))
 
 	// Delete → no longer enforced.
 	if err := k.Delete(ctx, p); err != nil {
@@ -248,7 +249,7 @@ func TestCELRuntimeErrorAsTheAPIServerShowsIt(t *testing.T) {
 	}
 	waitPolicy(t, failing, metav1.ConditionTrue)
 	err := f.createTrainJob(t, 3600)
-	statusError(t, err)
+	corpus.ShepherdCauses(t, err)
 	if !strings.Contains(err.Error(), failing) || !strings.Contains(strings.ToLower(err.Error()), "division by zero") {
 		t.Errorf("the apiserver's error does not name the rule and the CEL error: %v", err)
 	}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
+	"github.com/shepherd-k8s/shepherd/test/corpus"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 )
 
@@ -141,7 +142,7 @@ func pcs(t *testing.T, ns, name string) *unstructured.Unstructured {
 func TestEveryViolationInOneInvalid(t *testing.T) {
 	ns := namespace(t, nil)
 	err := k.Create(context.Background(), object(t, ns, brokenPCS))
-	causes := statusError(t, err)
+	causes := corpus.ShepherdCauses(t, err)
 	if len(causes) < 3 {
 		t.Fatalf("want the V-PCS-4, V-PCS-7 and V-PCS-8 violations at once, got %+v", causes)
 	}
@@ -192,7 +193,7 @@ func TestDryRunIsAnsweredTheSameAndAuditedAsDryRun(t *testing.T) {
 	// A denial: dry-run and real requests get the same causes.
 	realErr := k.Create(ctx, object(t, ns, brokenPCS))
 	dryErr := k.Create(ctx, object(t, ns, brokenPCS), client.DryRunAll)
-	realCauses, dryCauses := statusError(t, realErr), statusError(t, dryErr)
+	realCauses, dryCauses := corpus.ShepherdCauses(t, realErr), corpus.ShepherdCauses(t, dryErr)
 	if len(realCauses) != len(dryCauses) {
 		t.Errorf("real request denied with %d causes, dry run with %d", len(realCauses), len(dryCauses))
 	}
