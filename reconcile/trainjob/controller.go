@@ -60,24 +60,17 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Setup registers the controller with mgr. enf (one at most) decides
-// whether shepherd or Trainer enforces the deadline; none or nil means
-// shepherd always does. It is variadic only so that callers not yet
-// passing it keep compiling; `shepherd serve` passes its Enforcement.
-func Setup(mgr ctrl.Manager, clk clock.PassiveClock, enf ...*integrations.Enforcement) error {
+// Setup registers the controller with mgr. enf decides whether shepherd or
+// Trainer enforces the deadline; nil means shepherd always does.
+func Setup(mgr ctrl.Manager, clk clock.PassiveClock, enf *integrations.Enforcement) error {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	if len(enf) > 1 {
-		return fmt.Errorf("trainjob.Setup: %d Enforcements given, want at most one", len(enf))
-	}
 	r := &Reconciler{
-		Client:   mgr.GetClient(),
-		Clock:    clk,
-		Recorder: mgr.GetEventRecorder(ControllerName),
-	}
-	if len(enf) == 1 {
-		r.Enforcement = enf[0]
+		Client:      mgr.GetClient(),
+		Clock:       clk,
+		Recorder:    mgr.GetEventRecorder(ControllerName),
+		Enforcement: enf,
 	}
 	if err := runtimes.Index(mgr); err != nil {
 		return err
