@@ -31,9 +31,13 @@ import (
 )
 
 // burstJobs is how many TrainJobs a failover test enforces; one expires
-// every second, so the burst spans the kill and the takeover (the default
-// controller-runtime Lease: 15 s, retried every 2 s).
+// every second, so the burst spans the kill and the takeover (a Lease of
+// leaseDuration, see leaseFlags).
 const burstJobs = 30
+
+// leaseFlags are the replicas' leader-election timings: a 6 s Lease,
+// shorter than the 15 s default, so a takeover fits the burst.
+var leaseFlags = []string{"--leader-election-lease-duration=6s", "--leader-election-renew-deadline=4s", "--leader-election-retry-period=1s"}
 
 // enforcedBeforeKill is how many enforcements the leader makes before it
 // is killed.
@@ -61,7 +65,7 @@ func startPair(t *testing.T, extra ...string) *pair {
 	t.Helper()
 	ctx := context.Background()
 	p := &pair{leaseNS: env.Namespace(t), leaderUser: "replica-a-" + t.Name(), standbyUser: "replica-b-" + t.Name()}
-	flags := append([]string{"--leader-elect=true", "--leader-election-namespace=" + p.leaseNS, "--graceful-shutdown-timeout=10s"}, extra...)
+	flags := append(append([]string{"--leader-elect=true", "--leader-election-namespace=" + p.leaseNS, "--graceful-shutdown-timeout=10s"}, leaseFlags...), extra...)
 
 	p.leader = env.StartReplica(t, append(flags, "--kubeconfig="+kubeconfigAs(t, p.leaderUser))...)
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {

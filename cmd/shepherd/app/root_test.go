@@ -40,3 +40,14 @@ func TestUnknownSubcommandIsUsageError(t *testing.T) {
 		t.Errorf("stderr %q does not name the unknown command", errOut.String())
 	}
 }
+
+// TestServeRejectsInconsistentLeaseTimings: lease timings that cannot
+// work (renewing slower than the lease lasts) are a usage error at start,
+// before serve reaches for the apiserver.
+func TestServeRejectsInconsistentLeaseTimings(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := Main([]string{"serve", "--leader-election-lease-duration=5s", "--leader-election-renew-deadline=8s"}, &out, &errOut)
+	if code != 2 || !strings.Contains(errOut.String(), "--leader-election-renew-deadline") {
+		t.Errorf("exit %d, stderr %q; want 2 naming the flags", code, errOut.String())
+	}
+}

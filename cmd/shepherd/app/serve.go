@@ -69,6 +69,9 @@ type serveOptions struct {
 	leaderElect             bool
 	leaderElectionID        string
 	leaderElectionNamespace string
+	leaseDuration           time.Duration
+	renewDeadline           time.Duration
+	retryPeriod             time.Duration
 
 	auditRingSize     int
 	auditDryRun       bool
@@ -105,6 +108,9 @@ func defaultServeOptions() *serveOptions {
 		gcPercent:         server.DefaultGCPercent,
 		shutdownTimeout:   30 * time.Second,
 		leaderElect:       true,
+		leaseDuration:     15 * time.Second,
+		renewDeadline:     10 * time.Second,
+		retryPeriod:       2 * time.Second,
 		leaderElectionID:  "shepherd.shepherd.dev",
 		auditRingSize:     4096,
 		auditDryRun:       true,
@@ -142,6 +148,9 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Run the reconcilers only on the elected leader replica. Admission webhooks run on every replica regardless.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", o.leaderElectionID, "Name of the Lease used for leader election.")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", o.leaderElectionNamespace, "Namespace of the leader-election Lease (empty: the namespace shepherd runs in).")
+	fs.DurationVar(&o.leaseDuration, "leader-election-lease-duration", o.leaseDuration, "How long a standby waits after the leader's last renewal before it takes the Lease: after a leader dies, enforcement resumes within about this long.")
+	fs.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", o.renewDeadline, "How long the leader keeps retrying to renew its Lease before it stops its reconcilers; shorter than --leader-election-lease-duration.")
+	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", o.retryPeriod, "How often replicas try to acquire or renew the Lease.")
 
 	fs.IntVar(&o.auditRingSize, "audit-ring-size", o.auditRingSize, "Number of recent verdicts kept in memory and served at /audit (oldest dropped first).")
 	fs.BoolVar(&o.auditDryRun, "audit-dry-run", o.auditDryRun, "Audit the verdicts of dry-run requests too (marked dryRun; they never produce Events).")
@@ -235,6 +244,9 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	ctx = ctrl.LoggerInto(ctx, log)
 
 	server.SetGCPercent(o.gcPercent)
+	if o.leaderElect && !(o.retryPeriod > 0 && o.retryPeriod < o.renewDeadline && o.renewDeadline < o.leaseDuration) {
+		return &ExitError{Code: 2, Err: fmt.Errorf("leader election needs 0 < --leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s)", o.retryPeriod, o.renewDeadline, o.leaseDuration)}
+	}
 	for _, id := range o.disabledRules {
 		if strings.TrimSpace(id) == "" {
 			return &ExitError{Code: 2, Err: fmt.Errorf("--disable-rules has an empty rule ID")}
@@ -265,6 +277,9 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		LeaderElectionID:              o.leaderElectionID,
 		LeaderElectionNamespace:       o.leaderElectionNamespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &o.leaseDuration,
+		RenewDeadline:                 &o.renewDeadline,
+		RetryPeriod:                   &o.retryPeriod,
 		GracefulShutdownTimeout:       &o.shutdownTimeout,
 		Logger:                        log,
 	})
