@@ -12,12 +12,10 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	"github.com/shepherd-k8s/shepherd/api/install"
 	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
@@ -301,18 +299,7 @@ func deadlineEnforcement(t *testing.T, mode integrations.Mode) *integrations.Enf
 // message or lastTransitionTime).
 func watchFailed(t *testing.T, tj *trainerv1alpha1.TrainJob) func() []metav1.Condition {
 	t.Helper()
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: install.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	w, err := wc.Watch(ctx, &trainerv1alpha1.TrainJobList{}, client.InNamespace(tj.Namespace),
-		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", tj.Name)})
-	if err != nil {
-		t.Fatalf("watching TrainJob %s: %v", tj.Name, err)
-	}
-	t.Cleanup(w.Stop)
+	w := watchTrainJob(t, env.Config, tj)
 	var mu sync.Mutex
 	var seen []metav1.Condition
 	go func() {

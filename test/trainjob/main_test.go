@@ -25,7 +25,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -471,4 +473,22 @@ func kindOf(o client.Object) string {
 		return api.KindJobSet
 	}
 	return fmt.Sprintf("%T", o)
+}
+
+// watchTrainJob watches tj alone until the test ends.
+func watchTrainJob(t *testing.T, cfg *rest.Config, tj *trainerv1alpha1.TrainJob) watch.Interface {
+	t.Helper()
+	wc, err := client.NewWithWatch(cfg, client.Options{Scheme: install.NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := wc.Watch(ctx, &trainerv1alpha1.TrainJobList{}, client.InNamespace(tj.Namespace),
+		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", tj.Name)})
+	if err != nil {
+		t.Fatalf("watching TrainJob %s: %v", tj.Name, err)
+	}
+	t.Cleanup(w.Stop)
+	return w
 }

@@ -9,13 +9,11 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	"github.com/shepherd-k8s/shepherd/api/install"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 	"github.com/shepherd-k8s/shepherd/reconcile/trainjob"
@@ -211,18 +209,7 @@ func TestTTLDeletesOnTimeWithUIDPrecondition(t *testing.T) {
 // watchDeletion reports when a watch sees tj deleted.
 func watchDeletion(t *testing.T, c *cluster.Cluster, tj *trainerv1alpha1.TrainJob) <-chan time.Time {
 	t.Helper()
-	wc, err := client.NewWithWatch(c.Config, client.Options{Scheme: install.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	w, err := wc.Watch(ctx, &trainerv1alpha1.TrainJobList{}, client.InNamespace(tj.Namespace),
-		client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", tj.Name)})
-	if err != nil {
-		t.Fatalf("watching TrainJob %s: %v", tj.Name, err)
-	}
-	t.Cleanup(w.Stop)
+	w := watchTrainJob(t, c.Config, tj)
 	out := make(chan time.Time, 1)
 	go func() {
 		for ev := range w.ResultChan() {
