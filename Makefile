@@ -90,6 +90,10 @@ build: pinned-crds ## Build bin/shepherd.
 test: controlplane pinned-crds $(CONTROLLER_GEN) ## Unit and integration tests against a real kube-apiserver + etcd.
 	KUBEBUILDER_ASSETS="$$(./hack/build-controlplane.sh)" go test $(GO_TEST_FLAGS) ./...
 
+.PHONY: bench-admission
+bench-admission: controlplane pinned-crds ## Admission cost through a real kube-apiserver: no policy, exported VAPs, serve, an empty webhook (ADMISSION_N, ADMISSION_CLIENTS, SHEPHERD_BASELINE_BIN).
+	KUBEBUILDER_ASSETS="$$(./hack/build-controlplane.sh)" go test -count=1 -run '^$$' -bench '^BenchmarkAdmission$$' -benchtime 1x -timeout 60m ./test/perf/
+
 .PHONY: run
 run: build controlplane ## Start a local control plane with shepherd serving it.
 	./hack/run.sh

@@ -23,6 +23,15 @@ const (
 	KindWorkloadPolicy         = "WorkloadPolicy"
 )
 
+// DefaultNamespace is the namespace shepherd is installed in by default
+// (deploy/default). Its webhooks, and the policies it exports, never apply
+// there nor in SystemNamespace, so a broken shepherd cannot block its own
+// recovery or the control plane.
+const (
+	DefaultNamespace = "shepherd-system"
+	SystemNamespace  = "kube-system"
+)
+
 // FieldManager is the field manager of every write shepherd makes.
 const FieldManager = "shepherd"
 

@@ -66,14 +66,13 @@ func compileBuiltins(s *Schemas) ([]*compiledRule, map[string]string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	tc := newTypeChecker(s)
 	out := make([]*compiledRule, 0, len(rules))
 	inactive := map[string]string{}
 	for _, r := range rules {
 		if r, err = expandKnobs(r, s); err != nil {
 			return nil, nil, err
 		}
-		cr, errs := compileRule(r, SourceBuiltin, environment.NewExpressions, tc)
+		cr, errs := compileRule(r, SourceBuiltin, environment.NewExpressions, s)
 		if len(errs) > 0 {
 			inactive[r.ID] = fmt.Sprintf("does not type-check against %s: %v", s.Source, errs.ToAggregate())
 			continue

@@ -58,7 +58,6 @@ func trainJobRule(id string, v shepherdv1alpha1.Validation, vars ...shepherdv1al
 
 func TestMisspelledFieldIsALoadErrorWithPathAndPosition(t *testing.T) {
 	s := seedSchemas(t)
-	tc := newTypeChecker(s)
 	for name, tt := range map[string]struct {
 		rule  Rule
 		field string
@@ -76,7 +75,7 @@ func TestMisspelledFieldIsALoadErrorWithPathAndPosition(t *testing.T) {
 		}}, "spec.validations[0].expression", "restartPolicyy"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, errs := compileRule(tt.rule, SourcePolicy, environment.NewExpressions, tc)
+			_, errs := compileRule(tt.rule, SourcePolicy, environment.NewExpressions, s)
 			if len(errs) != 1 {
 				t.Fatalf("errors %v, want exactly one", errs)
 			}

@@ -2,206 +2,163 @@ package celrules
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/google/cel-go/cel"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	plugincel "k8s.io/apiserver/pkg/admission/plugin/cel"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/generic"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
+	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
 	"k8s.io/apiserver/pkg/cel/environment"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 )
 
-// Expression accessors: the plugincel compiler checks each expression's
-// output type against ReturnTypes, so a validation that is not a bool (or a
-// messageExpression that is not a string) is a load error, not a runtime
-// surprise.
-type (
-	boolExpr   string
-	stringExpr string
-	pathsExpr  string
-	namedExpr  struct{ name, expression string }
-)
-
-func (e boolExpr) GetExpression() string    { return string(e) }
-func (boolExpr) ReturnTypes() []*cel.Type   { return []*cel.Type{cel.BoolType} }
-func (e stringExpr) GetExpression() string  { return string(e) }
-func (stringExpr) ReturnTypes() []*cel.Type { return []*cel.Type{cel.StringType} }
-func (e pathsExpr) GetExpression() string   { return string(e) }
-func (pathsExpr) ReturnTypes() []*cel.Type  { return []*cel.Type{cel.ListType(cel.StringType)} }
-func (e namedExpr) GetExpression() string   { return e.expression }
-func (namedExpr) ReturnTypes() []*cel.Type  { return []*cel.Type{cel.AnyType} }
-func (e namedExpr) GetName() string         { return e.name }
-func (e namedExpr) String() string          { return e.name }
-func (e boolExpr) String() string           { return string(e) }
-
-var _ plugincel.NamedExpressionAccessor = namedExpr{}
-
-// compiledRule is a rule ready to evaluate. It is immutable once built, so
-// admissions may share it while a policy is being replaced.
+// compiledRule is a rule ready to evaluate: the ValidatingAdmissionPolicy it
+// exports as, and that policy compiled as the apiserver compiles one. It is
+// immutable once built, so admissions may share it while a policy is being
+// replaced.
 type compiledRule struct {
 	rule            Rule
 	source          Source
 	resourceVersion string
 	action          shepherdv1alpha1.Action
-	failurePolicy   shepherdv1alpha1.FailurePolicy
 
-	namespaceSelector labels.Selector
-	objectSelector    labels.Selector
-
-	// variables are evaluated lazily, at most once per request, in the
-	// activation of every other expression of the rule. messages and
-	// fieldPaths hold one entry per validation (a nil program where a
-	// validation has none).
-	variables       []compiledVariable
-	matchConditions []compiledExpr
-	validations     []compiledExpr
-	messages        []compiledExpr
-	fieldPaths      []compiledExpr
-
-	// passes is the whole rule as one expression that is true exactly when
-	// the rule does not apply or every validation holds: the common case
-	// costs one evaluation instead of one per expression. Anything else
-	// (false, an error, the cost limit) is evaluated expression by
-	// expression to find what failed.
-	passes cel.Program
+	// policy is the rule as a ValidatingAdmissionPolicy (exportRule): what
+	// the matcher matches and the validator runs, so the webhook, `check`
+	// and the exported policy decide with one definition.
+	policy   *admissionregistrationv1.ValidatingAdmissionPolicy
+	accessor generic.PolicyAccessor
+	// validator runs matchConditions, validations and messageExpressions
+	// with the apiserver's budgets and messages (validating.NewValidator).
+	validator validating.Validator
+	// fieldPaths holds, per validation, the evaluator of its
+	// fieldPathsExpression (nil when it has none): shepherd's own addition,
+	// which a ValidatingAdmissionPolicy does not have, evaluated only for a
+	// validation that failed.
+	fieldPaths []plugincel.ConditionEvaluator
 }
 
-// conjunction is a rule as one boolean expression: its matchConditions
-// imply all its validations, so true means what it says: some condition is
-// false (the rule is skipped, as any false matchCondition skips it, even
-// when another fails to evaluate), or every condition and every validation
-// evaluated to true. It is a conditional, not `!(conds) || (vals)`: CEL's
-// || absorbs an error when the other operand is true, which would read a
-// condition that fails to evaluate — a denial — as passing.
-func conjunction(r Rule) string {
-	var vals []string
-	for _, v := range r.Validations {
-		vals = append(vals, "("+v.Expression+")")
-	}
-	all := strings.Join(vals, " && ")
-	if len(r.MatchConditions) == 0 {
-		return all
-	}
-	return implication(conditions(r), all)
-}
+// pathsExpr is a fieldPathsExpression: a list of strings.
+type pathsExpr string
 
-// implication is `(conds) ? (body) : true`, the form every rule with
-// matchConditions takes (see conjunction).
-func implication(conds, body string) string {
-	return "(" + conds + ") ? (" + body + ") : true"
-}
-
-// conditions is the conjunction of a rule's matchConditions.
-func conditions(r Rule) string {
-	conds := make([]string, len(r.MatchConditions))
-	for i, mc := range r.MatchConditions {
-		conds[i] = "(" + mc.Expression + ")"
-	}
-	return strings.Join(conds, " && ")
-}
-
-// compiledExpr is one expression and its program (nil when absent).
-type compiledExpr struct {
-	expression string
-	program    cel.Program
-}
-
-// compiledVariable is one of a rule's variables. Rules that declare the
-// same variable the same way (the built-ins' "groups" and "rjs") share one
-// evaluation per request through sharedKey.
-type compiledVariable struct {
-	name       string
-	sharedKey  string
-	expression string
-	program    cel.Program
-}
+func (e pathsExpr) GetExpression() string   { return string(e) }
+func (pathsExpr) ReturnTypes() []*cel.Type { return []*cel.Type{cel.ListType(cel.StringType)} }
 
 // baseEnv is the Kubernetes CEL environment of the running library version,
 // the one a kube-apiserver of the same version compiles admission policies
 // with (lists, regex, url, quantity, ip/cidr, format, optionals, ...).
 var baseEnv = environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion())
 
-// optionalVars: shepherd evaluates without an authorizer and without
-// params; expressions that use them fail to compile with a clear message.
+// optionalVars: shepherd evaluates without params and without an
+// authorizer (the webhook cannot authorize as the requesting user), so
+// expressions using them fail to compile, with the compiler's message.
 var optionalVars = plugincel.OptionalVariableDeclarations{}
 
-// compileRule compiles every expression of a rule. mode is NewExpressions
-// for rules being loaded now and StoredExpressions when re-compiling
-// already-accepted ones, as the apiserver does. types type-checks the rule
-// against the schemas of the kinds it matches (nil skips type-checking).
-// Every error is returned at once, with the field path of the expression.
-func compileRule(r Rule, source Source, mode environment.Type, tc *typeChecker) (*compiledRule, field.ErrorList) {
-	spec := field.NewPath("spec")
+// recordingCompiler compiles conditions exactly as the apiserver's condition
+// compiler does, one expression at a time, and keeps the results: the
+// apiserver reports compile errors only at evaluation, while shepherd
+// reports them at load time, each with its field path.
+type recordingCompiler struct {
+	plugincel.Compiler
+	last []plugincel.CompilationResult
+}
+
+func (c *recordingCompiler) CompileCondition(exprs []plugincel.ExpressionAccessor, opts plugincel.OptionalVariableDeclarations, mode environment.Type) plugincel.ConditionEvaluator {
+	c.last = make([]plugincel.CompilationResult, len(exprs))
+	for i, e := range exprs {
+		if e != nil {
+			c.last[i] = c.CompileCELExpression(e, opts, mode)
+		}
+	}
+	return plugincel.NewCondition(c.last)
+}
+
+// errors returns one field error per expression of the last condition that
+// did not compile: list[i].child.
+func (c *recordingCompiler) errors(list *field.Path, child string) field.ErrorList {
 	var errs field.ErrorList
-	errs = append(errs, validateShape(r, spec)...)
-	if len(errs) > 0 {
+	for i, res := range c.last {
+		if res.Error != nil {
+			errs = append(errs, field.Invalid(list.Index(i).Child(child), res.ExpressionAccessor.GetExpression(), compileMessage(res.Error)))
+		}
+	}
+	return errs
+}
+
+// compileRule compiles a rule as the apiserver compiles the
+// ValidatingAdmissionPolicy it exports as (validating's compilePolicy, not
+// exported: a composited compiler for the variables, a matchconditions
+// matcher, the validator), and type-checks it against s with the
+// apiserver's TypeChecker (nil s skips type-checking). mode is
+// NewExpressions for rules being loaded now and StoredExpressions when
+// re-compiling already-accepted ones, as the apiserver does. Every error is
+// returned at once, with the field path of the expression.
+func compileRule(r Rule, source Source, mode environment.Type, s *Schemas) (*compiledRule, field.ErrorList) {
+	spec := field.NewPath("spec")
+	if errs := validateShape(r, spec); len(errs) > 0 {
 		return nil, errs
 	}
-	cr := &compiledRule{
-		rule:          r,
-		source:        source,
-		action:        r.action(),
-		failurePolicy: r.failurePolicy(),
-	}
-	var err error
-	if cr.namespaceSelector, err = selector(r.Match.NamespaceSelector); err != nil {
-		errs = append(errs, field.Invalid(spec.Child("match", "namespaceSelector"), r.Match.NamespaceSelector, err.Error()))
-	}
-	if cr.objectSelector, err = selector(r.Match.ObjectSelector); err != nil {
-		errs = append(errs, field.Invalid(spec.Child("match", "objectSelector"), r.Match.ObjectSelector, err.Error()))
-	}
+	vap, _ := exportRule(r, source, s)
+	cr := &compiledRule{rule: r, source: source, action: r.action(), policy: vap,
+		accessor: validating.NewValidatingAdmissionPolicyAccessor(vap)}
 
-	compiler, err := plugincel.NewCompositedCompiler(baseEnv)
+	comp, err := plugincel.NewCompositedCompiler(baseEnv)
 	if err != nil {
 		return nil, field.ErrorList{field.InternalError(spec, fmt.Errorf("building the CEL environment: %w", err))}
 	}
-	// Variables first and in order: each is declared in the environment of
-	// the expressions after it.
-	for i, v := range r.Variables {
-		res := compiler.CompileAndStoreVariable(namedExpr{name: v.Name, expression: v.Expression}, optionalVars, mode)
+	rec := &recordingCompiler{Compiler: comp.Compiler}
+	comp.ConditionCompiler = rec
+
+	var errs field.ErrorList
+	for i, v := range vap.Spec.Variables {
+		res := comp.CompileAndStoreVariable(&validating.Variable{Name: v.Name, Expression: v.Expression}, optionalVars, mode)
 		if res.Error != nil {
 			errs = append(errs, field.Invalid(spec.Child("variables").Index(i).Child("expression"), v.Expression, compileMessage(res.Error)))
-			continue
 		}
-		cr.variables = append(cr.variables, compiledVariable{name: v.Name, sharedKey: sharedKey(r.Variables, i), expression: v.Expression, program: res.Program})
 	}
-	compile := func(list *field.Path, i int, child string, e plugincel.ExpressionAccessor) compiledExpr {
-		res := compiler.CompileCELExpression(e, optionalVars, mode)
-		if res.Error != nil {
-			errs = append(errs, field.Invalid(list.Index(i).Child(child), e.GetExpression(), compileMessage(res.Error)))
+	var matcher matchconditions.Matcher
+	if n := len(vap.Spec.MatchConditions); n > 0 {
+		conds := make([]plugincel.ExpressionAccessor, n)
+		for i := range vap.Spec.MatchConditions {
+			conds[i] = (*matchconditions.MatchCondition)(&vap.Spec.MatchConditions[i])
 		}
-		return compiledExpr{expression: e.GetExpression(), program: res.Program}
+		filter := comp.CompileCondition(conds, optionalVars, mode)
+		errs = append(errs, rec.errors(spec.Child("matchConditions"), "expression")...)
+		matcher = matchconditions.NewMatcher(filter, vap.Spec.FailurePolicy, "policy", "validate", vap.Name)
 	}
-	for i, mc := range r.MatchConditions {
-		cr.matchConditions = append(cr.matchConditions, compile(spec.Child("matchConditions"), i, "expression", boolExpr(mc.Expression)))
+	validations := make([]plugincel.ExpressionAccessor, len(vap.Spec.Validations))
+	messages := make([]plugincel.ExpressionAccessor, len(vap.Spec.Validations))
+	for i, v := range vap.Spec.Validations {
+		validations[i] = &validating.ValidationCondition{Expression: v.Expression, Message: v.Message, Reason: v.Reason}
+		if v.MessageExpression != "" {
+			messages[i] = &validating.MessageExpressionCondition{MessageExpression: v.MessageExpression}
+		}
 	}
 	vals := spec.Child("validations")
+	validationFilter := comp.CompileCondition(validations, optionalVars, mode)
+	errs = append(errs, rec.errors(vals, "expression")...)
+	messageFilter := comp.CompileCondition(messages, optionalVars, mode)
+	errs = append(errs, rec.errors(vals, "messageExpression")...)
+	cr.fieldPaths = make([]plugincel.ConditionEvaluator, len(r.Validations))
 	for i, v := range r.Validations {
-		cr.validations = append(cr.validations, compile(vals, i, "expression", boolExpr(v.Expression)))
-		var msg, paths compiledExpr
-		if v.MessageExpression != "" {
-			msg = compile(vals, i, "messageExpression", stringExpr(v.MessageExpression))
+		if v.FieldPathsExpression == "" {
+			continue
 		}
-		if v.FieldPathsExpression != "" {
-			paths = compile(vals, i, "fieldPathsExpression", pathsExpr(v.FieldPathsExpression))
-		}
-		cr.messages = append(cr.messages, msg)
-		cr.fieldPaths = append(cr.fieldPaths, paths)
-	}
-	if len(errs) == 0 {
-		// Best effort: a rule whose conjunction does not compile is simply
-		// evaluated expression by expression.
-		if res := compiler.CompileCELExpression(boolExpr(conjunction(r)), optionalVars, mode); res.Error == nil {
-			cr.passes = res.Program
+		cr.fieldPaths[i] = comp.CompileCondition([]plugincel.ExpressionAccessor{pathsExpr(v.FieldPathsExpression)}, optionalVars, mode)
+		if err := rec.last[0].Error; err != nil {
+			errs = append(errs, field.Invalid(vals.Index(i).Child("fieldPathsExpression"), v.FieldPathsExpression, compileMessage(err)))
 		}
 	}
+	cr.validator = validating.NewValidator(validationFilter, matcher, comp.CompileCondition(nil, optionalVars, mode), messageFilter, vap.Spec.FailurePolicy, nil)
 
-	if len(errs) == 0 && tc != nil {
-		errs = append(errs, tc.check(r)...)
+	if len(errs) == 0 && s != nil {
+		errs = append(errs, typeCheck(r, vap, s)...)
 	}
 	if len(errs) > 0 {
 		return nil, errs
@@ -209,23 +166,37 @@ func compileRule(r Rule, source Source, mode environment.Type, tc *typeChecker) 
 	return cr, nil
 }
 
-// sharedKey identifies a variable by its definition: its name and
-// expression, and when it reads other variables, the definitions of every
-// variable before it. Two rules' variables with the same key evaluate to the
-// same value for the same request.
-func sharedKey(vars []shepherdv1alpha1.Variable, i int) string {
-	var b strings.Builder
-	from := i
-	if strings.Contains(vars[i].Expression, "variables") {
-		from = 0
+// typeCheck type-checks every expression of a rule against the schemas of
+// the kinds its policy matches with the apiserver's own TypeChecker (what
+// fills a ValidatingAdmissionPolicy's status.typeChecking), extended to the
+// expressions the apiserver's Check leaves out (variables, matchConditions,
+// fieldPathsExpression): a misspelled field anywhere is a load error.
+func typeCheck(r Rule, vap *admissionregistrationv1.ValidatingAdmissionPolicy, s *Schemas) field.ErrorList {
+	tc := &validating.TypeChecker{SchemaResolver: s, RestMapper: s.RESTMapper()}
+	ctx := tc.CreateContext(vap)
+	spec := field.NewPath("spec")
+	var errs field.ErrorList
+	check := func(p *field.Path, expr string) {
+		if expr == "" {
+			return
+		}
+		if res := tc.CheckExpression(ctx, expr); len(res) > 0 {
+			errs = append(errs, field.Invalid(p, expr, "type-check failed: "+strings.TrimSpace(res.String())))
+		}
 	}
-	for _, v := range vars[from : i+1] {
-		b.WriteString(v.Name)
-		b.WriteByte(0)
-		b.WriteString(v.Expression)
-		b.WriteByte(0)
+	for i, v := range r.Variables {
+		check(spec.Child("variables").Index(i).Child("expression"), v.Expression)
 	}
-	return b.String()
+	for i, mc := range r.MatchConditions {
+		check(spec.Child("matchConditions").Index(i).Child("expression"), mc.Expression)
+	}
+	for i, v := range r.Validations {
+		p := spec.Child("validations").Index(i)
+		check(p.Child("expression"), v.Expression)
+		check(p.Child("messageExpression"), v.MessageExpression)
+		check(p.Child("fieldPathsExpression"), v.FieldPathsExpression)
+	}
+	return errs
 }
 
 // compileMessage turns a CEL compile error into a one-paragraph message.
@@ -233,17 +204,16 @@ func compileMessage(err error) string {
 	return strings.TrimSpace(err.Error())
 }
 
-func selector(ls *metav1.LabelSelector) (labels.Selector, error) {
-	if ls == nil {
-		return labels.Everything(), nil
-	}
-	return metav1.LabelSelectorAsSelector(ls)
-}
-
 var validOperations = sets.New("CREATE", "UPDATE", "DELETE", "CONNECT", "*")
 
+// fieldPathSyntax is a field path as shepherd reports it: dotted field
+// names with optional list indexes or quoted map keys,
+// "spec.replicatedJobs[0].template" or "metadata.labels['app']".
+var fieldPathSyntax = regexp.MustCompile(`^\.?[A-Za-z_$][A-Za-z0-9_$-]*(\.[A-Za-z_$][A-Za-z0-9_$-]*|\[[0-9]+\]|\['[^'\\]*'\])*$`)
+
 // validateShape checks what the CRD schema cannot: the parts of a rule the
-// compiler does not see.
+// compiler does not see, and what shepherd's webhook can never be asked
+// (scopeErrors).
 func validateShape(r Rule, spec *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if r.ID == "" {
@@ -265,7 +235,7 @@ func validateShape(r Rule, spec *field.Path) field.ErrorList {
 	for i, rr := range r.Match.Resources {
 		p := spec.Child("match", "resources").Index(i)
 		if len(rr.APIGroups) == 0 {
-			errs = append(errs, field.Required(p.Child("apiGroups"), `use [""] for the core group or ["*"] for any`))
+			errs = append(errs, field.Required(p.Child("apiGroups"), "name the API group of the kinds, e.g. trainer.kubeflow.org"))
 		}
 		if len(rr.Kinds) == 0 && len(rr.Resources) == 0 {
 			errs = append(errs, field.Required(p.Child("kinds"), "name kinds and/or resources"))
@@ -274,6 +244,20 @@ func validateShape(r Rule, spec *field.Path) field.ErrorList {
 			if !validOperations.Has(op) {
 				errs = append(errs, field.NotSupported(p.Child("operations").Index(j), op, sets.List(validOperations)))
 			}
+		}
+	}
+	if len(errs) == 0 {
+		errs = append(errs, scopeErrors(r, spec)...)
+	}
+	for _, sel := range []struct {
+		name string
+		ls   *metav1.LabelSelector
+	}{{"namespaceSelector", r.Match.NamespaceSelector}, {"objectSelector", r.Match.ObjectSelector}} {
+		if sel.ls == nil {
+			continue
+		}
+		if _, err := metav1.LabelSelectorAsSelector(sel.ls); err != nil {
+			errs = append(errs, field.Invalid(spec.Child("match", sel.name), sel.ls, err.Error()))
 		}
 	}
 	if len(r.Validations) == 0 {
@@ -287,13 +271,18 @@ func validateShape(r Rule, spec *field.Path) field.ErrorList {
 		names.Insert(v.Name)
 	}
 	for i, v := range r.Validations {
+		p := spec.Child("validations").Index(i)
 		if v.Reason != nil {
 			switch *v.Reason {
 			case metav1.StatusReasonInvalid, metav1.StatusReasonForbidden, metav1.StatusReasonUnauthorized, metav1.StatusReasonRequestEntityTooLarge:
 			default:
-				errs = append(errs, field.NotSupported(spec.Child("validations").Index(i).Child("reason"), *v.Reason,
+				errs = append(errs, field.NotSupported(p.Child("reason"), *v.Reason,
 					[]string{"Invalid", "Forbidden", "Unauthorized", "RequestEntityTooLarge"}))
 			}
+		}
+		if v.FieldPath != "" && !fieldPathSyntax.MatchString(v.FieldPath) {
+			errs = append(errs, field.Invalid(p.Child("fieldPath"), v.FieldPath,
+				"not a field path: write dotted field names with list indexes or quoted map keys, e.g. spec.replicatedJobs[0].template or metadata.labels['app']"))
 		}
 	}
 	return errs

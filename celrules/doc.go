@@ -1,12 +1,24 @@
-// Package celrules is shepherd's CEL policy engine: the rule model (the shape
-// of a ValidatingAdmissionPolicy: match, matchConditions, variables,
-// validations, action, failurePolicy), its compiler (cel-go with the
-// Kubernetes CEL environment and libraries of k8s.io/apiserver, the same
-// compiler a kube-apiserver uses for ValidatingAdmissionPolicies),
-// type-checking against the structural schemas of shepherd's CRDs, evaluation
-// with per-expression cost limits and a per-request budget, the built-in rule
-// library (one embedded YAML file per rule family), and the export of rules
-// as native ValidatingAdmissionPolicies.
+// Package celrules is shepherd's CEL policy engine: the rule model (a
+// WorkloadPolicy spec: the shape of a ValidatingAdmissionPolicy plus an
+// action and field paths), the built-in rule library (one embedded YAML file
+// per rule family), and the export of rules as native
+// ValidatingAdmissionPolicies.
+//
+// The engine is the apiserver's admission-policy machinery, not a copy of
+// it. Every rule is turned into the ValidatingAdmissionPolicy it exports as
+// (export.go) and that one definition is what shepherd compiles, matches and
+// runs: k8s.io/apiserver's composited compiler with lazy variables,
+// matchconditions matcher and validating.Validator (compile.go), its policy
+// matcher for resources, operations and the namespace and object selectors
+// (eval.go), and its validating.TypeChecker against the schemas the target
+// cluster serves (schemas.go). Budgets, matchConditions, failurePolicy,
+// messages and selectors therefore behave as a VAP binding does because they
+// are the same code. shepherd wraps it only where a ValidatingAdmissionPolicy
+// has nothing to offer: the field path of each violation (fieldPath,
+// fieldPathsExpression, evaluated for failed validations only), load-time
+// compile errors with the path of each expression (the apiserver reports them
+// at evaluation), and refusing rules its webhook would never be sent
+// (scope.go).
 //
 // The engine only knows CEL rules. Checks that need other objects or
 // discovery (V-TJ-3, V-TJ-4, V-PCLQ-1, V-TR-7) live in package webhook.

@@ -21,7 +21,6 @@ import (
 type Engine struct {
 	cfg     Config
 	schemas *Schemas
-	tc      *typeChecker
 
 	builtins []*compiledRule // enabled built-ins, in library order
 	infos    []RuleInfo      // every built-in, enabled or not
@@ -36,7 +35,7 @@ type Engine struct {
 	failed map[string]failedPolicy
 	// ordered is the snapshot evaluations read: built-ins then policies by
 	// name. It is replaced, never mutated.
-	ordered *ruleSet
+	ordered []*compiledRule
 }
 
 type failedPolicy struct {
@@ -59,7 +58,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if err := e.useSchemas(s); err != nil {
 		return nil, err
 	}
-	e.ordered = newRuleSet(slices.Clone(e.builtins))
+	e.ordered = slices.Clone(e.builtins)
 	return e, nil
 }
 
@@ -95,7 +94,7 @@ func (e *Engine) useSchemas(s *Schemas) error {
 		info.Enabled = enabled
 		infos = append(infos, info)
 	}
-	e.schemas, e.tc, e.builtins, e.infos = s, newTypeChecker(s), builtins, infos
+	e.schemas, e.builtins, e.infos = s, builtins, infos
 	return nil
 }
 
@@ -175,7 +174,7 @@ func (e *Engine) SetPolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
 // outcome; e.mu must be held.
 func (e *Engine) compilePolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
 	rv := p.ResourceVersion
-	cr, errs := compileRule(RuleFromPolicy(p), SourcePolicy, environment.NewExpressions, e.tc)
+	cr, errs := compileRule(RuleFromPolicy(p), SourcePolicy, environment.NewExpressions, e.schemas)
 	if len(errs) > 0 {
 		delete(e.policies, p.Name)
 		e.failed[p.Name] = failedPolicy{resourceVersion: rv, errs: errs}
@@ -208,10 +207,10 @@ func (e *Engine) reorder() {
 	for _, n := range names {
 		ordered = append(ordered, e.policies[n])
 	}
-	e.ordered = newRuleSet(ordered)
+	e.ordered = ordered
 }
 
-func (e *Engine) snapshot() *ruleSet {
+func (e *Engine) snapshot() []*compiledRule {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return e.ordered
@@ -222,7 +221,7 @@ func (e *Engine) Rules() []RuleInfo {
 	e.mu.RLock()
 	out := slices.Clone(e.infos)
 	e.mu.RUnlock()
-	for _, cr := range e.snapshot().rules {
+	for _, cr := range e.snapshot() {
 		if cr.source == SourcePolicy {
 			out = append(out, cr.info())
 		}
@@ -230,14 +229,15 @@ func (e *Engine) Rules() []RuleInfo {
 	return out
 }
 
-// Export renders every enabled built-in rule and every active policy as a
-// ValidatingAdmissionPolicy and binding, in evaluation order.
+// Export renders every enabled built-in rule and every active policy as the
+// ValidatingAdmissionPolicy the engine evaluates it as, with a binding that
+// applies it where shepherd's webhooks apply, in evaluation order.
 func (e *Engine) Export() ([]*admissionregistrationv1.ValidatingAdmissionPolicy, []*admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	var vaps []*admissionregistrationv1.ValidatingAdmissionPolicy
 	var bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
-	for _, cr := range e.snapshot().rules {
-		v, b := exportRule(cr.rule, cr.source, e.Schemas())
-		vaps = append(vaps, v)
+	for _, cr := range e.snapshot() {
+		_, b := exportRule(cr.rule, cr.source, nil, e.cfg.Namespace)
+		vaps = append(vaps, cr.policy.DeepCopy())
 		bindings = append(bindings, b)
 	}
 	return vaps, bindings
@@ -263,9 +263,11 @@ type Input struct {
 	// as apimachinery decodes them); nil when absent.
 	Object    map[string]any
 	OldObject map[string]any
-	// NamespaceObject is the request's namespace, for namespaceSelector and
-	// namespaceObject; nil when unknown or cluster-scoped.
-	NamespaceObject *corev1.Namespace
+	// Namespaces looks up the request's namespace, for namespaceSelector
+	// and namespaceObject (the informer cache in the webhook, the manifests
+	// given offline); nil finds none. A namespace it cannot find fails a
+	// rule with a namespaceSelector as the apiserver fails the policy: 404.
+	Namespaces func(ctx context.Context, name string) (*corev1.Namespace, error)
 	UserInfo        authenticationv1.UserInfo
 	DryRun          bool
 	UID             string
@@ -288,5 +290,10 @@ type Result struct {
 // Evaluate runs every enabled rule that matches in against it and returns
 // every failed validation, in rule order.
 func (e *Engine) Evaluate(ctx context.Context, in *Input) []Result {
-	return e.snapshot().evaluate(ctx, in)
+	r := newRequest(ctx, in)
+	var out []Result
+	for _, cr := range e.snapshot() {
+		out = append(out, cr.evaluate(r)...)
+	}
+	return out
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -25,13 +26,17 @@ func PolicyName(id string, source Source) string {
 	return "shepherd-" + strings.ToLower(id)
 }
 
-// exportRule renders a rule as a ValidatingAdmissionPolicy and its binding.
+// exportRule renders a rule as a ValidatingAdmissionPolicy and its binding:
+// the definition the engine itself compiles and matches with (compileRule),
+// so the two decide alike by construction. The binding applies the policy
+// where shepherd's webhooks apply: never in kube-system nor in shepherd's
+// own namespace (excludeNamespace; api.DefaultNamespace when empty).
 // A ValidatingAdmissionPolicy validation has no field path: fieldPath and
 // fieldPathsExpression are shepherd's own and are not exported (the message
 // is, and verdicts are the same).
 // Resources are listed with the CRD's explicit versions (not "*"), so the
 // apiserver type-checks the exported expressions against the schemas.
-func exportRule(r Rule, source Source, s *Schemas) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+func exportRule(r Rule, source Source, s *Schemas, excludeNamespace ...string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	name := PolicyName(r.ID, source)
 	meta := metav1.ObjectMeta{
 		Name:   name,
@@ -96,9 +101,28 @@ func exportRule(r Rule, source Source, s *Schemas) (*admissionregistrationv1.Val
 		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
 			PolicyName:        name,
 			ValidationActions: actions,
+			MatchResources: &admissionregistrationv1.MatchResources{
+				NamespaceSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{
+					Key:      corev1.LabelMetadataName,
+					Operator: metav1.LabelSelectorOpNotIn,
+					Values:   excludedNamespaces(excludeNamespace),
+				}}},
+				ObjectSelector: &metav1.LabelSelector{},
+				MatchPolicy:    &equivalent,
+			},
 		},
 	}
 	return vap, binding
+}
+
+// excludedNamespaces are the namespaces exported bindings leave out, as
+// the webhook configurations do.
+func excludedNamespaces(shepherd []string) []string {
+	ns := api.DefaultNamespace
+	if len(shepherd) > 0 && shepherd[0] != "" {
+		ns = shepherd[0]
+	}
+	return []string{api.SystemNamespace, ns}
 }
 
 func exportResourceRule(rr shepherdv1alpha1.ResourceRule, s *Schemas) admissionregistrationv1.NamedRuleWithOperations {
@@ -121,8 +145,15 @@ func exportResourceRule(rr shepherdv1alpha1.ResourceRule, s *Schemas) admissionr
 				continue
 			}
 			gk := schema.GroupKind{Group: g, Kind: k}
-			add(&resources, s.Resource(gk))
-			vs := s.Versions(gk)
+			res, ok := webhookResource(gk)
+			if !ok && s != nil {
+				res = s.Resource(gk)
+			}
+			add(&resources, res)
+			var vs []string
+			if s != nil {
+				vs = s.Versions(gk)
+			}
 			if len(vs) == 0 {
 				wildcardVersion = true
 			}

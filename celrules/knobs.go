@@ -66,7 +66,10 @@ func expandKnobs(r Rule, s knob.FieldSchemas) (Rule, error) {
 				}
 				return k.CELValid(f, obj)
 			case ".path":
-				return k.FieldPath(f)
+				// A knob inside list items ("groups.[].x") is reported
+				// on the list: a fieldPath names one field.
+				p, _, _ := strings.Cut(k.FieldPath(f), ".[]")
+				return p
 			case ".name":
 				return k.Describe(f)
 			case ".expect":

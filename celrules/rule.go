@@ -64,6 +64,9 @@ type Config struct {
 	// Schemas are the schemas rules are type-checked against: the target
 	// cluster's. Nil: the pinned upstream schemas (PinnedSchemas).
 	Schemas *Schemas `json:"-"`
+	// Namespace is shepherd's own namespace, which exported bindings leave
+	// out as its webhooks do; empty means api.DefaultNamespace.
+	Namespace string `json:"-"`
 }
 
 // Enabled reports whether rule id is switched on.

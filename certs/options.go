@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/shepherd-k8s/shepherd/api"
 )
 
 // Certificate modes.
@@ -28,7 +30,7 @@ const (
 
 // Defaults.
 const (
-	DefaultNamespace          = "shepherd-system"
+	DefaultNamespace          = api.DefaultNamespace
 	DefaultServiceName        = "shepherd-webhook"
 	DefaultSecretName         = "shepherd-webhook-certs"
 	DefaultMutatingWebhook    = "shepherd" // deploy/webhook/webhooks.yaml

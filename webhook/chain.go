@@ -5,16 +5,16 @@ import (
 	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/api/install"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
-	"github.com/shepherd-k8s/shepherd/webhook/jsonvalue"
 )
 
 var scheme = install.NewScheme()
@@ -31,15 +31,21 @@ type ChainOptions struct {
 	Lookups Lookups
 	// Rules switches built-in rules on and off and configures defaulting.
 	Rules celrules.Config
+	// CheckSchemas validates every object against its kind's schema first,
+	// as the apiserver would, and denies a field of the wrong type with the
+	// apiserver's message (schemaCheck): for `shepherd check`, which has no
+	// apiserver in front of it.
+	CheckSchemas bool
 }
 
 // Chain is shepherd's admission chain: the kind's defaulter, then the CEL
 // rules of celrules and the Go checks that need lookups. It is safe for
 // concurrent use, also while policies are set and deleted.
 type Chain struct {
-	lookups Lookups
-	cfg     celrules.Config
-	engine  *celrules.Engine
+	checkSchemas bool
+	lookups      Lookups
+	cfg          celrules.Config
+	engine       *celrules.Engine
 }
 
 var _ Admitter = (*Chain)(nil)
@@ -54,7 +60,7 @@ func NewChain(opts ChainOptions) (*Chain, error) {
 	if l == nil {
 		l = NewObjectLookups(nil, true)
 	}
-	return &Chain{lookups: l, cfg: opts.Rules, engine: e}, nil
+	return &Chain{lookups: l, cfg: opts.Rules, engine: e, checkSchemas: opts.CheckSchemas}, nil
 }
 
 // SetPolicy compiles and type-checks a WorkloadPolicy. When it compiles it
@@ -113,16 +119,36 @@ var goRules = []celrules.RuleInfo{
 }
 
 // decode parses a request object. The error names what is wrong and where
-// (the JSON decoder reports the offset). Values are those apimachinery
-// decodes (int64 integers), so defaults and rules see what the apiserver
-// stores.
+// (a syntax error's byte offset, or what the value is instead of an
+// object). It decodes as apimachinery does (integers as int64), so defaults
+// and rules see what the apiserver stores.
 func decode(raw []byte, what string) (map[string]any, *Violation) {
-	m, err := jsonvalue.Object(raw)
-	if err != nil {
-		return nil, &Violation{Rule: RuleDecode, Action: ActionDeny, Message: fmt.Sprintf("cannot decode the %s: %v", what, err)}
+	deny := func(format string, args ...any) *Violation {
+		return &Violation{Rule: RuleDecode, Action: ActionDeny, Message: fmt.Sprintf("cannot decode the "+what+": "+format, args...)}
 	}
-	if m == nil {
-		return nil, &Violation{Rule: RuleDecode, Action: ActionDeny, Message: fmt.Sprintf("cannot decode the %s: it is not a JSON object", what)}
+	var v any
+	if err := utiljson.Unmarshal(raw, &v); err != nil {
+		if syntax, offset := kjson.SyntaxErrorOffset(err); syntax {
+			return nil, deny("%v (at byte %d)", err, offset)
+		}
+		return nil, deny("%v", err)
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		var got string
+		switch v.(type) {
+		case nil:
+			got = "null"
+		case []any:
+			got = "an array"
+		case string:
+			got = "a string"
+		case bool:
+			got = "a boolean"
+		default:
+			got = "a number"
+		}
+		return nil, deny("want a JSON object, got %s", got)
 	}
 	return m, nil
 }
@@ -158,6 +184,9 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 	if bad != nil {
 		return denied(bad)
 	}
+	if wrong := c.schemaCheck(req, obj, old); wrong != nil {
+		return wrong
+	}
 	if obj == nil {
 		return &Verdict{Allowed: true}
 	}
@@ -167,7 +196,7 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 	v := &Verdict{Allowed: true, Object: obj}
 	switch (schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}) {
 	case schema.GroupKind{Group: api.GroveGroup, Kind: api.KindPodCliqueSet}:
-		r := newRecorder(req.PatchScratch)
+		r := new(recorder)
 		if defaultPodCliqueSet(obj, c.cfg, c.engine.Schemas(), r) {
 			v.Patch = sortedOps(r.ops)
 		}
@@ -195,6 +224,9 @@ func (c *Chain) Validate(ctx context.Context, req *Request) *Verdict {
 	if bad != nil {
 		return denied(bad)
 	}
+	if wrong := c.schemaCheck(req, obj, old); wrong != nil {
+		return wrong
+	}
 	in := &celrules.Input{
 		Operation: string(req.Operation),
 		Group:     req.Kind.Group,
@@ -212,8 +244,8 @@ func (c *Chain) Validate(ctx context.Context, req *Request) *Verdict {
 	if in.Resource == "" {
 		in.Resource = c.engine.Schemas().Resource(schema.GroupKind{Group: in.Group, Kind: in.Kind})
 	}
-	if req.Namespace != "" {
-		in.NamespaceObject = c.namespace(ctx, req.Namespace)
+	if nl, ok := c.lookups.(NamespaceLookup); ok {
+		in.Namespaces = nl.Namespace
 	}
 	v := &Verdict{Allowed: true, Object: obj}
 	for _, r := range c.engine.Evaluate(ctx, in) {
@@ -237,18 +269,6 @@ func warningText(v Violation) string {
 		return v.Message
 	}
 	return v.Field + ": " + v.Message
-}
-
-func (c *Chain) namespace(ctx context.Context, name string) *corev1.Namespace {
-	nl, ok := c.lookups.(NamespaceLookup)
-	if !ok {
-		return nil
-	}
-	ns, err := nl.Namespace(ctx, name)
-	if err != nil {
-		return nil
-	}
-	return ns
 }
 
 // Admit runs Default, then Validate on the defaulted object, as the

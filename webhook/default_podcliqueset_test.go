@@ -13,7 +13,6 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/test/corpus"
-	"github.com/shepherd-k8s/shepherd/webhook/jsonvalue"
 )
 
 // The patch the PodCliqueSet defaulter records as it goes is exactly the
@@ -47,10 +46,7 @@ func TestPodCliqueSetRecordedPatchIsTheDiff(t *testing.T) {
 		"no template":         `{"spec":{"workloadType":"Training"}}`,
 		"inference, defaults": `{"spec":{"template":{"cliques":[{"spec":{"replicas":1}}]}}}`,
 	} {
-		m, err := jsonvalue.Object([]byte(doc))
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := object(t, doc)
 		cases[name] = tc{m, seedcrds.Config(celrules.Config{})}
 		cases[name+" (server default delay)"] = tc{runtime.DeepCopyJSON(m), seedcrds.Config(celrules.Config{InferenceTerminationDelay: &delay})}
 	}

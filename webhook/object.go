@@ -78,20 +78,6 @@ type recorder struct {
 	ops []jsonpatch.JsonPatchOperation
 }
 
-// newRecorder builds the patch in scratch when it has room for a typical
-// PodCliqueSet's ten or so defaults, else sizes it for them at once instead
-// of growing it five times.
-func newRecorder(scratch []jsonpatch.JsonPatchOperation) *recorder {
-	if cap(scratch) >= TypicalPatchOps {
-		return &recorder{ops: scratch[:0]}
-	}
-	return &recorder{ops: make([]jsonpatch.JsonPatchOperation, 0, TypicalPatchOps)}
-}
-
-// TypicalPatchOps is the capacity of a Request's PatchScratch that holds a
-// typical PodCliqueSet's defaults.
-const TypicalPatchOps = 16
-
 // setDefault is the package's setDefault that also records the operation;
 // at are the JSON pointer segments of m in the object.
 func (r *recorder) setDefault(m map[string]any, key string, v any, at ...string) bool {

@@ -26,20 +26,13 @@ type Request struct {
 	// OldObject is the raw JSON of the stored object (UPDATE and DELETE).
 	OldObject []byte
 	// ObjectValue and OldObjectValue are Object and OldObject already
-	// decoded, when the caller has them (the server decodes them with the
-	// AdmissionReview): the chain then uses them instead of the raw JSON,
-	// and the defaulters change ObjectValue in place. They are valid only
-	// until the chain's call returns and its verdict has been answered: the
-	// server then reuses their maps and arrays, so anything keeping a part
-	// of them longer must copy it (strings and numbers are never reused).
+	// decoded, when the caller has them (Admit hands Validate the object
+	// Default decoded and defaulted): the chain then uses them instead of
+	// the raw JSON, and the defaulters change ObjectValue in place.
 	ObjectValue    map[string]any
 	OldObjectValue map[string]any
 	DryRun         bool
 	UserInfo       authenticationv1.UserInfo
-	// PatchScratch, when it has capacity, is where the defaulters build the
-	// patch: the server hands each request memory it recycles once it has
-	// answered (the Verdict's Patch may be built in it).
-	PatchScratch []jsonpatch.JsonPatchOperation
 }
 
 // Action is what a rule does when its validation fails. It is the

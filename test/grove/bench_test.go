@@ -26,7 +26,6 @@ import (
 	"github.com/shepherd-k8s/shepherd/api/install"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/test/proc"
-	"github.com/shepherd-k8s/shepherd/webhook/server"
 )
 
 // BenchmarkGangTermination measures gang termination at scale on the real
@@ -50,9 +49,6 @@ func BenchmarkGangTermination(b *testing.B) {
 		sets = n
 	}
 	const cliquesPerSet, podsPerClique = 3, 4
-	// shepherd's controllers run here, in this process: with the garbage
-	// collector target `shepherd serve` sets (unless GOGC is set).
-	defer server.SetGCPercent(server.DefaultGCPercent)()
 	delay := 5 * time.Second
 	for range b.N {
 		b.StopTimer()

@@ -13,8 +13,9 @@
 // Each reports its figures with b.ReportMetric: admissions/s, latency
 // percentiles, errors, and for the TLS run the server process's CPU and RSS.
 // The handler benchmark reports the pair of webhook calls (mutate, then
-// validate the defaulted object) and each call on its own; it runs with the
-// garbage collector target `shepherd serve` sets. The TLS run also reports
+// validate the defaulted object) and each call on its own. The figures are
+// diagnostics, with no targets: shepherd's end-to-end cost is the
+// apiserver's two webhook calls over TLS. The TLS run also reports
 // the generator's own CPU and how late its pacing timer fired
 // (generator-wake-p99-ms), which is kept out of the measured latency.
 package load

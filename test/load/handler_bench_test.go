@@ -53,10 +53,10 @@ func (noObjects) WorkloadAPIServed() bool { return true }
 // way the apiserver does: the mutating handler (decode, default, encode the
 // patch), then the validating handler on the defaulted object (decode,
 // validate, encode). One op is both calls; after a warm-up to steady state,
-// every op is timed and the median and p99 reported (target: p99 ≤ 100 µs).
+// every op is timed and the median and p99 reported. A diagnostic, with no
+// target: what an admission costs end to end is the apiserver's two calls
+// over TLS, of which this is a small part.
 func BenchmarkHandlerPodCliqueSet(b *testing.B) {
-	// As `shepherd serve` runs (unless GOGC is set).
-	defer server.SetGCPercent(server.DefaultGCPercent)()
 	chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: noObjects{}, Rules: seedcrds.Config(celrules.Config{})})
 	if err != nil {
 		b.Fatal(err)

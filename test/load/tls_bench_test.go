@@ -41,8 +41,8 @@ const (
 // BenchmarkTLSLoad runs `shepherd serve` (the binary, as deployed, against
 // a real apiserver for its caches) and drives its webhooks over TLS on
 // loopback with 32 concurrent keep-alive clients sending a mix of every
-// kind through both webhooks. Targets: ≥ 3,000 admissions/s, p99 ≤ 5 ms,
-// zero errors. The clients are paced to offer SHEPHERD_LOAD_RATE requests/s
+// kind through both webhooks; any error fails it, the figures are
+// diagnostics with no target. The clients are paced to offer SHEPHERD_LOAD_RATE requests/s
 // in total (default 3000); SHEPHERD_LOAD_RATE=0 sends back to back, which
 // measures saturation throughput (and then latency is mostly queueing).
 // It runs its scenario once whatever b.N is.

@@ -37,7 +37,6 @@ import (
 	"github.com/shepherd-k8s/shepherd/reconcile/trainjob"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/proc"
-	webhookserver "github.com/shepherd-k8s/shepherd/webhook/server"
 )
 
 // envInt reads a positive integer knob from the environment.
@@ -82,9 +81,6 @@ func quantile(sorted []float64, q float64) float64 {
 // Targets: p99 ≤ 1 s, RSS ≤ 256 MiB. SHEPHERD_PERF_QPS and
 // SHEPHERD_PERF_BURST set shepherd's client rate limit (default 500/1000).
 func BenchmarkTrainJobDeadline(b *testing.B) {
-	// shepherd's controllers run in this process: with the garbage
-	// collector target `shepherd serve` sets (unless GOGC is set).
-	defer webhookserver.SetGCPercent(webhookserver.DefaultGCPercent)()
 	jobs := envInt(b, "SHEPHERD_PERF_JOBS", 5000)
 	spread := time.Duration(envInt(b, "SHEPHERD_PERF_SPREAD_SECONDS", 60)) * time.Second
 	lead := time.Duration(envInt(b, "SHEPHERD_PERF_LEAD_SECONDS", 60)) * time.Second

@@ -1,9 +1,22 @@
-// Package vap proves that the exported ValidatingAdmissionPolicies are the
-// same rules as shepherd's: applied to a real kube-apiserver with shepherd's
-// CRDs and no webhook, they are accepted, type-check clean against the
-// apiserver's published schemas (with the apiserver's own type checker, the
-// one that fills status.typeChecking), and give every exportable corpus case
-// the verdict (and warnings) `shepherd check` gives.
+// Package vap proves that a rule gives the same verdict as an exported
+// ValidatingAdmissionPolicy on a real kube-apiserver, in `shepherd check`
+// (the offline chain) and in shepherd's webhook.
+//
+// The built-in rules: exported and applied with shepherd's CRDs and no
+// webhook, they are accepted, type-check clean against the apiserver's
+// published schemas (with the apiserver's own type checker, the one that
+// fills status.typeChecking), and give every exportable corpus case the
+// verdict (and warnings) `shepherd check` gives.
+//
+// Admins' WorkloadPolicies: each case (objectSelector, namespaceSelector,
+// budgets, matchConditions, failurePolicy, messageExpression, transition
+// rules) is answered by its exported VAPs, by the offline chain and by
+// `shepherd serve` (its webhook configurations registered, the policies
+// created in the cluster), and the three must agree on the verdict and the
+// policy that denied; the same request gives the same verdict on every
+// evaluation; policies that could never fire are refused. One control plane
+// and one serve process carry every case, each fenced into namespaces of
+// its own (fixture_test.go).
 package vap
 
 import (
@@ -27,6 +40,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/shepherd-k8s/shepherd/api/install"
 	"github.com/shepherd-k8s/shepherd/celrules"
@@ -38,13 +52,29 @@ import (
 var env *cluster.Cluster
 
 func TestMain(m *testing.M) {
-	var err error
-	env, err = cluster.New(cluster.Options{CRDs: cluster.SeedCRDs})
+	mutating, validating, err := phasedWebhooks()
+	if err != nil {
+		os.Stderr.WriteString(err.Error() + "\n")
+		os.Exit(1)
+	}
+	env, err = cluster.New(cluster.Options{
+		CRDs: cluster.SeedCRDs,
+		Webhooks: envtest.WebhookInstallOptions{
+			MutatingWebhooks:   mutating,
+			ValidatingWebhooks: validating,
+			LocalServingHost:   "127.0.0.1",
+		},
+	})
 	if err != nil {
 		os.Stderr.WriteString(err.Error() + "\n")
 		os.Exit(1)
 	}
 	code := m.Run()
+	if served != nil {
+		if err := served.Stop(); err != nil {
+			os.Stderr.WriteString("shepherd serve: " + err.Error() + "\n")
+		}
+	}
 	if err := env.Stop(); err != nil {
 		os.Stderr.WriteString("stopping control plane: " + err.Error() + "\n")
 	}

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -10,13 +9,12 @@ import (
 	"net/http"
 	"os"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
@@ -51,9 +49,6 @@ type Handler struct {
 	// Log is the base logger; each request's context carries it with the
 	// request's uid, kind, namespace, name and operation.
 	Log logr.Logger
-
-	logOnce sync.Once
-	logSink logr.LogSink // lazyBase(Log)
 }
 
 // httpError is a request rejected before admission: it never reached the
@@ -79,24 +74,15 @@ func (e *httpError) Error() string { return e.msg }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	var rv *decodedReview
-	// Deferred first, so it runs last: after the answer is written.
-	x := getExchange()
-	defer func() {
-		if x != nil {
-			putExchange(x)
-		}
-	}()
+	var rv *admissionv1.AdmissionReview
 	defer func() {
 		// A bug in a rule or defaulter must not take the server down nor
 		// hand the apiserver a broken connection: answer with a denial
 		// (the webhooks fail closed anyway) and leave the stack in the log.
 		if p := recover(); p != nil {
-			// What the panic left half-built is not worth reusing.
-			x = nil
 			admissionPanics.WithLabelValues(string(h.Mode)).Inc()
 			h.Log.Error(fmt.Errorf("panic: %v", p), "recovered from a panic while admitting", "webhook", h.Mode, "stack", string(debug.Stack()))
-			if rv == nil || rv.Request == nil {
+			if rv == nil {
 				http.Error(w, "shepherd: internal error while reading the AdmissionReview (see shepherd's log)", http.StatusInternalServerError)
 				return
 			}
@@ -121,8 +107,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := reservation{limits: h.Limits}
-	defer res.release() // after the answer: the decoded objects are the body's size again
-	rv, err := h.readReview(w, r, x, &res)
+	defer res.release() // after the answer: the chain's decoded objects are the body's size again
+	rv, err := h.readReview(w, r, &res)
 	if err != nil {
 		h.fail(w, err)
 		return
@@ -132,22 +118,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.Limits.release()
-	req := x.requestFrom()
-	h.logOnce.Do(func() { h.logSink = lazyBase(h.Log) })
-	log := withRequestValues(h.Log, h.logSink, requestID{webhook: h.Mode, uid: string(req.UID), kind: req.Kind.Kind,
-		namespace: req.Namespace, name: req.Name, operation: string(req.Operation)}, &x.log)
-	ctx := ctrl.LoggerInto(r.Context(), log)
+	req := RequestFrom(rv.Request)
+	log := h.Log.WithValues("webhook", h.Mode, "uid", req.UID, "kind", req.Kind.Kind,
+		"namespace", req.Namespace, "name", req.Name, "operation", req.Operation)
+	ctx := logf.IntoContext(r.Context(), log)
 
 	verdict := h.admit(ctx, req)
 	if h.Audit != nil {
 		h.Audit.Record(ctx, req, verdict)
 	}
-	patch := getBuffer(0)
-	defer putBuffer(patch)
-	resp := response(h.Mode, req, verdict, *patch)
-	if resp.Patch != nil {
-		*patch = resp.Patch[:0] // keep what the patch grew the buffer to
-	}
+	resp := Response(h.Mode, req, verdict)
 	h.observe(rv.Request, verdictLabel(verdict), start)
 	writeReview(w, resp)
 }
@@ -197,7 +177,7 @@ func (h *Handler) observe(r *admissionv1.AdmissionRequest, verdict string, start
 // readReview reads and checks the request: POST, JSON, bounded, and a
 // well-formed admission.k8s.io/v1 AdmissionReview carrying a request. The
 // body's bytes are reserved from res as they arrive.
-func (h *Handler) readReview(w http.ResponseWriter, r *http.Request, x *exchange, res *reservation) (*decodedReview, error) {
+func (h *Handler) readReview(w http.ResponseWriter, r *http.Request, res *reservation) (*admissionv1.AdmissionReview, error) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		return nil, &httpError{code: http.StatusMethodNotAllowed, reason: "method",
@@ -218,9 +198,7 @@ func (h *Handler) readReview(w http.ResponseWriter, r *http.Request, x *exchange
 	if r.ContentLength > max {
 		return nil, tooLarge(max)
 	}
-	buf := getBuffer(0)
-	defer putBuffer(buf)
-	body, err := readBody(http.MaxBytesReader(w, r.Body, max), r.ContentLength, max, buf, res)
+	body, err := readBody(http.MaxBytesReader(w, r.Body, max), r.ContentLength, max, res)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		switch {
@@ -235,7 +213,7 @@ func (h *Handler) readReview(w http.ResponseWriter, r *http.Request, x *exchange
 		}
 		return nil, &httpError{code: http.StatusBadRequest, reason: "malformed", msg: fmt.Sprintf("reading the request body: %v", err)}
 	}
-	return decodeReview(body, x)
+	return DecodeReview(body)
 }
 
 func tooLarge(max int64) *httpError {
@@ -243,27 +221,23 @@ func tooLarge(max int64) *httpError {
 		msg: fmt.Sprintf("AdmissionReview is larger than the %d bytes shepherd accepts", max)}
 }
 
-// bodyChunk is the first allocation for a body that does not fit the
-// recycled buffer: a typical AdmissionReview (tens of KiB) fits in one or
-// two.
+// bodyChunk is the first allocation for a body: a typical AdmissionReview
+// (tens of KiB) fits in one or two.
 const bodyChunk = 32 << 10
 
-// readBody reads the whole body into buf, growing it as bytes arrive — at
+// readBody reads the whole body, growing its buffer as bytes arrive — at
 // most doubling what has arrived, never to the Content-Length a client
 // declares before sending it — and reserving every byte it grows by from
 // res (errBuffersFull when the server's budget is spent). declared (-1:
 // unknown) caps the growth, as net/http never hands a handler more;
 // maxBytes caps it otherwise, plus the one byte that tells a body of
 // maxBytes from a larger one, which body (a MaxBytesReader) refuses.
-func readBody(body io.Reader, declared, maxBytes int64, buf *[]byte, res *reservation) ([]byte, error) {
+func readBody(body io.Reader, declared, maxBytes int64, res *reservation) ([]byte, error) {
 	limit := maxBytes + 1
 	if declared >= 0 {
 		limit = min(declared, limit)
 	}
-	b := (*buf)[:0]
-	if !res.grow(int64(cap(b))) {
-		return nil, errBuffersFull
-	}
+	var b []byte
 	for {
 		if len(b) == cap(b) {
 			if int64(len(b)) >= limit {
@@ -281,7 +255,6 @@ func readBody(body io.Reader, declared, maxBytes int64, buf *[]byte, res *reserv
 			grown := make([]byte, len(b), n)
 			copy(grown, b)
 			b = grown
-			*buf = b
 		}
 		n, err := body.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]
@@ -298,28 +271,6 @@ func readBody(body io.Reader, declared, maxBytes int64, buf *[]byte, res *reserv
 	return b, nil
 }
 
-// RequestFrom turns an AdmissionRequest into the chain's Request; the
-// objects stay raw JSON so the chain patches exactly what was sent.
-func RequestFrom(r *admissionv1.AdmissionRequest) *webhook.Request {
-	req := requestOf(r)
-	return &req
-}
-
-func requestOf(r *admissionv1.AdmissionRequest) webhook.Request {
-	return webhook.Request{
-		UID:       r.UID,
-		Operation: r.Operation,
-		Kind:      r.Kind,
-		Resource:  r.Resource,
-		Namespace: r.Namespace,
-		Name:      r.Name,
-		Object:    r.Object.Raw,
-		OldObject: r.OldObject.Raw,
-		DryRun:    r.DryRun != nil && *r.DryRun,
-		UserInfo:  r.UserInfo,
-	}
-}
-
 func verdictLabel(v *webhook.Verdict) string {
 	switch {
 	case !v.Allowed:
@@ -329,18 +280,4 @@ func verdictLabel(v *webhook.Verdict) string {
 	default:
 		return verdictAllowed
 	}
-}
-
-func writeReview(w http.ResponseWriter, resp *admissionv1.AdmissionResponse) {
-	buf := getBuffer(256 + base64.StdEncoding.EncodedLen(len(resp.Patch)))
-	defer putBuffer(buf)
-	out, err := encodeReview(*buf, resp)
-	if err != nil {
-		// Every field is a plain string, number or []byte: this cannot
-		// fail short of a bug, which the recover above turns into a 500.
-		panic(fmt.Sprintf("encoding AdmissionReview: %v", err))
-	}
-	w.Header().Set("Content-Type", "application/json")
-	// A write error is the apiserver having gone away; nobody is left to tell.
-	_, _ = w.Write(out)
 }

@@ -73,7 +73,8 @@ type ServingOptions struct {
 	// as soon as they are accepted (DefaultMaxConnections if zero).
 	MaxConnections int
 	// ShutdownTimeout bounds how long Start waits, once its context ends,
-	// for the requests in flight (one minute if zero).
+	// for the requests in flight (one minute if zero). Shutdown, called
+	// before the context ends, takes its bound from its own context.
 	ShutdownTimeout time.Duration
 	// Log receives the server's own errors (failed TLS handshakes, ...)
 	// at verbosity 1: a hostile client must not flood the log.
@@ -87,6 +88,12 @@ type ServingOptions struct {
 // open at once and the size of headers — a client that can reach the port
 // must not be able to exhaust the replica's memory or hold it up. The
 // handlers bound the rest (Limits).
+//
+// It also stops in two steps, for a rollout that fails no admission: Drain
+// keeps answering but closes each connection after its response (a
+// terminating replica is still sent requests until its endpoint is gone
+// everywhere, over new connections and over those its clients keep alive),
+// then Shutdown stops accepting and waits for the requests in flight.
 type WebhookServer struct {
 	opts ServingOptions
 	mux  *http.ServeMux
@@ -96,7 +103,18 @@ type WebhookServer struct {
 
 	started        atomic.Bool
 	serving        atomic.Bool
+	draining       atomic.Bool
 	getCertificate func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+
+	// life guards srv and stopping: Shutdown may come before, during or
+	// after Start.
+	life     sync.Mutex
+	srv      *http.Server
+	stopping bool
+	// down is closed once the first Shutdown has returned: the requests in
+	// flight are answered (or were cut off at its bound).
+	down     chan struct{}
+	downOnce sync.Once
 }
 
 var _ crwebhook.Server = (*WebhookServer)(nil)
@@ -118,7 +136,7 @@ func NewWebhookServer(opts ServingOptions) *WebhookServer {
 	if opts.Log.GetSink() == nil {
 		opts.Log = logr.Discard()
 	}
-	return &WebhookServer{opts: opts, mux: http.NewServeMux(), paths: map[string]bool{}}
+	return &WebhookServer{opts: opts, mux: http.NewServeMux(), paths: map[string]bool{}, down: make(chan struct{})}
 }
 
 // NeedLeaderElection is false: every replica answers admission requests.
@@ -183,7 +201,7 @@ func (s *WebhookServer) tlsConfig(ctx context.Context) (*tls.Config, error) {
 // httpServer is the http.Server of the hooks, with the server's bounds.
 func (s *WebhookServer) httpServer(ctx context.Context) *http.Server {
 	return &http.Server{
-		Handler:     s.mux,
+		Handler:     http.HandlerFunc(s.serveHTTP),
 		BaseContext: func(net.Listener) context.Context { return ctx },
 		// ReadTimeout is the deadline of a request's headers and body
 		// (and of the TLS handshake): a client that stalls is cut off
@@ -197,8 +215,21 @@ func (s *WebhookServer) httpServer(ctx context.Context) *http.Server {
 	}
 }
 
-// Start serves until ctx ends, then stops accepting and waits for the
-// requests in flight (at most ShutdownTimeout).
+// serveHTTP is the mux, with "Connection: close" on every response once
+// Drain was called: net/http then closes the connection after the
+// response, and the client, told so, opens its next one elsewhere.
+// Closing idle connections instead could cut one a client has just picked
+// for its next request, which fails an admission (a POST is not retried).
+func (s *WebhookServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.draining.Load() {
+		w.Header().Set("Connection", "close")
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// Start serves until ctx ends or Shutdown is called, then stops accepting
+// and waits for the requests in flight (at most ShutdownTimeout when ctx
+// ended; Shutdown's own bound otherwise).
 func (s *WebhookServer) Start(ctx context.Context) error {
 	cfg, err := s.tlsConfig(ctx)
 	if err != nil {
@@ -210,13 +241,25 @@ func (s *WebhookServer) Start(ctx context.Context) error {
 		return fmt.Errorf("listening for admission requests: %w", err)
 	}
 	srv := s.httpServer(ctx)
-	stopped := make(chan struct{})
+	s.life.Lock()
+	if s.stopping {
+		s.life.Unlock()
+		_ = l.Close()
+		return nil
+	}
+	s.srv = srv
+	s.life.Unlock()
+	served := make(chan struct{})
+	defer close(served)
 	go func() {
-		defer close(stopped)
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-served:
+			return
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), s.opts.ShutdownTimeout)
 		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
+		if err := s.Shutdown(sctx); err != nil {
 			s.opts.Log.Error(err, "stopping the webhook server")
 		}
 	}()
@@ -229,8 +272,43 @@ func (s *WebhookServer) Start(ctx context.Context) error {
 	if !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serving admission webhooks: %w", err)
 	}
-	<-stopped
+	// Serve returns as soon as Shutdown closes the listener; the requests
+	// in flight are answered after that.
+	<-s.down
 	return nil
+}
+
+// Drain keeps the server answering, on the connections open and on new
+// ones, but closes each connection after its next response. Call it when
+// the replica starts to leave the Service (its readiness failing), some
+// time before Shutdown: clients then reconnect, to another replica once
+// the endpoint is gone, and by Shutdown few idle connections remain to be
+// closed under a client.
+func (s *WebhookServer) Drain() { s.draining.Store(true) }
+
+// Shutdown stops the server: it stops accepting, closes the idle
+// connections and waits for the requests in flight until ctx ends, then
+// closes what is left; Start then returns. It may be called before Start
+// (Start then serves nothing) and more than once.
+func (s *WebhookServer) Shutdown(ctx context.Context) error {
+	s.life.Lock()
+	srv := s.srv
+	s.stopping = true
+	s.life.Unlock()
+	s.serving.Store(false)
+	if srv == nil {
+		s.downOnce.Do(func() { close(s.down) })
+		return nil
+	}
+	err := srv.Shutdown(ctx)
+	if err != nil {
+		// Out of time: cut the requests still running; the apiserver's
+		// failurePolicy decides for them.
+		_ = srv.Close()
+		err = fmt.Errorf("requests still in flight when the shutdown bound passed were cut off: %w", err)
+	}
+	s.downOnce.Do(func() { close(s.down) })
+	return err
 }
 
 // StartedChecker is ready once the server accepts connections and has a

@@ -296,3 +296,140 @@ func clientCert(t *testing.T, ca *certs.KeyPair) tls.Certificate {
 	}
 	return c
 }
+
+// Once draining, the server still answers, on a kept-alive connection too,
+// but tells the client to close it after the response, and closes it.
+func TestDrainClosesEachConnectionAfterItsResponse(t *testing.T) {
+	s := startServer(t, ServingOptions{}, nil)
+	c := s.dial(t)
+	br := bufio.NewReader(c)
+	body := review(t, admissionv1.Create, false)
+	send := func() *http.Response {
+		t.Helper()
+		fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", ValidatePath, len(body), body)
+		_ = c.SetReadDeadline(time.Now().Add(generous))
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	if resp := send(); resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("before Drain: HTTP %d, Connection: close %v; want 200 on a kept-alive connection", resp.StatusCode, resp.Close)
+	}
+	s.Drain()
+	// The same connection, opened before Drain, is answered once more.
+	if resp := send(); resp.StatusCode != http.StatusOK || !resp.Close {
+		t.Fatalf("draining: HTTP %d, Connection: close %v; want 200 with Connection: close", resp.StatusCode, resp.Close)
+	}
+	if _, err := br.ReadByte(); !errors.Is(err, io.EOF) {
+		t.Errorf("after the response the server did not close the connection: %v", err)
+	}
+	if err := s.StartedChecker()(nil); err != nil {
+		t.Errorf("draining, the server reports itself stopped: %v", err)
+	}
+}
+
+// Shutdown stops accepting at once, answers the request in flight, and
+// Start returns.
+func TestShutdownAnswersTheRequestsInFlight(t *testing.T) {
+	s := startServer(t, ServingOptions{}, nil)
+	entered, release := make(chan struct{}), make(chan struct{})
+	s.Register("/slow", http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		close(entered)
+		<-release
+		w.WriteHeader(http.StatusOK)
+	}))
+	hc := s.client(s.tlsConfig())
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := hc.Get("https://" + s.addr + "/slow")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("HTTP %d", resp.StatusCode)
+			}
+		}
+		answered <- err
+	}()
+	<-entered
+	stopped := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), generous)
+		defer cancel()
+		stopped <- s.Shutdown(ctx)
+	}()
+	// New connections are refused while the request runs.
+	deadline := time.Now().Add(generous)
+	for {
+		c, err := net.DialTimeout("tcp", s.addr, generous)
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("still accepting connections after Shutdown")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := s.StartedChecker()(nil); err == nil {
+		t.Error("readiness still passes after Shutdown")
+	}
+	select {
+	case err := <-stopped:
+		t.Fatalf("Shutdown returned (%v) with a request in flight", err)
+	default:
+	}
+	close(release)
+	if err := <-answered; err != nil {
+		t.Errorf("the request in flight at Shutdown was not answered: %v", err)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("Shutdown: %v", err)
+	}
+	select {
+	case err := <-s.done:
+		s.done <- err // for the cleanup
+		if err != nil {
+			t.Errorf("Start: %v", err)
+		}
+	case <-time.After(generous):
+		t.Error("Start did not return after Shutdown")
+	}
+}
+
+// A request still running when Shutdown's bound passes is cut off, and
+// Shutdown says so.
+func TestShutdownIsBounded(t *testing.T) {
+	s := startServer(t, ServingOptions{}, nil)
+	entered, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	s.Register("/stuck", http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		close(entered)
+		<-release
+	}))
+	answered := make(chan error, 1)
+	go func() {
+		resp, err := s.client(s.tlsConfig()).Get("https://" + s.addr + "/stuck")
+		if err == nil {
+			resp.Body.Close()
+		}
+		answered <- err
+	}()
+	<-entered
+	const bound = 200 * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	start := time.Now()
+	if err := s.Shutdown(ctx); err == nil {
+		t.Error("Shutdown reported success with a request still running")
+	}
+	if took := time.Since(start); took > generous {
+		t.Errorf("Shutdown took %v with a bound of %v", took, bound)
+	}
+	if err := <-answered; err == nil {
+		t.Error("the request running past the bound was answered instead of cut off")
+	}
+}

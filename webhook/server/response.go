@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -18,12 +19,6 @@ import (
 // warnings become admission warnings; the mutating webhook's defaults become
 // a JSON patch.
 func Response(mode Mode, req *webhook.Request, v *webhook.Verdict) *admissionv1.AdmissionResponse {
-	return response(mode, req, v, nil)
-}
-
-// response is Response with the JSON patch appended to patch, a buffer the
-// handler recycles once the answer is written.
-func response(mode Mode, req *webhook.Request, v *webhook.Verdict, patch []byte) *admissionv1.AdmissionResponse {
 	resp := &admissionv1.AdmissionResponse{
 		UID:      req.UID,
 		Allowed:  v.Allowed,
@@ -34,7 +29,7 @@ func response(mode Mode, req *webhook.Request, v *webhook.Verdict, patch []byte)
 		return resp
 	}
 	if mode == Mutating && len(v.Patch) > 0 {
-		patch, err := encodePatch(patch, v.Patch)
+		patch, err := json.Marshal(v.Patch)
 		if err != nil {
 			// Patch values come from decoded JSON; failing to re-encode
 			// them is a bug, recovered and answered as an internal error.

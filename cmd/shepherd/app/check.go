@@ -1,14 +1,20 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
+	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	yamlv3 "go.yaml.in/yaml/v3"
 	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -16,7 +22,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/webhook"
@@ -33,7 +38,15 @@ type checkOptions struct {
 	rules         ruleConfigFlags
 	// fieldValidation is Strict or Warn, as kubectl's --validate.
 	fieldValidation string
+	// timeout bounds the admission of one object.
+	timeout time.Duration
+	// stdin is what a path "-" reads.
+	stdin io.Reader
 }
+
+// defaultCheckTimeout is --timeout's default: far above what any object
+// of a sane policy set takes (milliseconds), far below "it hangs".
+const defaultCheckTimeout = 10 * time.Second
 
 // CheckViolation is one violation in `shepherd check` output.
 type CheckViolation struct {
@@ -64,7 +77,7 @@ func init() {
 func newCheckCommand() *cobra.Command {
 	o := &checkOptions{}
 	cmd := &cobra.Command{
-		Use:   "check -f FILE|DIR [-f ...] [--old FILE] [--context FILE ...] [--policy FILE|DIR ...] [--operation CREATE|UPDATE|DELETE] [-o json|yaml|text]",
+		Use:   "check -f FILE|DIR|- [-f ...] [--old FILE] [--context FILE ...] [--policy FILE|DIR ...] [--operation CREATE|UPDATE|DELETE] [--timeout 10s] [-o json|yaml|text]",
 		Short: "Run the admission chain (defaults, then validation) on manifests, without a cluster",
 		Long: `check runs shepherd's admission chain — exactly what the webhook runs: the
 defaulters, then every validation rule — on the objects of the given
@@ -76,17 +89,29 @@ Namespace for namespaceSelectors). --policy adds WorkloadPolicies to the
 built-in rules. The Workload API is assumed to be served unless
 --no-workload-api. Kinds shepherd does not cover are allowed untouched.
 
+"-f -" (or "-" for one of --old, --context, --policy) reads standard input.
+Every document needs apiVersion and kind. --old holds the stored objects:
+each is paired with the object of the same group, kind, namespace and name
+(a single --old object with a single object, which must be the same one).
+A field of the wrong type for the kind's schema is denied as the apiserver
+would deny it, naming the field and the type, and no rule runs on the
+object. --timeout bounds the time one object's admission (defaults and every
+rule) may take.
+
 Exit status: 0 when every object is allowed, 1 when any is denied, 2 on a
-usage or parse error.`,
+usage or parse error (file and line): a document without apiVersion or
+kind, an --old object that is not the same object, an object whose
+admission takes longer than --timeout.`,
 		Example: `  shepherd check -f trainjob.yaml --context runtimes/
   shepherd check -f pcs.yaml --old pcs-live.yaml -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.stdin = cmd.InOrStdin()
 			return runCheck(cmd.Context(), o, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
-	f.StringArrayVarP(&o.files, "filename", "f", nil, "manifest file or directory to check (repeatable)")
+	f.StringArrayVarP(&o.files, "filename", "f", nil, "manifest file or directory to check, - for standard input (repeatable)")
 	f.StringVar(&o.old, "old", "", "the stored object(s) for an UPDATE (or DELETE); implies --operation UPDATE")
 	f.StringArrayVar(&o.context, "context", nil, "file or directory of objects for lookups (repeatable)")
 	f.StringArrayVar(&o.policies, "policy", nil, "file or directory of WorkloadPolicies to add to the built-in rules (repeatable)")
@@ -95,6 +120,7 @@ usage or parse error.`,
 	f.BoolVar(&o.noWorkloadAPI, "no-workload-api", false, "judge as if the cluster did not serve the Workload API (V-TR-7)")
 	f.StringSliceVar(&o.rules.disabled, "disable-rule", nil, "rule IDs to switch off (repeatable or comma-separated)")
 	f.StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage)
+	f.DurationVar(&o.timeout, "timeout", defaultCheckTimeout, "wall-clock limit for admitting one object (defaults and every rule); an object that takes longer is an error (exit 2) naming its file and line")
 	f.StringVar(&o.fieldValidation, "field-validation", metav1.FieldValidationStrict, "how fields the target schema lacks are treated, as the apiserver does: Strict (kubectl's default) denies the object, Warn warns and judges it without them")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: 2, Err: err} })
 	return cmd
@@ -142,22 +168,36 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 	if op == "UPDATE" && o.old == "" {
 		return usageError("--operation UPDATE needs --old FILE with the stored object")
 	}
+	if o.timeout <= 0 {
+		return usageError("--timeout must be positive, got %v", o.timeout)
+	}
+	readsStdin := 0
+	for _, paths := range [][]string{o.files, {o.old}, o.context, o.policies} {
+		for _, p := range paths {
+			if p == stdinPath {
+				readsStdin++
+			}
+		}
+	}
+	if readsStdin > 1 {
+		return usageError("standard input (-) can be read only once: give it to one of -f, --old, --context, --policy")
+	}
 
-	objects, err := readManifests(o.files)
+	objects, err := readManifestsFrom(o.files, o.stdin)
 	if err != nil {
 		return parseFailure(err)
 	}
 	var olds []manifest
 	if o.old != "" {
-		if olds, err = readManifests([]string{o.old}); err != nil {
+		if olds, err = readManifestsFrom([]string{o.old}, o.stdin); err != nil {
 			return parseFailure(err)
 		}
 	}
-	ctxObjs, err := readManifests(o.context)
+	ctxObjs, err := readManifestsFrom(o.context, o.stdin)
 	if err != nil {
 		return parseFailure(err)
 	}
-	policies, err := readPolicies(o.policies)
+	policies, err := readPoliciesFrom(o.policies, o.stdin)
 	if err != nil {
 		return parseFailure(err)
 	}
@@ -173,11 +213,14 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 		// Context objects stand for stored ones: the apiserver kept only
 		// what their schema has.
 		schemas.Prune(m.obj.GroupVersionKind(), m.obj.Object)
+		schemas.DropNulls(m.obj.GroupVersionKind(), m.obj.Object)
 		lookupObjs = append(lookupObjs, m.obj)
 	}
 	chain, err := webhook.NewChain(webhook.ChainOptions{
 		Lookups: webhook.NewObjectLookups(lookupObjs, !o.noWorkloadAPI),
 		Rules:   chainRules,
+		// Offline there is no apiserver to validate the schema first.
+		CheckSchemas: true,
 	})
 	if err != nil {
 		return err
@@ -188,29 +231,43 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 		}
 	}
 
-	results := make([]CheckResult, 0, len(objects))
-	anyDenied := false
+	// Pair every object with its stored version first: a wrong --old is
+	// a usage error, found before anything is judged.
 	for _, m := range objects {
 		defaultNamespace(schemas, m.obj)
-		var old *unstructured.Unstructured
-		if o.old != "" {
-			if old, err = matchOld(schemas, m, olds, len(objects)); err != nil {
+	}
+	for _, m := range olds {
+		defaultNamespace(schemas, m.obj)
+	}
+	pairs := make([]*unstructured.Unstructured, len(objects))
+	if o.old != "" {
+		for i, m := range objects {
+			if pairs[i], err = matchOld(m, olds, len(objects)); err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			defaultNamespace(schemas, old)
 		}
+	}
+
+	results := make([]CheckResult, 0, len(objects))
+	anyDenied := false
+	for i, m := range objects {
+		old := pairs[i]
 		// The apiserver prunes (Warn) or rejects (Strict) fields the
 		// cluster's schema does not have before admission sees the object:
 		// judge what it would store, and say so.
 		unknown := unknownFields(schemas, m.obj, o.fieldValidation)
 		if old != nil {
 			schemas.Prune(old.GroupVersionKind(), old.Object)
+			schemas.DropNulls(old.GroupVersionKind(), old.Object)
 		}
 		req, err := checkRequest(op, m.obj, old)
 		if err != nil {
 			return &ExitError{Code: 2, Err: fmt.Errorf("%s: %w", m, err)}
 		}
-		v := chain.Admit(ctx, req)
+		v, err := admitWithin(ctx, chain, req, o.timeout)
+		if err != nil {
+			return &ExitError{Code: 2, Err: fmt.Errorf("%s: %s %s: %w", m, m.obj.GetKind(), namespacedName(m.obj), err)}
+		}
 		if len(unknown) > 0 {
 			v.Violations = append(unknown, v.Violations...)
 			for _, u := range unknown {
@@ -251,16 +308,19 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 	return nil
 }
 
-// unknownFields prunes obj like the apiserver and reports each dropped
-// field: denied under Strict (kubectl's default), a warning under Warn.
+// unknownFields prunes obj like the apiserver (fields the schema lacks,
+// then nulls it does not allow) and reports each unknown field: denied
+// under Strict (kubectl's default), a warning under Warn.
 func unknownFields(s *celrules.Schemas, obj *unstructured.Unstructured, validation string) []webhook.Violation {
 	var out []webhook.Violation
-	for _, path := range s.Prune(obj.GroupVersionKind(), obj.Object) {
+	unknown := s.Prune(obj.GroupVersionKind(), obj.Object)
+	s.DropNulls(obj.GroupVersionKind(), obj.Object)
+	for _, path := range unknown {
 		msg := fmt.Sprintf("unknown field: the schema of %s in %s has no such field", obj.GetKind(), s.Source)
 		if hint := celrules.CarrierHint(path); hint != "" {
 			msg += "; " + hint
 		}
-		v := webhook.Violation{Rule: "schema", Field: path, Action: webhook.ActionDeny, Message: msg + " (rejected under Strict field validation, dropped under Warn)"}
+		v := webhook.Violation{Rule: webhook.RuleSchema, Field: path, Action: webhook.ActionDeny, Message: msg + " (rejected under Strict field validation, dropped under Warn)"}
 		if validation == metav1.FieldValidationWarn {
 			v.Action = webhook.ActionWarn
 		}
@@ -298,24 +358,89 @@ func defaultNamespace(s *celrules.Schemas, u *unstructured.Unstructured) {
 	}
 }
 
-// matchOld finds the stored object for m: the only one when both sides
-// hold one object, else the one of the same kind, namespace and name.
-func matchOld(s *celrules.Schemas, m manifest, olds []manifest, nObjects int) (*unstructured.Unstructured, error) {
+// matchOld finds the stored object for m: the one of the same group,
+// kind, namespace and name. When both sides hold one object, that one,
+// which must then be the same object: judging an UPDATE from another
+// object would report every differing field as a change (false
+// "immutable" errors).
+func matchOld(m manifest, olds []manifest, nObjects int) (*unstructured.Unstructured, error) {
 	if len(olds) == 1 && nObjects == 1 {
+		if diff := objectDiff(m.obj, olds[0].obj); diff != "" {
+			return nil, fmt.Errorf("%s: --old %s is another object (%s): --old must hold the stored version of the same object (same group, kind, namespace and name)", m, olds[0], diff)
+		}
 		return olds[0].obj, nil
 	}
-	gk := m.obj.GroupVersionKind().GroupKind()
 	for _, o := range olds {
-		ns := o.obj.GetNamespace()
-		if ns == "" {
-			defaultNamespace(s, o.obj)
-			ns = o.obj.GetNamespace()
-		}
-		if o.obj.GroupVersionKind().GroupKind() == gk && ns == m.obj.GetNamespace() && o.obj.GetName() == m.obj.GetName() {
+		if objectDiff(m.obj, o.obj) == "" {
 			return o.obj, nil
 		}
 	}
-	return nil, fmt.Errorf("%s: no object in --old matches %s %s/%s", m, gk.Kind, m.obj.GetNamespace(), m.obj.GetName())
+	return nil, fmt.Errorf("%s: no object in --old is the stored version of %s %s; add it (same group, kind, namespace and name) or check this object alone", m, groupKind(m.obj), namespacedName(m.obj))
+}
+
+// objectDiff says how old is not the same object as obj, or "".
+func objectDiff(obj, old *unstructured.Unstructured) string {
+	var diffs []string
+	if gk, oldGK := obj.GroupVersionKind().GroupKind(), old.GroupVersionKind().GroupKind(); gk != oldGK {
+		diffs = append(diffs, fmt.Sprintf("kind %s, not %s", groupKind(old), groupKind(obj)))
+	}
+	if obj.GetNamespace() != old.GetNamespace() {
+		diffs = append(diffs, fmt.Sprintf("namespace %q, not %q", old.GetNamespace(), obj.GetNamespace()))
+	}
+	if obj.GetName() != old.GetName() {
+		diffs = append(diffs, fmt.Sprintf("name %q, not %q", old.GetName(), obj.GetName()))
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// groupKind renders u's kind as Kind.group (Kind for the core group).
+func groupKind(u *unstructured.Unstructured) string {
+	return u.GroupVersionKind().GroupKind().String()
+}
+
+func namespacedName(u *unstructured.Unstructured) string {
+	if u.GetNamespace() == "" {
+		return u.GetName()
+	}
+	return u.GetNamespace() + "/" + u.GetName()
+}
+
+// errTimeout is the admission of one object outrunning --timeout.
+var errTimeout = errors.New("admission did not finish within --timeout")
+
+// admitWithin runs the chain on req with a deadline of timeout. The chain
+// gets a context carrying the deadline, so expressions stop at it; should
+// one not, check still returns at the deadline: the chain runs in a
+// goroutine that is left behind (check is about to exit).
+func admitWithin(ctx context.Context, chain *webhook.Chain, req *webhook.Request, timeout time.Duration) (*webhook.Verdict, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	type answer struct {
+		v *webhook.Verdict
+		// late: the deadline passed while the chain ran, so its verdict may
+		// hold the errors of interrupted expressions, not a judgement.
+		late bool
+	}
+	done := make(chan answer, 1)
+	go func() {
+		v := chain.Admit(ctx, req)
+		done <- answer{v: v, late: ctx.Err() != nil}
+	}()
+	timedOut := func() error {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("%w=%v: a rule takes too long on this object (or the object is very large); simplify the rule, or raise --timeout", errTimeout, timeout)
+		}
+		return ctx.Err() // the caller's context ended (interrupted)
+	}
+	select {
+	case a := <-done:
+		if a.late {
+			return nil, timedOut()
+		}
+		return a.v, nil
+	case <-ctx.Done():
+		return nil, timedOut()
+	}
 }
 
 func checkRequest(op string, obj, old *unstructured.Unstructured) (*webhook.Request, error) {
@@ -355,19 +480,17 @@ func checkRequest(op string, obj, old *unstructured.Unstructured) (*webhook.Requ
 func writeCheckResults(out io.Writer, format string, results []CheckResult) error {
 	switch format {
 	case "json":
-		b, err := json.MarshalIndent(results, "", "  ")
+		b, err := json.Marshal(results)
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(out, "%s\n", b)
+		var buf bytes.Buffer
+		indentJSON(&buf, b, maxIndentDepth)
+		buf.WriteByte('\n')
+		_, err = out.Write(buf.Bytes())
 		return err
 	case "yaml":
-		b, err := yaml.Marshal(results)
-		if err != nil {
-			return err
-		}
-		_, err = out.Write(b)
-		return err
+		return writeYAML(out, results)
 	}
 	var sb strings.Builder
 	for _, r := range results {
@@ -414,3 +537,150 @@ func isViolationWarning(w string, vs []CheckViolation) bool {
 	}
 	return false
 }
+
+// maxIndentDepth is how deep -o json and -o yaml indent. Down to it the
+// output is that of json.MarshalIndent and a block-style YAML document;
+// deeper values are written on one line (compact JSON, YAML flow style).
+// Indenting every level would make a deeply nested object's output grow
+// with the square of its depth (5,000 levels: 50 MB from 30 kB); real
+// objects are about 20 levels deep.
+const maxIndentDepth = 32
+
+// indentJSON appends compact JSON src to dst, indented by two spaces per
+// level down to maxDepth.
+func indentJSON(dst *bytes.Buffer, src []byte, maxDepth int) {
+	depth := 0
+	open := false // a container was just opened: newline before its first element
+	inString, escaped := false, false
+	newline := func(d int) {
+		dst.WriteByte('\n')
+		for range d {
+			dst.WriteString("  ")
+		}
+	}
+	for _, c := range src {
+		if inString {
+			dst.WriteByte(c)
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		if open && c != '}' && c != ']' {
+			open = false
+			newline(depth)
+		}
+		switch c {
+		case '"':
+			inString = true
+			dst.WriteByte(c)
+		case '{', '[':
+			dst.WriteByte(c)
+			depth++
+			open = depth <= maxDepth
+		case '}', ']':
+			if open {
+				open = false // empty: {} or [], as json.Indent writes them
+			} else if depth <= maxDepth {
+				newline(depth - 1)
+			}
+			depth--
+			dst.WriteByte(c)
+		case ',':
+			dst.WriteByte(c)
+			if depth <= maxDepth {
+				newline(depth)
+			}
+		case ':':
+			dst.WriteByte(c)
+			if depth <= maxDepth {
+				dst.WriteByte(' ')
+			}
+		default:
+			dst.WriteByte(c)
+		}
+	}
+}
+
+// writeYAML writes v (its JSON form) as YAML: block style down to
+// maxIndentDepth, flow style below, keys sorted as sigs.k8s.io/yaml sorts
+// them, numbers as JSON wrote them.
+func writeYAML(out io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var generic any
+	if err := dec.Decode(&generic); err != nil {
+		return err
+	}
+	enc := yamlv3.NewEncoder(out)
+	enc.SetIndent(2)
+	enc.CompactSeqIndent()
+	if err := enc.Encode(yamlNode(generic, 0)); err != nil {
+		return err
+	}
+	return enc.Close()
+}
+
+// yamlNode builds the YAML node of a value decoded from JSON with
+// UseNumber, at depth.
+func yamlNode(v any, depth int) *yamlv3.Node {
+	var style yamlv3.Style
+	if depth >= maxIndentDepth {
+		style = yamlv3.FlowStyle
+	}
+	switch v := v.(type) {
+	case map[string]any:
+		n := &yamlv3.Node{Kind: yamlv3.MappingNode, Style: style}
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			key := &yamlv3.Node{}
+			key.SetString(k)
+			n.Content = append(n.Content, key, yamlNode(v[k], depth+1))
+		}
+		return n
+	case []any:
+		n := &yamlv3.Node{Kind: yamlv3.SequenceNode, Style: style}
+		for _, e := range v {
+			n.Content = append(n.Content, yamlNode(e, depth+1))
+		}
+		return n
+	case string:
+		n := &yamlv3.Node{}
+		n.SetString(v)
+		if yaml11Bool.MatchString(v) || yaml11Sexagesimal.MatchString(v) {
+			n.Style = yamlv3.DoubleQuotedStyle
+		}
+		return n
+	case json.Number:
+		tag := "!!int"
+		if strings.ContainsAny(string(v), ".eE") {
+			tag = "!!float"
+		}
+		return &yamlv3.Node{Kind: yamlv3.ScalarNode, Tag: tag, Value: string(v)}
+	case bool:
+		return &yamlv3.Node{Kind: yamlv3.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(v)}
+	default: // nil
+		return &yamlv3.Node{Kind: yamlv3.ScalarNode, Tag: "!!null", Value: "null"}
+	}
+}
+
+// Plain scalars that YAML 1.1 readers (sigs.k8s.io/yaml, kubectl) read as a
+// boolean or a base-60 number while YAML 1.2 reads them as strings: such a
+// string is quoted, so every reader gets the string back.
+var (
+	yaml11Bool        = regexp.MustCompile(`^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF)$`)
+	yaml11Sexagesimal = regexp.MustCompile(`^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$`)
+)

@@ -3,10 +3,13 @@ package app
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func writeFile(t *testing.T, dir, name, content string) string {
@@ -284,4 +287,320 @@ func mustRead(t *testing.T, p string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestCheckDocumentWithoutTypeMetaIsExit2: a document without apiVersion
+// or kind is refused (exit 2) at its file and line, saying what to add;
+// it used to be judged "allowed" as an object of no kind.
+func TestCheckDocumentWithoutTypeMetaIsExit2(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name, content string
+		want          []string
+	}{{
+		name: "no apiVersion",
+		// The second document starts on line 6, after a comment.
+		content: "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\n---\n# the job\nkind: TrainJob\nmetadata: {name: tj}\nspec: {runtimeRef: {name: torch}}\n",
+		want:    []string{"x.yaml:6: document 2 (kind TrainJob) has no apiVersion; add apiVersion: trainer.kubeflow.org/v1alpha1"},
+	}, {
+		name:    "no kind",
+		content: "apiVersion: trainer.kubeflow.org/v1alpha1\nmetadata: {name: tj}\nspec: {runtimeRef: {name: torch}}\n",
+		want:    []string{"x.yaml:1: document 1 (apiVersion trainer.kubeflow.org/v1alpha1) has no kind; add kind: one of ClusterTrainingRuntime, TrainJob, TrainingRuntime"},
+	}, {
+		name:    "neither",
+		content: "metadata: {name: tj}\nspec: {}\n",
+		want:    []string{"x.yaml:1: document 1 has neither apiVersion nor kind; add both"},
+	}, {
+		name:    "an item of a List",
+		content: "apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n- {apiVersion: v1, metadata: {name: b}}\n",
+		want:    []string{"x.yaml:1: item 2 of the List in document 1 (apiVersion v1) has no kind; add kind"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := writeFile(t, dir, "x.yaml", tc.content)
+			code, out, errOut := runMain("check", "-f", f)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2; out %s; stderr %s", code, out, errOut)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr %q lacks %q", errOut, w)
+				}
+			}
+			if out != "" {
+				t.Errorf("a verdict was printed for input that cannot be judged:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestCheckOldMustBeTheSameObject: --old is the stored version of the
+// object it is paired with; another object would be judged as an UPDATE
+// that changes everything (false "immutable" errors), so it is refused,
+// saying what differs.
+func TestCheckOldMustBeTheSameObject(t *testing.T) {
+	dir := t.TempDir()
+	cur := writeFile(t, dir, "new.yaml", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 60}\n")
+	for _, tc := range []struct {
+		name, old string
+		want      []string
+	}{{
+		name: "another kind",
+		old:  "apiVersion: jobset.x-k8s.io/v1alpha2\nkind: JobSet\nmetadata: {name: tj}\nspec: {}\n",
+		want: []string{"new.yaml:1: --old ", "old.yaml:1 is another object (kind JobSet.jobset.x-k8s.io, not TrainJob.trainer.kubeflow.org)"},
+	}, {
+		name: "another name",
+		old:  "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: other}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 60}\n",
+		want: []string{`(name "other", not "tj")`},
+	}, {
+		name: "another namespace",
+		old:  "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj, namespace: team-a}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 60}\n",
+		want: []string{`(namespace "team-a", not "default")`},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := writeFile(t, dir, "old.yaml", tc.old)
+			code, out, errOut := runMain("check", "-f", cur, "--old", old)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2; out %s; stderr %s", code, out, errOut)
+			}
+			for _, w := range append(tc.want, "--old must hold the stored version of the same object") {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("stderr %q lacks %q", errOut, w)
+				}
+			}
+		})
+	}
+	// The same object (another version of the same group and kind would do
+	// too) is judged as an UPDATE.
+	old := writeFile(t, dir, "old.yaml", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj, namespace: default}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 60}\n")
+	if code, out, errOut := runMain("check", "-f", cur, "--old", old); code != 0 || !strings.Contains(out, "TrainJob default/tj (UPDATE): allowed") {
+		t.Errorf("the same object: exit %d, out %s, stderr %s", code, out, errOut)
+	}
+	// With several objects, each finds its own; one without is refused.
+	two := writeFile(t, dir, "two.yaml", mustRead(t, cur)+"---\n"+strings.Replace(mustRead(t, cur), "name: tj", "name: tj2", 1))
+	code, _, errOut := runMain("check", "-f", two, "--old", old)
+	if code != 2 || !strings.Contains(errOut, "two.yaml:6: no object in --old is the stored version of TrainJob.trainer.kubeflow.org default/tj2") {
+		t.Errorf("an object without its stored version: exit %d, stderr %s", code, errOut)
+	}
+}
+
+// withStdin runs f with os.Stdin reading content, as a shell pipe would.
+func withStdin(t *testing.T, content string, f func()) {
+	t.Helper()
+	p := writeFile(t, t.TempDir(), "stdin", content)
+	in, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	saved := os.Stdin
+	os.Stdin = in
+	defer func() { os.Stdin = saved }()
+	f()
+}
+
+func TestCheckReadsStdin(t *testing.T) {
+	dir := t.TempDir()
+	rt := writeFile(t, dir, "rt.yaml", runtimeYAML)
+	withStdin(t, trainJobsYAML, func() {
+		code, out, errOut := runMain("check", "-f", "-", "--context", rt)
+		if code != 1 || !strings.Contains(out, "TrainJob default/good (CREATE): allowed") || !strings.Contains(out, "TrainJob default/bad (CREATE): DENIED") {
+			t.Errorf("-f -: exit %d, out %s, stderr %s", code, out, errOut)
+		}
+	})
+	// A stored object piped in, as from kubectl get -o yaml.
+	cur := writeFile(t, dir, "new.yaml", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 120}\n")
+	withStdin(t, "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 60}\n", func() {
+		code, out, errOut := runMain("check", "-f", cur, "--old", "-", "--context", rt)
+		if code != 1 || !strings.Contains(out, "[V-TJ-2]") {
+			t.Errorf("--old -: exit %d, out %s, stderr %s; want V-TJ-2's denial of the changed deadline", code, out, errOut)
+		}
+	})
+	// Errors in it name <stdin> and the line.
+	withStdin(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\nkind: TrainJob\nmetadata: {name: tj}\n", func() {
+		code, _, errOut := runMain("check", "-f", "-")
+		if code != 2 || !strings.Contains(errOut, "<stdin>:5: document 2 (kind TrainJob) has no apiVersion") {
+			t.Errorf("bad document on stdin: exit %d, stderr %s", code, errOut)
+		}
+	})
+	// It can be read once.
+	withStdin(t, trainJobsYAML, func() {
+		code, _, errOut := runMain("check", "-f", "-", "--old", "-")
+		if code != 2 || !strings.Contains(errOut, "standard input (-) can be read only once") {
+			t.Errorf("stdin twice: exit %d, stderr %s", code, errOut)
+		}
+	})
+}
+
+// slowPolicies are WorkloadPolicies whose expressions each run until the
+// per-expression cost limit stops them (three comprehensions nested over
+// the list): a second or more per policy, much longer than any real rule.
+func slowPolicies(n int) string {
+	var docs []string
+	for p := range n {
+		var vals []string
+		for v := range 4 {
+			vals = append(vals, fmt.Sprintf(`  - expression: "object.spec.trainer.env.all(a, object.spec.trainer.env.all(b, object.spec.trainer.env.all(c, a.name != '%d')))"
+    message: slow %d`, v, v))
+		}
+		docs = append(docs, fmt.Sprintf(`apiVersion: shepherd.dev/v1alpha1
+kind: WorkloadPolicy
+metadata: {name: slow-%d}
+spec:
+  match:
+    resources: [{apiGroups: [trainer.kubeflow.org], kinds: [TrainJob]}]
+  validations:
+%s
+`, p, strings.Join(vals, "\n")))
+	}
+	return strings.Join(docs, "---\n")
+}
+
+// trainJobWithEnv is a TrainJob with an env list of n items.
+func trainJobWithEnv(n int) string {
+	var sb strings.Builder
+	sb.WriteString("apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: big}\nspec:\n  runtimeRef: {name: torch}\n  trainer:\n    env:\n")
+	for i := range n {
+		fmt.Fprintf(&sb, "    - {name: E%d, value: v}\n", i)
+	}
+	return sb.String()
+}
+
+// TestCheckTimeout: an object whose rules run past --timeout is an error
+// naming its file, line and the flag (exit 2), not a hang. The test
+// asserts the outcome, never a duration.
+func TestCheckTimeout(t *testing.T) {
+	dir := t.TempDir()
+	// 100 items (Trainer's schema allows 128): the object itself is
+	// admitted in milliseconds; the policies' expressions run for seconds
+	// (about 20 s here without --timeout).
+	job := writeFile(t, dir, "job.yaml", trainJobWithEnv(100))
+	rt := writeFile(t, dir, "rt.yaml", runtimeYAML)
+	slow := writeFile(t, dir, "slow.yaml", slowPolicies(5))
+	if code, out, errOut := runMain("check", "-f", job, "--context", rt, "--timeout", "200ms"); code != 0 {
+		t.Fatalf("without the slow policies: exit %d, out %s, stderr %s", code, out, errOut)
+	}
+	code, out, errOut := runMain("check", "-f", job, "--context", rt, "--policy", slow, "--timeout", "200ms")
+	if code != 2 {
+		t.Fatalf("exit %d, want 2; out %.500s; stderr %s", code, out, errOut)
+	}
+	want := "job.yaml:1: TrainJob default/big: admission did not finish within --timeout=200ms: a rule takes too long on this object"
+	if !strings.Contains(errOut, want) {
+		t.Errorf("stderr %q lacks %q", errOut, want)
+	}
+	if code, _, errOut := runMain("check", "-f", job, "--timeout", "0s"); code != 2 || !strings.Contains(errOut, "--timeout must be positive") {
+		t.Errorf("--timeout 0s: exit %d, stderr %s", code, errOut)
+	}
+	// The default is in --help.
+	if _, out, _ := runMain("check", "--help"); !strings.Contains(out, "--timeout duration") || !strings.Contains(out, "(default 10s)") {
+		t.Errorf("--help does not document --timeout and its default:\n%s", out)
+	}
+}
+
+// TestCheckWrongTypeIsDeniedLikeTheAPIServer: a field of the wrong type is
+// denied with the apiserver's own schema error, naming the field and the
+// type it must have, and no rule runs on the object (no CEL errors about
+// overloads, no lookup).
+func TestCheckWrongTypeIsDeniedLikeTheAPIServer(t *testing.T) {
+	f := writeFile(t, t.TempDir(), "tj.yaml", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj}\nspec:\n  runtimeRef: {name: missing}\n  activeDeadlineSeconds: 0\n  trainer: {numNodes: two}\n")
+	code, out, errOut := runMain("check", "-f", f, "-o", "json")
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (denied); stderr %s", code, errOut)
+	}
+	var results []CheckResult
+	if err := json.Unmarshal([]byte(out), &results); err != nil {
+		t.Fatal(err)
+	}
+	// The apiserver's other error on this object comes with it: its answer
+	// is complete.
+	want := []CheckViolation{{
+		Rule:    "schema",
+		Field:   "spec.activeDeadlineSeconds",
+		Message: "Invalid value: 0: spec.activeDeadlineSeconds in body should be greater than or equal to 1",
+		Action:  "Deny",
+	}, {
+		Rule:    "schema",
+		Field:   "spec.trainer.numNodes",
+		Message: `Invalid value: "string": spec.trainer.numNodes in body must be of type integer: "string"`,
+		Action:  "Deny",
+	}}
+	if len(results) != 1 || results[0].Allowed {
+		t.Fatalf("results %+v", results)
+	}
+	// Only the schema's answer: V-TJ-1 (the deadline again, in shepherd's
+	// words) and V-TJ-3 (no such runtime) would deny a well-typed object,
+	// but do not run on this one.
+	if diff := cmp.Diff(want, results[0].Violations); diff != "" {
+		t.Errorf("violations (-want +got):\n%s", diff)
+	}
+	_, out, _ = runMain("check", "-f", f)
+	if !strings.Contains(out, `deny  spec.trainer.numNodes: Invalid value: "string": spec.trainer.numNodes in body must be of type integer: "string" [schema]`) {
+		t.Errorf("text output:\n%s", out)
+	}
+}
+
+// TestCheckDeepDocumentOutputIsProportional: what check prints grows with
+// the input, however deep or long it is. Indenting every level of a
+// 5,000-level document printed 50 MB of JSON for 20 kB.
+func TestCheckDeepDocumentOutputIsProportional(t *testing.T) {
+	// Grove's schema keeps whatever a device config's opaque parameters
+	// hold, so the nesting reaches admission and the printed object.
+	pcs := func(parameters string) string {
+		return `{"apiVersion":"grove.io/v1alpha1","kind":"PodCliqueSet","metadata":{"name":"deep"},"spec":{"replicas":1,"template":{` +
+			`"cliques":[{"name":"a","spec":{"roleName":"a","replicas":1,"podSpec":{"containers":[{"name":"c","image":"i"}]}}}],` +
+			`"resourceClaimTemplates":[{"name":"gpu","templateSpec":{"spec":{"devices":{"config":[{"opaque":{"driver":"gpu.example.com","parameters":` +
+			parameters + `}}]}}}}]}}}`
+	}
+	items := make([]string, 40000)
+	for i := range items {
+		items[i] = fmt.Sprintf(`{"i":%d}`, i)
+	}
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name    string
+		doc     string
+		formats []string
+	}{
+		{"5,000 levels", pcs(strings.Repeat(`{"a":[`, 2500) + `"x"` + strings.Repeat(`]}`, 2500)), []string{"text", "json", "yaml"}},
+		// Only the formats that print the object: the list takes a second
+		// or two to admit.
+		{"40,000-item list", pcs(`{"items":[` + strings.Join(items, ",") + `]}`), []string{"json", "yaml"}},
+	} {
+		name, doc := tc.name, tc.doc
+		f := writeFile(t, dir, "doc.json", doc)
+		for _, format := range tc.formats {
+			code, out, errOut := runMain("check", "-f", f, "-o", format)
+			if code != 0 {
+				t.Fatalf("%s -o %s: exit %d, stderr %s", name, format, code, errOut)
+			}
+			// JSON indents each list item at its depth (about 20 levels
+			// here): a few times the compact input, never its square.
+			if limit := 10*len(doc) + 4096; len(out) > limit {
+				t.Errorf("%s -o %s: %d bytes out for %d in (limit %d)", name, format, len(out), len(doc), limit)
+			}
+		}
+	}
+}
+
+// TestCheckJSONOutputIsIndentedLikeMarshalIndent: the depth-capped indenter
+// writes what json.MarshalIndent writes for objects of ordinary depth.
+func TestCheckJSONOutputIsIndentedLikeMarshalIndent(t *testing.T) {
+	v := []any{map[string]any{"a": []any{}, "b": map[string]any{}, "c": []any{1, "x\"y,{z}", map[string]any{"d": nil, "e": true}}, "f": "\\"}}
+	want, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	compact, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	indentJSON(&got, compact, maxIndentDepth)
+	if diff := cmp.Diff(string(want), got.String()); diff != "" {
+		t.Errorf("(-MarshalIndent +indentJSON):\n%s", diff)
+	}
+	got.Reset()
+	indentJSON(&got, compact, 2)
+	if w := "[\n  {\n    \"a\": [],\n    \"b\": {},\n    \"c\": [1,\"x\\\"y,{z}\",{\"d\":null,\"e\":true}],\n    \"f\": \"\\\\\"\n  }\n]"; got.String() != w {
+		t.Errorf("capped at depth 2:\n%s\nwant\n%s", got.String(), w)
+	}
 }

@@ -10,14 +10,16 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
+	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/webhook"
 )
 
 type exportOptions struct {
-	policies []string
-	output   string
-	rules    ruleConfigFlags
+	policies  []string
+	output    string
+	namespace string
+	rules     ruleConfigFlags
 }
 
 func init() {
@@ -37,6 +39,7 @@ func newExportCommand() *cobra.Command {
 	cmd.PersistentFlags().StringArrayVar(&o.policies, "policy", nil, "file or directory of WorkloadPolicies to export with the built-in rules (repeatable)")
 	cmd.PersistentFlags().StringSliceVar(&o.rules.disabled, "disable-rule", nil, "rule IDs to leave out (repeatable or comma-separated)")
 	cmd.PersistentFlags().StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage)
+	cmd.PersistentFlags().StringVar(&o.namespace, "namespace", api.DefaultNamespace, "shepherd's namespace: exported bindings leave it and kube-system out, as shepherd's webhooks do")
 
 	vap := &cobra.Command{
 		Use:   "vap",
@@ -79,6 +82,7 @@ func exportChain(o *exportOptions) (*webhook.Chain, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Namespace = o.namespace
 	chain, err := webhook.NewChain(webhook.ChainOptions{Rules: cfg})
 	if err != nil {
 		return nil, err

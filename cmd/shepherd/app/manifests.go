@@ -3,18 +3,23 @@ package app
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/shepherd-k8s/shepherd/api/install"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/integrations/pinned"
@@ -89,21 +94,50 @@ var (
 // Multi-document YAML and JSON are accepted, and so are v1 Lists. A
 // malformed document is a ParseError with the file and the absolute line.
 func readManifests(paths []string) ([]manifest, error) {
-	files, err := manifestFiles(paths)
-	if err != nil {
-		return nil, err
-	}
+	return readManifestsFrom(paths, nil)
+}
+
+// stdinPath is the path that reads standard input, as kubectl's -f -.
+const stdinPath = "-"
+
+// stdinName names standard input in messages, in place of a file name.
+const stdinName = "<stdin>"
+
+// readManifestsFrom is readManifests where the path "-" reads stdin (nil:
+// "-" is refused).
+func readManifestsFrom(paths []string, stdin io.Reader) ([]manifest, error) {
 	var out []manifest
-	for _, f := range files {
-		b, err := os.ReadFile(f)
+	for _, p := range paths {
+		if p == stdinPath {
+			if stdin == nil {
+				return nil, fmt.Errorf("%q (standard input) is not accepted here: give a file or directory", stdinPath)
+			}
+			b, err := io.ReadAll(stdin)
+			if err != nil {
+				return nil, fmt.Errorf("reading standard input: %w", err)
+			}
+			objs, err := parseManifests(stdinName, b)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, objs...)
+			continue
+		}
+		files, err := manifestFiles([]string{p})
 		if err != nil {
 			return nil, err
 		}
-		objs, err := parseManifests(f, b)
-		if err != nil {
-			return nil, err
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return nil, err
+			}
+			objs, err := parseManifests(f, b)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, objs...)
 		}
-		out = append(out, objs...)
 	}
 	return out, nil
 }
@@ -111,14 +145,14 @@ func readManifests(paths []string) ([]manifest, error) {
 func parseManifests(file string, b []byte) ([]manifest, error) {
 	var out []manifest
 	lines := bytes.Split(b, []byte("\n"))
-	start := 0
+	start, doc := 0, 0
 	flush := func(end int) error {
-		doc := bytes.Join(lines[start:end], []byte("\n"))
+		text := bytes.Join(lines[start:end], []byte("\n"))
 		firstLine := start + 1
-		if len(bytes.TrimSpace(doc)) == 0 {
+		if len(bytes.TrimSpace(text)) == 0 {
 			return nil
 		}
-		js, err := yaml.YAMLToJSON(doc)
+		js, err := yaml.YAMLToJSON(text)
 		if err != nil {
 			return &ParseError{File: file, Line: firstLine + errLine(err) - 1, Err: cleanYAMLError(err)}
 		}
@@ -127,26 +161,45 @@ func parseManifests(file string, b []byte) ([]manifest, error) {
 			return &ParseError{File: file, Line: firstLine, Err: err}
 		}
 		if m == nil {
-			return nil
+			return nil // only comments
 		}
-		if _, ok := m.(map[string]any); !ok {
-			return &ParseError{File: file, Line: firstLine, Err: fmt.Errorf("a manifest must be an object, got %T", m)}
+		doc++
+		// Point at the document's first line of content, not at the
+		// comments or blank lines before it.
+		line := firstLine + contentOffset(lines[start:end])
+		obj, ok := m.(map[string]any)
+		if !ok {
+			return &ParseError{File: file, Line: line, Err: fmt.Errorf("document %d: a manifest must be an object, got %T", doc, m)}
+		}
+		if err := checkTypeMeta(obj, fmt.Sprintf("document %d", doc)); err != nil {
+			return &ParseError{File: file, Line: line, Err: err}
+		}
+		if items, isList := obj["items"].([]any); isList {
+			for i, it := range items {
+				item, ok := it.(map[string]any)
+				if !ok {
+					return &ParseError{File: file, Line: line, Err: fmt.Errorf("item %d of the %s in document %d is not an object, got %T", i+1, obj["kind"], doc, it)}
+				}
+				if err := checkTypeMeta(item, fmt.Sprintf("item %d of the %s in document %d", i+1, obj["kind"], doc)); err != nil {
+					return &ParseError{File: file, Line: line, Err: err}
+				}
+			}
 		}
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(js); err != nil {
-			return &ParseError{File: file, Line: firstLine, Err: err}
+			return &ParseError{File: file, Line: line, Err: err}
 		}
 		if u.IsList() {
 			l, err := u.ToList()
 			if err != nil {
-				return &ParseError{File: file, Line: firstLine, Err: err}
+				return &ParseError{File: file, Line: line, Err: err}
 			}
 			for i := range l.Items {
-				out = append(out, manifest{obj: &l.Items[i], file: file, line: firstLine})
+				out = append(out, manifest{obj: &l.Items[i], file: file, line: line})
 			}
 			return nil
 		}
-		out = append(out, manifest{obj: u, file: file, line: firstLine})
+		out = append(out, manifest{obj: u, file: file, line: line})
 		return nil
 	}
 	for i, l := range lines {
@@ -161,6 +214,99 @@ func parseManifests(file string, b []byte) ([]manifest, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// contentOffset is the index of the first line that is neither blank nor
+// a comment.
+func contentOffset(lines [][]byte) int {
+	for i, l := range lines {
+		t := bytes.TrimSpace(l)
+		if len(t) > 0 && t[0] != '#' {
+			return i
+		}
+	}
+	return 0
+}
+
+// checkTypeMeta refuses an object without apiVersion or kind, saying what
+// to add: the apiserver refuses such an object too, and without them
+// nothing could judge it (no rule matches an object of no kind).
+func checkTypeMeta(obj map[string]any, what string) error {
+	apiVersion, vErr := typeMetaField(obj, "apiVersion")
+	kind, kErr := typeMetaField(obj, "kind")
+	switch {
+	case vErr != nil:
+		return fmt.Errorf("%s: %w", what, vErr)
+	case kErr != nil:
+		return fmt.Errorf("%s: %w", what, kErr)
+	case apiVersion == "" && kind == "":
+		return fmt.Errorf("%s has neither apiVersion nor kind; add both, e.g. apiVersion: trainer.kubeflow.org/v1alpha1 and kind: TrainJob", what)
+	case apiVersion == "":
+		return fmt.Errorf("%s (kind %s) has no apiVersion; add %s", what, kind, apiVersionHint(kind))
+	case kind == "":
+		return fmt.Errorf("%s (apiVersion %s) has no kind; add %s", what, apiVersion, kindHint(apiVersion))
+	}
+	return nil
+}
+
+// typeMetaField reads apiVersion or kind: "" when absent, null or empty;
+// an error when it is not a string.
+func typeMetaField(obj map[string]any, key string) (string, error) {
+	switch v := obj[key].(type) {
+	case nil:
+		return "", nil
+	case string:
+		return v, nil
+	default:
+		return "", fmt.Errorf("%s must be a string, got %v", key, v)
+	}
+}
+
+// knownKinds indexes the kinds shepherd's scheme knows (the built-in
+// Kubernetes types and those of api/), for the hints of checkTypeMeta.
+var knownKinds = sync.OnceValues(func() (byKind map[string][]string, byGroupVersion map[string][]string) {
+	byKind, byGroupVersion = map[string][]string{}, map[string][]string{}
+	for gvk, t := range install.NewScheme().AllKnownTypes() {
+		if gvk.Version == runtime.APIVersionInternal || strings.HasSuffix(gvk.Kind, "List") ||
+			t.PkgPath() == reflect.TypeFor[metav1.Status]().PkgPath() {
+			continue // internal versions, lists, and metav1's options and status kinds
+		}
+		av := gvk.GroupVersion().String()
+		byKind[gvk.Kind] = append(byKind[gvk.Kind], av)
+		byGroupVersion[av] = append(byGroupVersion[av], gvk.Kind)
+	}
+	for _, l := range byKind {
+		sort.Strings(l)
+	}
+	for _, l := range byGroupVersion {
+		sort.Strings(l)
+	}
+	return byKind, byGroupVersion
+})
+
+// maxHints is how many alternatives a hint lists at most.
+const maxHints = 5
+
+func apiVersionHint(kind string) string {
+	byKind, _ := knownKinds()
+	switch avs := byKind[kind]; {
+	case len(avs) == 1:
+		return "apiVersion: " + avs[0]
+	case len(avs) > 1 && len(avs) <= maxHints:
+		return "apiVersion: " + avs[0] + " (or " + strings.Join(avs[1:], ", ") + ")"
+	}
+	return "apiVersion: GROUP/VERSION of the kind (e.g. trainer.kubeflow.org/v1alpha1 for a TrainJob)"
+}
+
+func kindHint(apiVersion string) string {
+	_, byGV := knownKinds()
+	if kinds := byGV[apiVersion]; len(kinds) > 0 && len(kinds) <= maxHints {
+		if len(kinds) == 1 {
+			return "kind: " + kinds[0]
+		}
+		return "kind: one of " + strings.Join(kinds, ", ")
+	}
+	return "kind: the object's kind (e.g. TrainJob)"
 }
 
 // errLine finds the 1-based line a YAML error names, or 1.
@@ -182,7 +328,12 @@ func cleanYAMLError(err error) error {
 
 // readPolicies reads WorkloadPolicy objects; other kinds are an error.
 func readPolicies(paths []string) ([]*shepherdv1alpha1.WorkloadPolicy, error) {
-	ms, err := readManifests(paths)
+	return readPoliciesFrom(paths, nil)
+}
+
+// readPoliciesFrom is readPolicies where the path "-" reads stdin.
+func readPoliciesFrom(paths []string, stdin io.Reader) ([]*shepherdv1alpha1.WorkloadPolicy, error) {
+	ms, err := readManifestsFrom(paths, stdin)
 	if err != nil {
 		return nil, err
 	}

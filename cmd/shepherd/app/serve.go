@@ -62,7 +62,6 @@ type serveOptions struct {
 	metricsSecure   bool
 	metricsCertDir  string
 	pprofAddr       string
-	gcPercent       int
 	healthAddr      string
 	shutdownTimeout time.Duration
 
@@ -105,7 +104,6 @@ func defaultServeOptions() *serveOptions {
 		metricsAddr:       ":8443",
 		metricsSecure:     true,
 		healthAddr:        ":8081",
-		gcPercent:         server.DefaultGCPercent,
 		shutdownTimeout:   30 * time.Second,
 		leaderElect:       true,
 		leaseDuration:     15 * time.Second,
@@ -140,7 +138,6 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, `Address of the metrics server, which serves /metrics and the audit ring at /audit. "0" disables it.`)
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", o.metricsSecure, "Serve metrics over HTTPS and require a bearer token that the apiserver authenticates (TokenReview) and authorizes (SubjectAccessReview: get on the non-resource URL /metrics or /audit). --metrics-secure=false serves plain HTTP with no authentication: for local development only.")
 	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", o.metricsCertDir, "Directory with tls.crt/tls.key for the metrics server; empty: a self-signed certificate generated at start.")
-	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage collector target (as GOGC): a higher value trades memory for fewer collections and a shorter admission latency tail. Ignored when the GOGC environment variable is set. GOMEMLIMIT still applies.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", o.pprofAddr, "Address serving Go's /debug/pprof profiles, for diagnosing CPU and memory use; empty (the default) serves none. Profiles reveal request data: bind it to localhost.")
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", o.healthAddr, "Address serving /healthz and /readyz. /readyz is ready once the webhook server serves its certificate, the caches have synced, WorkloadPolicies are compiled, the frameworks' CRDs have been listed and Workload API discovery has run; a framework whose CRDs are absent does not hold it back.")
 	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", o.shutdownTimeout, "How long shutdown waits for in-flight admission requests and reconciles to finish.")
@@ -243,7 +240,6 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	ctrl.SetLogger(log)
 	ctx = ctrl.LoggerInto(ctx, log)
 
-	server.SetGCPercent(o.gcPercent)
 	if o.leaderElect && !(o.retryPeriod > 0 && o.retryPeriod < o.renewDeadline && o.renewDeadline < o.leaseDuration) {
 		return &ExitError{Code: 2, Err: fmt.Errorf("leader election needs 0 < --leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s)", o.retryPeriod, o.renewDeadline, o.leaseDuration)}
 	}
