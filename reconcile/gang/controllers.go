@@ -3,7 +3,6 @@ package gang
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -33,8 +32,8 @@ func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.client.Get(ctx, req.NamespacedName, &pclq); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if pclq.DeletionTimestamp != nil {
-		return ctrl.Result{}, nil
+	if Terminating(&pclq) {
+		return ctrl.Result{}, nil // its status no longer matters (Terminating)
 	}
 	if !r.gate.Acts(api.KindPodClique, &pclq, pclq.Status.Conditions) {
 		return ctrl.Result{}, nil // Grove keeps this status itself
@@ -55,7 +54,8 @@ func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 		marker = nil
 	}
 	training := grove.IsTrainingSet(pcs)
-	st := DecideCliqueStatus(r.clock, CliqueInput{Clique: &pclq, Pods: pods, Training: training, Marker: marker})
+	last, _ := Marker(pclq.Annotations) // a bad one was reported above
+	st := DecideCliqueStatus(r.clock, CliqueInput{Clique: &pclq, Pods: pods, Training: training, Marker: marker, Last: last})
 	wrote, err := PatchClique(ctx, r.client, &pclq, st.Apply(&pclq, !training, r.schemas))
 	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
@@ -126,7 +126,7 @@ func (r *groupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		var gone []string
 		for i := range list.Items {
 			c := &list.Items[i]
-			if PCSGReplicaIndex(c.Labels) == idx && c.DeletionTimestamp == nil {
+			if PCSGReplicaIndex(c.Labels) == idx && !Terminating(c) {
 				victims = append(victims, c)
 				gone = append(gone, c.Name)
 			}
@@ -185,13 +185,15 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if !r.gate.Enforces() {
 		return ctrl.Result{}, nil // Grove terminates this set's gangs itself
 	}
-	live := slices.DeleteFunc(cliques.Items, func(c grovev1alpha1.PodClique) bool { return c.DeletionTimestamp != nil })
-	d := DecideSet(r.clock, SetInput{Set: &pcs, Cliques: live, Groups: groups.Items})
+	// Every PodClique goes to the decision, which judges those being
+	// deleted by Terminating (as the PCSG level does); only live ones are
+	// deleted.
+	d := DecideSet(r.clock, SetInput{Set: &pcs, Cliques: cliques.Items, Groups: groups.Items})
 	for _, b := range d.Terminate {
 		var victims []*grovev1alpha1.PodClique
 		var gone []string
-		for i := range live {
-			if c := &live[i]; PCSReplicaIndex(c.Labels) == b.Replica {
+		for i := range cliques.Items {
+			if c := &cliques.Items[i]; PCSReplicaIndex(c.Labels) == b.Replica && !Terminating(c) {
 				victims = append(victims, c)
 				gone = append(gone, c.Name)
 			}

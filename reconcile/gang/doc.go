@@ -26,6 +26,15 @@
 // a stale PCSG condition can never terminate PodCliques Grove has just
 // recreated. Deletions carry UID preconditions and background propagation.
 //
+// A PodClique being deleted (deletionTimestamp set) is judged by one rule,
+// Terminating, at both levels: its replica is already being terminated, so
+// its MinAvailableBreached is history — it neither starts nor expires a
+// delay, and a PodClique still draining never gets the siblings Grove has
+// recreated beside it terminated again — and its replica counts as not
+// healthy toward a PCSG's minAvailable, though replicas being terminated
+// alone never escalate to the PodCliqueSet level. Only live PodCliques are
+// deleted (TestTerminatingPodCliquesBothLevelsAgree).
+//
 // # Who enforces: never twice
 //
 // Grove writes MinAvailableBreached and gang-terminates on its own
@@ -59,9 +68,13 @@
 // of training's are honoured here: a pod that exited 0 counts as available (a
 // worker that finished is not a lost worker), and a PodClique carrying an
 // active api.AnnotationRestart marker is being restarted: the pods the marker
-// names do not count, and wasAvailable is held false until the marker is
-// done, so the restarted replica gets the same startup protection as a new
-// one. Package training writes the PodClique Succeeded condition; both
+// names do not count (nor, once it is done, those of the last marker,
+// which may linger in Terminating), and wasAvailable is held false until
+// the marker is done, so the restarted replica gets the same startup
+// protection as a new one. That protection is for pods slow to start, not
+// for pods that failed: a Training clique never yet available whose failed
+// pods exceed replicas − minAvailable is breached
+// (Availability.FailedBeforeAvailable). Package training writes the PodClique Succeeded condition; both
 // packages write status with optimistic-lock merge patches that carry the
 // whole conditions list as read, so neither drops the other's condition.
 package gang

@@ -23,6 +23,7 @@ const (
 	terminating
 	exited0
 	exited1
+	exited1Terminating
 )
 
 func mkPods(states ...podState) []corev1.Pod {
@@ -38,10 +39,13 @@ func mkPods(states ...podState) []corev1.Pod {
 			}
 		case notReady:
 			p.Status.Phase = corev1.PodPending
-		case exited0, exited1:
+		case exited0, exited1, exited1Terminating:
 			code := int32(0)
 			p.Status.Phase = corev1.PodSucceeded
-			if s == exited1 {
+			if s == exited1Terminating {
+				p.DeletionTimestamp = &metav1.Time{Time: t0}
+			}
+			if s != exited0 {
 				code = 1
 				p.Status.Phase = corev1.PodFailed
 			}

@@ -21,8 +21,13 @@ type CliqueInput struct {
 	Pods []corev1.Pod
 	// Training is true when the owning PodCliqueSet has workloadType Training.
 	Training bool
-	// Marker is the clique's restart marker (package training), or nil.
+	// Marker is the clique's active restart marker (package training), or
+	// nil.
 	Marker *RestartMarker
+	// Last is the clique's last restart marker, done or not, or nil: the
+	// pods it names belong to an earlier attempt and never count, even
+	// while they linger in Terminating after the restart is done.
+	Last *RestartMarker
 }
 
 // CliqueStatus is the part of PodClique status shepherd owns.
@@ -57,6 +62,13 @@ type Availability struct {
 	Rolling bool
 	// WasAvailable is the sticky bit after this observation.
 	WasAvailable bool
+	// FailedBeforeAvailable is set, for Training only, when the clique was
+	// never available and more of its pods failed (phase Failed or a
+	// container exited non-zero; restartPolicy Never, so the kubelet will
+	// not bring them back) than replicas − minAvailable allows: the clique
+	// can no longer start, which is a failure, not a slow start (GREP-0285:
+	// a failure restarts the replica or fails the workload).
+	FailedBeforeAvailable bool
 }
 
 // CliqueAvailability counts a clique's pods. Pods named by a restart marker
@@ -65,16 +77,21 @@ type Availability struct {
 // is present (the restarted replica is starting afresh).
 func CliqueAvailability(in CliqueInput) Availability {
 	c := in.Clique
-	var ready, succeeded int32
+	var ready, succeeded, failed int32
 	for i := range in.Pods {
 		p := &in.Pods[i]
-		if in.Marker.Condemned(p.UID) {
+		if in.Marker.Condemned(p.UID) || in.Last.Condemned(p.UID) {
 			continue
 		}
-		if PodReady(p) {
+		switch {
+		case PodReady(p):
 			ready++
-		} else if in.Training && p.DeletionTimestamp == nil && PodSucceeded(p) {
+		case in.Training && p.DeletionTimestamp == nil && PodSucceeded(p):
 			succeeded++
+		case in.Training && PodFailed(p):
+			// Counted even while being deleted: whoever deletes a failed
+			// pod to replace it must not hide the failure.
+			failed++
 		}
 	}
 	a := Availability{Ready: ready, Available: ready + succeeded, MinAvailable: MinAvailable(c), Rolling: grove.UpdateInProgress(c)}
@@ -85,20 +102,24 @@ func CliqueAvailability(in CliqueInput) Availability {
 	case a.Available >= a.MinAvailable && !a.Rolling:
 		a.WasAvailable = true
 	}
+	a.FailedBeforeAvailable = in.Training && !a.WasAvailable && failed > max(0, c.Spec.Replicas-a.MinAvailable)
 	return a
 }
 
 // Breached reports whether the clique is breached: below minAvailable after
 // having been available, outside a rolling update (MinAvailableBreached
-// True, step 4 of DecideCliqueStatus).
+// True, step 4 of DecideCliqueStatus) — or, for Training, below
+// minAvailable because its pods failed before it was ever available
+// (FailedBeforeAvailable).
 func (a Availability) Breached() bool {
-	return a.Available < a.MinAvailable && a.WasAvailable && !a.Rolling
+	return a.Available < a.MinAvailable && (a.WasAvailable || a.FailedBeforeAvailable) && !a.Rolling
 }
 
 // DecideCliqueStatus computes readyReplicas, wasAvailable and
 // MinAvailableBreached, in the design's order:
 //  1. available ≥ minAvailable → False/SufficientReadyPods;
-//  2. never available → False/NeverAvailable;
+//  2. never available → False/NeverAvailable, unless (Training) pods
+//     failed before it ever was (FailedBeforeAvailable) → step 4;
 //  3. rolling update in progress → Unknown/UpdateInProgress;
 //  4. otherwise → True/InsufficientReadyPods.
 //
@@ -112,12 +133,15 @@ func DecideCliqueStatus(clk clock.PassiveClock, in CliqueInput) CliqueStatus {
 	case available >= minAvailable:
 		cond.Status, cond.Reason = metav1.ConditionFalse, api.ReasonSufficientReadyPods
 		cond.Message = fmt.Sprintf("%d of minAvailable %d pods available", available, minAvailable)
-	case !a.WasAvailable:
+	case !a.WasAvailable && !a.FailedBeforeAvailable:
 		cond.Status, cond.Reason = metav1.ConditionFalse, api.ReasonNeverAvailable
 		cond.Message = fmt.Sprintf("%d of minAvailable %d pods available; the clique has not been available yet, so this is not a breach", available, minAvailable)
 	case a.Rolling:
 		cond.Status, cond.Reason = metav1.ConditionUnknown, api.ReasonUpdateInProgress
 		cond.Message = "a rolling update is in progress; breach detection is suspended"
+	case a.FailedBeforeAvailable:
+		cond.Status, cond.Reason = metav1.ConditionTrue, api.ReasonInsufficientReadyPods
+		cond.Message = fmt.Sprintf("%d of minAvailable %d pods available; pods failed before the clique was ever available", available, minAvailable)
 	default:
 		cond.Status, cond.Reason = metav1.ConditionTrue, api.ReasonInsufficientReadyPods
 		cond.Message = fmt.Sprintf("%d of minAvailable %d pods available", available, minAvailable)

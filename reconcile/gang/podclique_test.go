@@ -37,6 +37,7 @@ func TestDecideCliqueStatus(t *testing.T) {
 		groveUpdate *grovev1alpha1.RollingUpdateProgress
 		training    bool
 		marker      *RestartMarker
+		last        *RestartMarker
 		existing    []metav1.Condition
 		pods        []podState
 
@@ -51,6 +52,20 @@ func TestDecideCliqueStatus(t *testing.T) {
 		{name: "minAvailable defaults to replicas", replicas: 3, wasAvailable: true, pods: []podState{ready, ready, notReady},
 			wantReady: 2, wantWas: true, wantStatus: metav1.ConditionTrue, wantReason: api.ReasonInsufficientReadyPods, wantLTT: t0},
 		{name: "never available: starting pods are no breach", replicas: 4, pods: []podState{ready, notReady, notReady, notReady},
+			wantReady: 1, wantWas: false, wantStatus: metav1.ConditionFalse, wantReason: api.ReasonNeverAvailable, wantLTT: t0},
+		// Issue 19, defect 9a: a Training clique whose pods fail before it
+		// was ever available has failed, not started slowly.
+		{name: "defect 9a: Training, never available, a pod failed: breached", replicas: 2, training: true, pods: []podState{ready, exited1},
+			wantReady: 1, wantWas: false, wantStatus: metav1.ConditionTrue, wantReason: api.ReasonInsufficientReadyPods, wantLTT: t0},
+		{name: "defect 9a: Training, never available, failures within replicas-minAvailable: still starting", replicas: 3, minAvailable: ptr.To[int32](2),
+			training: true, pods: []podState{notReady, notReady, exited1},
+			wantReady: 0, wantWas: false, wantStatus: metav1.ConditionFalse, wantReason: api.ReasonNeverAvailable, wantLTT: t0},
+		{name: "defect 9a: Training, a failed pod already being deleted still counts", replicas: 2, training: true, pods: []podState{notReady, exited1Terminating},
+			wantReady: 0, wantWas: false, wantStatus: metav1.ConditionTrue, wantReason: api.ReasonInsufficientReadyPods, wantLTT: t0},
+		{name: "defect 9a: Training, the failed pods of the last restart do not count", replicas: 2, training: true,
+			last: &RestartMarker{Restart: 1, Pods: []types.UID{"uid-1"}, Done: true}, pods: []podState{notReady, exited1},
+			wantReady: 0, wantWas: false, wantStatus: metav1.ConditionFalse, wantReason: api.ReasonNeverAvailable, wantLTT: t0},
+		{name: "defect 9a: Inference keeps the startup protection", replicas: 2, pods: []podState{ready, exited1},
 			wantReady: 1, wantWas: false, wantStatus: metav1.ConditionFalse, wantReason: api.ReasonNeverAvailable, wantLTT: t0},
 		{name: "was available then lost a pod: breached", replicas: 2, wasAvailable: true, pods: []podState{ready},
 			wantReady: 1, wantWas: true, wantStatus: metav1.ConditionTrue, wantReason: api.ReasonInsufficientReadyPods, wantLTT: t0},
@@ -99,7 +114,7 @@ func TestDecideCliqueStatus(t *testing.T) {
 			if tc.wasCarrier {
 				c.Annotations = map[string]string{api.AnnotationWasAvailable: "true"}
 			}
-			got := DecideCliqueStatus(clocktesting.NewFakePassiveClock(t0), CliqueInput{Clique: c, Pods: mkPods(tc.pods...), Training: tc.training, Marker: tc.marker})
+			got := DecideCliqueStatus(clocktesting.NewFakePassiveClock(t0), CliqueInput{Clique: c, Pods: mkPods(tc.pods...), Training: tc.training, Marker: tc.marker, Last: tc.last})
 			if got.ReadyReplicas != tc.wantReady || got.WasAvailable != tc.wantWas {
 				t.Errorf("ready, wasAvailable = %d, %v; want %d, %v", got.ReadyReplicas, got.WasAvailable, tc.wantReady, tc.wantWas)
 			}

@@ -43,7 +43,9 @@ type SetDecision struct {
 // their effective delay (zero when the set has no terminationDelay): standalone
 // PodCliques with MinAvailableBreached=True, and PCSGs whose healthy replicas
 // fell below minAvailable — derived from their PodCliques' conditions, not the
-// PCSG's own condition, so a stale condition cannot outlive the cliques.
+// PCSG's own condition, so a stale condition cannot outlive the cliques. A
+// PodClique being deleted is judged by Terminating, as the PCSG level
+// (AggregateGroup) judges it: never breached, its replica not healthy.
 func Breaches(in SetInput) []Breach {
 	var pcsDelay time.Duration
 	if d := in.Set.Spec.Template.TerminationDelay; d != nil {
@@ -58,7 +60,7 @@ func Breaches(in SetInput) []Breach {
 			continue
 		}
 		idx := PCSReplicaIndex(c.Labels)
-		if idx < 0 {
+		if idx < 0 || Terminating(c) {
 			continue
 		}
 		if since, ok := CliqueBreachedSince(c); ok {

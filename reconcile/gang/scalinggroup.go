@@ -29,17 +29,38 @@ type ReplicaBreach struct {
 type GroupBreach struct {
 	Replicas     int32
 	MinAvailable int32
-	// Breached lists the breached replicas, earliest first.
+	// Breached lists the breached replicas, earliest first; a replica being
+	// terminated is never among them (see Terminating).
 	Breached []ReplicaBreach
-	// Below is true when the healthy replicas are fewer than minAvailable.
+	// Terminating lists the replicas with a PodClique being deleted, in
+	// index order: not healthy, not breached.
+	Terminating []int32
+	// Below is true when a breach took the healthy replicas below
+	// minAvailable. Replicas being terminated count as not healthy, but
+	// they alone never make the group Below: that termination was already
+	// decided, and answering it again would terminate what replaces them.
 	Below bool
 	// Since is when the group fell below minAvailable: the breach time of the
 	// replica whose breach took it there. Set only when Below.
 	Since time.Time
 }
 
-// Available is the number of healthy replicas.
-func (g GroupBreach) Available() int32 { return max(0, g.Replicas-int32(len(g.Breached))) }
+// Available is the number of healthy replicas: neither breached nor being
+// terminated.
+func (g GroupBreach) Available() int32 {
+	return max(0, g.Replicas-int32(len(g.Breached))-int32(len(g.Terminating)))
+}
+
+// Terminating reports whether a PodClique is being deleted (deletionTimestamp
+// set): its replica is already being terminated — by a gang termination at
+// either level, a training restart, Grove or a user. It is the one rule both
+// gang levels apply to such a PodClique (AggregateGroup for the
+// PodCliqueScalingGroup level, Breaches for the PodCliqueSet level): its
+// MinAvailableBreached is history, so it neither starts nor expires a
+// terminationDelay — a stale breach on a PodClique still draining must not
+// terminate the siblings Grove has just recreated — and its replica is not
+// healthy. Only live PodCliques are ever deleted.
+func Terminating(c *grovev1alpha1.PodClique) bool { return c.DeletionTimestamp != nil }
 
 // CliqueBreachedSince returns when c's MinAvailableBreached became True, and
 // whether it is True now.
@@ -79,6 +100,7 @@ func PCSGReplicaIndex(labels map[string]string) int32 {
 func AggregateGroup(g *grovev1alpha1.PodCliqueScalingGroup, cliques []grovev1alpha1.PodClique) GroupBreach {
 	since := map[int32]time.Time{}
 	seen := map[int32]bool{}
+	terminating := map[int32]bool{}
 	for i := range cliques {
 		c := &cliques[i]
 		idx := PCSGReplicaIndex(c.Labels)
@@ -86,6 +108,10 @@ func AggregateGroup(g *grovev1alpha1.PodCliqueScalingGroup, cliques []grovev1alp
 			continue
 		}
 		seen[idx] = true
+		if Terminating(c) {
+			terminating[idx] = true
+			continue
+		}
 		if t, ok := CliqueBreachedSince(c); ok {
 			if old, ok := since[idx]; !ok || t.Before(old) {
 				since[idx] = t
@@ -100,8 +126,14 @@ func AggregateGroup(g *grovev1alpha1.PodCliqueScalingGroup, cliques []grovev1alp
 	if g.Spec.MinAvailable != nil {
 		out.MinAvailable = *g.Spec.MinAvailable
 	}
+	for idx := range terminating {
+		out.Terminating = append(out.Terminating, idx)
+	}
+	slices.Sort(out.Terminating)
 	for idx, t := range since {
-		out.Breached = append(out.Breached, ReplicaBreach{Index: idx, Since: t})
+		if !terminating[idx] {
+			out.Breached = append(out.Breached, ReplicaBreach{Index: idx, Since: t})
+		}
 	}
 	slices.SortFunc(out.Breached, func(a, b ReplicaBreach) int {
 		if c := a.Since.Compare(b.Since); c != 0 {
@@ -109,11 +141,13 @@ func AggregateGroup(g *grovev1alpha1.PodCliqueScalingGroup, cliques []grovev1alp
 		}
 		return int(a.Index - b.Index)
 	})
-	if out.MinAvailable > 0 && out.Available() < out.MinAvailable {
+	if out.MinAvailable > 0 && out.Available() < out.MinAvailable && len(out.Breached) > 0 {
 		out.Below = true
 		// The group dropped below minAvailable when breach number
-		// replicas-minAvailable+1 happened (index replicas-minAvailable).
-		k := min(max(int(out.Replicas-out.MinAvailable), 0), len(out.Breached)-1)
+		// replicas-minAvailable-terminating+1 happened (index
+		// replicas-minAvailable-terminating): the replicas being terminated
+		// were already gone from the healthy count.
+		k := min(max(int(out.Replicas-out.MinAvailable)-len(out.Terminating), 0), len(out.Breached)-1)
 		out.Since = out.Breached[k].Since
 	}
 	return out
@@ -153,6 +187,9 @@ func DecideGroup(clk clock.PassiveClock, in GroupInput) GroupDecision {
 	agg := AggregateGroup(in.Group, in.Cliques)
 	cond := metav1.Condition{Type: api.ConditionMinAvailableBreached, ObservedGeneration: in.Group.Generation,
 		Message: fmt.Sprintf("%d of %d replicas available, minAvailable %d", agg.Available(), agg.Replicas, agg.MinAvailable)}
+	if n := len(agg.Terminating); n > 0 {
+		cond.Message += fmt.Sprintf("; %d being terminated (not breached: their termination is under way)", n)
+	}
 	if agg.Below {
 		cond.Status, cond.Reason = metav1.ConditionTrue, api.ReasonInsufficientAvailableReplicas
 	} else {

@@ -35,7 +35,7 @@ func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err := r.client.Get(ctx, req.NamespacedName, &pclq); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if pclq.DeletionTimestamp != nil || CliqueSucceeded(&pclq) {
+	if gang.Terminating(&pclq) || CliqueSucceeded(&pclq) {
 		return ctrl.Result{}, nil
 	}
 	pcs, err := trainingSet(ctx, r.client, &pclq)
@@ -46,22 +46,12 @@ func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	marker, err := gang.ActiveMarker(pclq.Annotations)
-	if err != nil {
+	if _, err := gang.Marker(pclq.Annotations); err != nil {
+		// A hand-edited marker must not stop Succeeded; it is treated as
+		// absent.
 		ctrl.LoggerFrom(ctx).Error(err, "ignoring the restart marker", "podclique", req.NamespacedName)
-		marker = nil
 	}
-	want := pclq.DeepCopy()
-	// The pods the last restart replaced never count toward Succeeded, even
-	// once its marker is done while they still linger in Terminating.
-	last, _ := gang.Marker(pclq.Annotations)
-	conds, succeeded := DecideCliqueSucceeded(r.clock, &pclq, pods, last)
-	want.Status.Conditions = conds
-	// The restart gate: package gang's availability rule, kept here for
-	// Training cliques whatever enforces gang termination (see the package
-	// doc).
-	a := gang.CliqueAvailability(gang.CliqueInput{Clique: &pclq, Pods: pods, Training: true, Marker: marker})
-	grove.SetWasAvailable(want, a.WasAvailable, r.schemas)
+	want, succeeded := DecideClique(r.clock, &pclq, pods, r.schemas)
 	if _, err := gang.PatchClique(ctx, r.client, &pclq, want); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return ctrl.Result{RequeueAfter: conflictRetry}, nil
@@ -84,7 +74,6 @@ type setReconciler struct {
 }
 
 func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx).WithValues("podcliqueset", req.NamespacedName)
 	var pcs grovev1alpha1.PodCliqueSet
 	if err := r.client.Get(ctx, req.NamespacedName, &pcs); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -112,7 +101,7 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, fmt.Errorf("listing PodCliques of %s: %w", req.NamespacedName, err)
 	}
 	for _, c := range cliques.Items {
-		if c.DeletionTimestamp == nil {
+		if !gang.Terminating(&c) {
 			in.Cliques = append(in.Cliques, c)
 		}
 	}
@@ -128,28 +117,53 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	in.Pods = pods.Items
 
 	d := Decide(r.clock, in)
+	return r.apply(ctx, &pcs, in.Cliques, d)
+}
 
-	// 1. Restart markers, before anything is counted or deleted.
-	for _, m := range d.Marks {
-		if err := r.annotate(ctx, pcs.Namespace, m.Clique, m.Marker.String()); err != nil {
+// apply makes the decision's one write, then — once a status write has
+// landed — its events and metrics. Every write is guarded: the status and
+// the marker by the resourceVersion the decision read (optimistic lock), the
+// deletes by UID preconditions; a write that loses a race is not retried as
+// is but decided again from a fresh read.
+func (r *setReconciler) apply(ctx context.Context, pcs *grovev1alpha1.PodCliqueSet, cliques []grovev1alpha1.PodClique, d Decision) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("podcliqueset", client.ObjectKeyFromObject(pcs))
+	switch d.Write {
+	case WriteStatus:
+		committed, err := PatchSet(ctx, r.client, pcs, d.Status.Apply(pcs, r.schemas))
+		if committed {
+			log.Info("Training status", "phase", d.Status.Phase, "restartCount", d.Status.RestartCount)
+			r.record(pcs, cliques, d)
+		}
+		if err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+				return ctrl.Result{RequeueAfter: conflictRetry}, nil
+			}
+			return ctrl.Result{}, err
+		}
+	case WriteMarker:
+		if err := r.annotate(ctx, pcs.Namespace, d.Mark); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{RequeueAfter: conflictRetry}, nil
+			}
+			return ctrl.Result{}, err
+		}
+	case WriteDelete:
+		victims := make([]*corev1.Pod, 0, len(d.Delete))
+		for _, p := range d.Delete {
+			victims = append(victims, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pcs.Namespace, Name: p.Name, UID: p.UID}})
+		}
+		if _, err := gang.DeleteAllExact(ctx, r.deleter, victims); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
-	// 2. The commit: phase, startTime, restartCount, Failed.
-	if wrote, err := PatchSet(ctx, r.client, &pcs, d.Status.Apply(&pcs, r.schemas)); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			// Nothing after the commit may happen without it; the
-			// markers already written make the next reconcile resume.
-			return ctrl.Result{RequeueAfter: conflictRetry}, nil
-		}
-		return ctrl.Result{}, err
-	} else if wrote {
-		log.Info("Training status", "phase", d.Status.Phase, "restartCount", d.Status.RestartCount)
-	}
-	// 3. Events and metrics of what was committed.
+	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+}
+
+// record emits a committed decision's events and counts its metrics.
+func (r *setReconciler) record(pcs *grovev1alpha1.PodCliqueSet, cliques []grovev1alpha1.PodClique, d Decision) {
 	for _, e := range d.Events {
-		var regarding client.Object = &pcs
-		if c := findClique(in.Cliques, e.Clique); c != nil {
+		var regarding client.Object = pcs
+		if c := findClique(cliques, e.Clique); c != nil {
 			regarding = c
 		}
 		r.recorder.Eventf(regarding, nil, e.Type, e.Reason, e.Reason, "%s", e.Note)
@@ -160,33 +174,23 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if d.Failure != "" {
 		failures.WithLabelValues(d.Failure).Inc()
 	}
-	// 4. Pod deletions.
-	victims := make([]*corev1.Pod, 0, len(d.DeletePods))
-	for _, p := range d.DeletePods {
-		victims = append(victims, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: pcs.Namespace, Name: p.Name, UID: p.UID}})
-	}
-	if _, err := gang.DeleteAllExact(ctx, r.deleter, victims); err != nil {
-		return ctrl.Result{}, err
-	}
-	// 5. Cliques through their restart get a done marker.
-	for _, m := range d.Finishes {
-		if err := r.annotate(ctx, pcs.Namespace, m.Clique, m.Marker.String()); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 }
 
-// annotate sets the restart marker of a PodClique with a merge patch of that
-// one annotation.
-func (r *setReconciler) annotate(ctx context.Context, ns, name, value string) error {
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{api.AnnotationRestart: value}}})
+// annotate writes a restart marker: a merge patch of that one annotation
+// carrying the resourceVersion the decision read, so the apiserver refuses
+// it (Conflict) if the PodClique changed since — a marker decided on a
+// stale cache must not overwrite a newer one.
+func (r *setReconciler) annotate(ctx context.Context, ns string, m Mark) error {
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"resourceVersion": m.ResourceVersion,
+		"annotations":     map[string]any{api.AnnotationRestart: m.Marker.String()},
+	}})
 	if err != nil {
 		return fmt.Errorf("encoding the restart marker: %w", err)
 	}
-	pclq := &grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	pclq := &grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: m.Clique}}
 	if err := r.client.Patch(ctx, pclq, client.RawPatch(types.MergePatchType, body)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("writing the restart marker of PodClique %s/%s: %w", ns, name, err)
+		return fmt.Errorf("writing the restart marker of PodClique %s/%s: %w", ns, m.Clique, err)
 	}
 	return nil
 }
@@ -200,30 +204,32 @@ func findClique(cliques []grovev1alpha1.PodClique, name string) *grovev1alpha1.P
 	return nil
 }
 
-// PatchSet writes what want changes on the PodCliqueSet cur: first its
-// annotations (the Training status carriers on Grove's schema), with a
-// merge patch of the object, then its status, with a merge patch of the
-// status subresource — each only if it changed, each with an optimistic
-// lock, so that a restart is counted once whichever form holds the count.
-// On Grove's schema the carriers go first: the phase is the commit, and a
-// Failed condition lost after it (a crash, or Grove rewriting its
-// conditions list) is put back by Decide from the phase.
-func PatchSet(ctx context.Context, c client.Client, cur, want *grovev1alpha1.PodCliqueSet) (wrote bool, err error) {
-	if !equality.Semantic.DeepEqual(cur.Annotations, want.Annotations) {
+// PatchSet writes what want changes on the PodCliqueSet cur, each part only
+// if it changed and each with an optimistic lock, so that a restart is
+// counted once whichever form holds the count. On the seed schema that is
+// one write, the status. On Grove's schema the phase, restartCount and
+// startTime are carriers (annotations), written first, and the conditions
+// then go to the status subresource: a second request. committed reports
+// whether the write that carries the phase and the count landed — the
+// commit the events follow — even when the second then fails; a Failed
+// condition lost that way is put back by Decide from the phase.
+func PatchSet(ctx context.Context, c client.Client, cur, want *grovev1alpha1.PodCliqueSet) (committed bool, err error) {
+	annotations := !equality.Semantic.DeepEqual(cur.Annotations, want.Annotations)
+	if annotations {
 		next := cur.DeepCopy()
 		next.Annotations = want.Annotations
 		if err := c.Patch(ctx, next, client.MergeFromWithOptions(cur, client.MergeFromWithOptimisticLock{})); err != nil {
-			return wrote, fmt.Errorf("patching annotations of PodCliqueSet %s/%s: %w", cur.Namespace, cur.Name, err)
+			return false, fmt.Errorf("patching annotations of PodCliqueSet %s/%s: %w", cur.Namespace, cur.Name, err)
 		}
-		wrote, cur = true, next
+		committed, cur = true, next
 	}
 	if !equality.Semantic.DeepEqual(cur.Status, want.Status) {
 		next := cur.DeepCopy()
 		next.Status = want.Status
 		if err := c.Status().Patch(ctx, next, client.MergeFromWithOptions(cur, client.MergeFromWithOptimisticLock{})); err != nil {
-			return wrote, fmt.Errorf("patching status of PodCliqueSet %s/%s: %w", cur.Namespace, cur.Name, err)
+			return committed, fmt.Errorf("patching status of PodCliqueSet %s/%s: %w", cur.Namespace, cur.Name, err)
 		}
-		wrote = true
+		committed = true
 	}
-	return wrote, nil
+	return committed, nil
 }

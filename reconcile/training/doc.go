@@ -4,10 +4,14 @@
 // runtime limit (maxRuntime), the PodClique Succeeded condition, and the
 // GREP's events. Failed and Succeeded are final.
 //
-// Shape: thin reconcilers around pure decisions given a clock
-// (podclique.go: Succeeded; workload.go: everything at PodCliqueSet level),
-// then status patches of shepherd's fields only (optimistic-lock merge
-// patches), restart markers, deletes with UID preconditions, events, metrics.
+// Shape: read → one pure decision of (objects, clock) → one write → events.
+// The PodCliqueSet controller lists the set's PodCliques, PodCliqueScalingGroups
+// and pods, Decide (workload.go) returns the one write to make — the Training
+// status, one PodClique's restart marker, or a batch of pod deletes — and
+// the events and metrics of a status write go out only once it has landed.
+// The watch events of that write bring the next reconcile, which decides the
+// next write. The PodClique controller (podclique.go: Succeeded, and the
+// wasAvailable restart gate) is the same shape.
 //
 // # Breach detection: from the pods, at once
 //
@@ -18,6 +22,16 @@
 // MinAvailableBreached (package gang, or Grove itself when it enforces gang
 // termination, integrations.FeatureGangTermination) does not matter, and
 // neither do Grove's own breach rules.
+//
+// The startup protection (no breach before the clique was available) is
+// for pods that are slow to start, not for pods that failed: a Training
+// clique never yet available in which more pods failed (phase Failed, or a
+// container exited non-zero — restartPolicy Never, so nothing brings them
+// back) than replicas − minAvailable allows is breached too
+// (gang.Availability.FailedBeforeAvailable). GREP-0285 says a failure fails
+// the job: such a crash uses the restart budget, or fails the set, like any
+// breach (TestDecideIssue19 "defect 9a", TestTrainingCrashBeforeAvailable).
+// The pods a restart replaced never count, even lingering in Terminating.
 //
 // The delay is 0, whatever the PodCliqueSet's terminationDelay says: a
 // breach is answered by a restart, or the Failed phase, in the reconcile
@@ -65,60 +79,68 @@
 // reconciled 2 h after its pods started (shepherd was down) with a 1 h
 // maxRuntime fails at once. It is written once and never reset.
 //
-// # Restarts without memory
+// # Restarts: one write per reconcile
 //
 // A restart deletes every pod of every PodClique in the PodCliqueSet replica.
 // The recreated pods must get the same startup protection as a new gang, or
 // the cliques whose healthy pods were deleted would read as freshly breached
-// (their wasAvailable is sticky) and restart again. So a restart runs as
-// steps whose state is all in the API:
+// (their wasAvailable is sticky) and restart again. So a restart is a
+// sequence of writes, each decided afresh from the objects by Decide, in
+// this order of precedence:
 //
-//  1. mark every PodClique of the replica with api.AnnotationRestart: the
-//     restart number N, the UIDs of the pods it replaces, and failed=true on
-//     the cliques whose breach caused it. N is one more than the highest of
-//     restartCount and every marker of every replica (done or not), so a
-//     restart marked but not yet committed is never numbered twice; when
-//     that highest number has reached maxRestarts, a breach fails the set
-//     instead. One restart is marked per reconcile; another breached
-//     replica waits (no event) for the next;
-//  2. in a later reconcile, one whose cache shows the markers: commit
-//     restartCount = N on the PodCliqueSet status (optimistic lock: a
-//     restart is counted once); only after the commit, the events —
-//     PodCliqueFailed for each clique marked failed, ReplicaRestarting —
-//     and the metric, so each is emitted once per restart number. Every
-//     replica's restart in flight is continued and committed before any new
-//     breach is considered;
-//  3. delete the named pods (UID preconditions);
-//  4. once every named pod is gone or terminating (deletionTimestamp set)
-//     and the clique's wasAvailable is reset (this package's clique
-//     controller holds it false while the marker is active and never counts
-//     the named pods), mark that clique's marker done. A pod that stays
-//     Terminating (a lost node) does not hold the restart open: it counts
-//     for nothing (not ready, not succeeded — the Succeeded decision skips
-//     the pods of the last marker, done or not), and the replica's next
-//     breach is acted on.
+//  1. mark: a breach in a replica with no restart in flight is restart
+//     N = 1 + the highest of restartCount and every marker of every replica
+//     (done or not); with N > maxRestarts the set fails instead. Each
+//     PodClique of the replica gets api.AnnotationRestart {restart N, the
+//     UIDs of its pods now, failed on those whose breach caused it} — one
+//     PodClique per write, the first write deciding the restart, the next
+//     ones completing it. Another breached replica waits for the next
+//     restart, without an event;
+//  2. commit: once every PodClique of the replica carries marker N, the
+//     status write restartCount = N (with any phase/startTime change), and
+//     only after it landed PodCliqueFailed for the cliques marked failed,
+//     ReplicaRestarting and the metric — so each is emitted at most once
+//     per restart number;
+//  3. delete the pods the markers name that are not already terminating
+//     (UID preconditions);
+//  4. done: once a PodClique's named pods are gone or terminating and its
+//     wasAvailable is reset (this package's clique controller holds it
+//     false while the marker is active and never counts the named pods),
+//     its marker is rewritten with done set — keeping the pod UIDs, so
+//     those pods never count again, even lingering in Terminating on a
+//     lost node.
 //
-// On Grove's schema the count lives in an annotation: step 2 is then a
-// merge patch of the annotations, under the same optimistic lock. A replica
-// with an active (not done) marker is "restarting": its breaches are not
-// acted on. The done marker stays as history so that, while other
-// PodCliques of the replica are still restarting, a finished PodClique is
-// not mistaken for one that was never marked (whose current pods would be
-// condemned), and so that the next restart is numbered after it. A crash
-// between any two steps resumes at the step it stopped before, so the count
-// stays exact. Crash points the tests cover: between marking and the commit,
-// with another replica failing meanwhile (TestTrainingTwoBreachesBudgetOne
-// in test/grove; TestDecideIssue19 "defect 1"); between two cliques' marks
-// (step 2 marks the rest: TestRestartResumesAfterPartialMarking); after the
-// commit, before the deletes or the done markers (TestDecide "restart in
-// flight", TestDecideIssue19 "defect 3");
-// shepherd stopped between restarts and while pods started
-// (TestTrainingShepherdRestartedMidway, TestTrainingStartTimeFromPods). A
-// PodClique's Succeeded condition is sticky and written before anything of
-// this package deletes pods.
+// A replica with an active (not done) marker is "restarting": its breaches
+// are not acted on. The done marker stays as history, so that the next
+// restart is numbered after it and a finished PodClique is not mistaken
+// for one never marked.
+//
+// Why a crash loses nothing: every write is guarded — the status and each
+// marker by the resourceVersion the decision read (an optimistic lock: a
+// decision made on a stale cache is refused with a Conflict and decided
+// again), deletes by UID preconditions — and every decision is a function
+// of the objects alone. A crash between any two writes leaves objects from
+// which the next reconcile decides the write that was next; the restart
+// was decided by its first marker and is counted by the one status write
+// that moves restartCount to N, which a replay cannot repeat. Events are at
+// most once: a crash between a status write and its events loses them,
+// never doubles them. TestRestartCrashPoints replays a reference run (two
+// markers, the commit, the delete, two done markers; and a failure) after
+// each write, both as a crash before the write's events and as the same
+// write decided again on a cache that has not seen it, on the seed schema
+// and on Grove's (where a status write is two requests — the carriers,
+// the commit, then the conditions — and a crash between them is replayed
+// too); each ends in the reference's state with no event twice. The
+// integration tests cover a shepherd stopped between the marker and the
+// commit with another replica failing meanwhile
+// (TestTrainingTwoBreachesBudgetOne), between restarts and while pods
+// started (TestTrainingShepherdRestartedMidway, TestTrainingStartTimeFromPods).
+// A PodClique's Succeeded condition is sticky and written before anything
+// of this package deletes pods.
 //
 // Failure (budget exhausted or maxRuntime exceeded) commits phase Failed and
-// the Failed condition first and then deletes every pod of the set — the
+// the Failed condition first and then, in the reconciles after, deletes
+// every pod of the set — the
 // reverse of GREP-0285's wording ("all pods are terminated before the phase
 // is set") on purpose: deleting first would lose the failure if shepherd
 // stopped in between and Grove recreated the pods. A Failed set keeps having

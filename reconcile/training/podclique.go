@@ -10,6 +10,8 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
 )
 
@@ -46,4 +48,21 @@ func DecideCliqueSucceeded(clk clock.PassiveClock, c *grovev1alpha1.PodClique, p
 		Type: api.ConditionSucceeded, Status: metav1.ConditionTrue, Reason: api.ReasonAllPodsSucceeded,
 		Message: fmt.Sprintf("all %d pods exited 0", done), ObservedGeneration: c.Generation,
 	}, clk.Now()), true
+}
+
+// DecideClique is the Training PodClique decision: the clique as it should
+// be — its Succeeded condition (DecideCliqueSucceeded; the pods of its last
+// restart, done or not, never count, even lingering in Terminating) and its
+// wasAvailable, the restart gate (gang.CliqueAvailability, held false while
+// a restart marker is active), kept here whatever enforces gang
+// termination, in the form the served schema keeps it. succeeded reports
+// that Succeeded is new. A marker that does not parse counts as none.
+func DecideClique(clk clock.PassiveClock, c *grovev1alpha1.PodClique, pods []corev1.Pod, schemas knob.FieldSchemas) (want *grovev1alpha1.PodClique, succeeded bool) {
+	active, _ := gang.ActiveMarker(c.Annotations)
+	last, _ := gang.Marker(c.Annotations)
+	want = c.DeepCopy()
+	want.Status.Conditions, succeeded = DecideCliqueSucceeded(clk, c, pods, last)
+	a := gang.CliqueAvailability(gang.CliqueInput{Clique: c, Pods: pods, Training: true, Marker: active, Last: last})
+	grove.SetWasAvailable(want, a.WasAvailable, schemas)
+	return want, succeeded
 }

@@ -1,8 +1,6 @@
 package training
 
 import (
-	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -11,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/shepherd-k8s/shepherd/api"
@@ -31,38 +28,6 @@ type outcome struct {
 	Finishes  []string
 	Requeue   time.Duration
 	Restarted int32
-}
-
-func outcomeOf(d Decision) outcome {
-	o := outcome{Phase: d.Status.Phase, Count: d.Status.RestartCount, Failure: d.Failure, Deletes: podNames(d.DeletePods),
-		Requeue: d.RequeueAfter, Restarted: d.Restarts}
-	if d.Status.StartTime != nil {
-		o.Start = ptr.To(d.Status.StartTime.UTC())
-	}
-	for _, e := range d.Events {
-		r := e.Reason
-		if e.Clique != "" {
-			r += "/" + e.Clique
-		}
-		o.Events = append(o.Events, r)
-	}
-	mark := func(m Mark) string {
-		s := fmt.Sprintf("%s:%d:%v", m.Clique, m.Marker.Restart, m.Marker.Pods)
-		if m.Marker.Failed {
-			s += ":failed"
-		}
-		if m.Marker.Done {
-			s += ":done"
-		}
-		return s
-	}
-	for _, m := range d.Marks {
-		o.Marks = append(o.Marks, mark(m))
-	}
-	for _, m := range d.Finishes {
-		o.Finishes = append(o.Finishes, mark(m))
-	}
-	return o
 }
 
 func terminatingPod(p corev1.Pod) corev1.Pod {
@@ -115,56 +80,82 @@ func TestDecideIssue19(t *testing.T) {
 			maxRestarts: 2, phase: grovev1alpha1.PhaseRunning,
 			cliques: []cliqueState{{wasAvail: true}, {marker: marker(1, true, "p10", "p11")}},
 			pods:    pods(failed, ready, failed, ready),
-			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 1, Start: &started, Restarted: 1,
-				Events: []string{"PodCliqueFailed/pcs-1-w", "ReplicaRestarting"},
-				Marks:  []string{"pcs-0-w:2:[p00 p01]:failed"}, Deletes: []string{"pcs-1-w-0", "pcs-1-w-1"}, Requeue: time.Second}},
+			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 2, Start: &started, Restarted: 2,
+				Events: []string{"PodCliqueFailed/pcs-1-w", "ReplicaRestarting", "PodCliqueFailed/pcs-0-w", "ReplicaRestarting"},
+				Marks:  []string{"pcs-0-w:2:[p00 p01]:failed"}, Deletes: all4,
+				Finishes: []string{"pcs-1-w:1:[p10 p11]:failed:done"}, Requeue: time.Second}},
 		{name: "defect 1: a committed restart whose marker is done still numbers the next one after it",
 			maxRestarts: 3, phase: grovev1alpha1.PhaseRunning, count: 2,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true, marker: &gang.RestartMarker{Restart: 2, Done: true}}},
 			pods:    pods(failed, ready, ready, ready),
-			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 2, Start: &started,
-				Marks: []string{"pcs-0-w:3:[p00 p01]:failed"}, Requeue: time.Second}},
+			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 3, Start: &started, Restarted: 1,
+				Events: []string{"PodCliqueFailed/pcs-0-w", "ReplicaRestarting"},
+				Marks:  []string{"pcs-0-w:3:[p00 p01]:failed"}, Deletes: []string{"pcs-0-w-0", "pcs-0-w-1"}, Requeue: time.Second}},
 		// Defect 8 (events): a deferred replica emits nothing; each
 		// PodCliqueFailed comes once, with the commit of its restart.
-		{name: "defect 8: two breaches at once: one restart marked, the other deferred without an event",
+		{name: "defect 8: two breaches at once: one restart at a time, each PodCliqueFailed once with its commit",
 			maxRestarts: 2, phase: grovev1alpha1.PhaseRunning,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}},
 			pods:    pods(failed, ready, failed, ready),
-			want: outcome{Phase: grovev1alpha1.PhaseRunning, Start: &started,
-				Marks: []string{"pcs-0-w:1:[p00 p01]:failed"}, Requeue: time.Second}},
+			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 2, Start: &started, Restarted: 2,
+				Events: []string{"PodCliqueFailed/pcs-0-w", "ReplicaRestarting", "PodCliqueFailed/pcs-1-w", "ReplicaRestarting"},
+				Marks:  []string{"pcs-0-w:1:[p00 p01]:failed", "pcs-1-w:2:[p10 p11]:failed"}, Deletes: all4, Requeue: time.Second}},
 		{name: "defect 8: the next pass commits restart 1 with its PodCliqueFailed and marks the deferred one",
 			maxRestarts: 2, phase: grovev1alpha1.PhaseRunning,
 			cliques: []cliqueState{{marker: marker(1, true, "p00", "p01")}, {wasAvail: true}},
 			pods:    pods(failed, ready, failed, ready),
-			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 1, Start: &started, Restarted: 1,
-				Events: []string{"PodCliqueFailed/pcs-0-w", "ReplicaRestarting"},
-				Marks:  []string{"pcs-1-w:2:[p10 p11]:failed"}, Deletes: []string{"pcs-0-w-0", "pcs-0-w-1"}, Requeue: time.Second}},
+			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 2, Start: &started, Restarted: 2,
+				Events: []string{"PodCliqueFailed/pcs-0-w", "ReplicaRestarting", "PodCliqueFailed/pcs-1-w", "ReplicaRestarting"},
+				Marks:  []string{"pcs-1-w:2:[p10 p11]:failed"}, Deletes: all4,
+				Finishes: []string{"pcs-0-w:1:[p00 p01]:failed:done"}, Requeue: time.Second}},
 		{name: "defect 8: restart 1 committed, its pods still there: no event again",
 			maxRestarts: 2, phase: grovev1alpha1.PhaseRunning, count: 1,
 			cliques: []cliqueState{{marker: marker(1, true, "p00", "p01")}, {wasAvail: true}},
 			pods:    pods(failed, ready, ready, ready),
 			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 1, Start: &started,
-				Deletes: []string{"pcs-0-w-0", "pcs-0-w-1"}, Requeue: time.Second}},
+				Deletes: []string{"pcs-0-w-0", "pcs-0-w-1"}, Finishes: []string{"pcs-0-w:1:[p00 p01]:failed:done"}}},
 		// Defect 3.
 		{name: "defect 3: every replaced pod terminating (lost node): the restart is done",
 			maxRestarts: 2, phase: grovev1alpha1.PhaseRunning, count: 1,
 			cliques: []cliqueState{{marker: marker(1, true, "p00", "p01")}, {wasAvail: true}},
 			pods:    []corev1.Pod{terminatingPod(mkPod(0, 0, ready)), terminatingPod(mkPod(0, 1, failed)), mkPod(1, 0, ready), mkPod(1, 1, ready)},
 			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 1, Start: &started,
-				Finishes: []string{"pcs-0-w:1:[]:done"}, Requeue: time.Second}},
+				Finishes: []string{"pcs-0-w:1:[p00 p01]:failed:done"}}},
 		{name: "defect 3: one replaced pod not yet deleted: delete it, the restart goes on",
 			maxRestarts: 2, phase: grovev1alpha1.PhaseRunning, count: 1,
 			cliques: []cliqueState{{marker: marker(1, true, "p00", "p01")}, {wasAvail: true}},
 			pods:    []corev1.Pod{terminatingPod(mkPod(0, 0, ready)), mkPod(0, 1, failed), mkPod(1, 0, ready), mkPod(1, 1, ready)},
 			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 1, Start: &started,
-				Deletes: []string{"pcs-0-w-1"}, Requeue: time.Second}},
+				Deletes: []string{"pcs-0-w-1"}, Finishes: []string{"pcs-0-w:1:[p00 p01]:failed:done"}}},
 		{name: "defect 3: done while a replaced pod lingers in Terminating: a new breach is seen again",
 			maxRestarts: 2, phase: grovev1alpha1.PhaseRunning, count: 1,
 			cliques: []cliqueState{{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Done: true}}, {wasAvail: true}},
 			pods: []corev1.Pod{terminatingPod(mkPod(0, 0, ready)), {ObjectMeta: metav1.ObjectMeta{Name: "pcs-0-w-new", UID: "pn",
 				OwnerReferences: controller(api.KindPodClique, "pcs-0-w", "c0")}}, mkPod(1, 0, ready), mkPod(1, 1, ready)},
-			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 1, Start: &started,
-				Marks: []string{"pcs-0-w:2:[p00 pn]:failed"}, Requeue: time.Second}},
+			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 2, Start: &started, Restarted: 1,
+				Events: []string{"PodCliqueFailed/pcs-0-w", "ReplicaRestarting"},
+				Marks:  []string{"pcs-0-w:2:[p00 pn]:failed"}, Deletes: []string{"pcs-0-w-new"}, Requeue: time.Second}},
+		// Defect 9a: a clique whose pods fail before it was ever available
+		// uses the restart budget, or fails the set, as any breach does.
+		{name: "defect 9a: never available, a pod failed, budget 1: restart 1",
+			maxRestarts: 1, phase: grovev1alpha1.PhaseRunning,
+			cliques: []cliqueState{{}, {}},
+			pods:    pods(failed, running, running, running),
+			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 1, Start: &started, Restarted: 1,
+				Events: []string{"PodCliqueFailed/pcs-0-w", "ReplicaRestarting"},
+				Marks:  []string{"pcs-0-w:1:[p00 p01]:failed"}, Deletes: []string{"pcs-0-w-0", "pcs-0-w-1"},
+				Finishes: []string{"pcs-0-w:1:[p00 p01]:failed:done"}}},
+		{name: "defect 9a: never available, a pod failed, budget 0: Failed",
+			maxRestarts: 0, phase: grovev1alpha1.PhaseRunning,
+			cliques: []cliqueState{{}, {}},
+			pods:    pods(running, running, pending, failed),
+			want: outcome{Phase: grovev1alpha1.PhaseFailed, Start: &started, Failure: api.ReasonMaxRestartsExceeded,
+				Events: []string{"PodCliqueFailed/pcs-1-w", "MaxRestartsExceeded"}, Deletes: all4}},
+		{name: "defect 9a: after a restart the failed pods it replaced no longer count",
+			maxRestarts: 1, phase: grovev1alpha1.PhaseRunning, count: 1,
+			cliques: []cliqueState{{marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}, Done: true}}, {}},
+			pods:    []corev1.Pod{terminatingPod(mkPod(0, 0, failed)), mkPod(1, 0, running), mkPod(1, 1, running)},
+			want:    outcome{Phase: grovev1alpha1.PhaseRunning, Count: 1, Start: &started}},
 		// Defect 5.
 		{name: "defect 5: first seen 2h after the pods started, maxRuntime 1h: Failed at once",
 			maxRestarts: 3, maxRuntime: ptr.To(time.Hour), phase: grovev1alpha1.PhasePending,
@@ -214,8 +205,8 @@ func TestDecideIssue19(t *testing.T) {
 			old := mkClique(0, cliqueState{wasAvail: true})
 			old.Name, old.UID, old.OwnerReferences = "pcs-0-w", "old-c0", controller(api.KindPodCliqueSet, "pcs", "old-set")
 			cliques = append(cliques, old)
-			d := Decide(clocktesting.NewFakePassiveClock(t0), input(t, pcs, cliques, slices.Clone(tc.pods)))
-			if diff := cmp.Diff(tc.want, outcomeOf(d), cmpopts.EquateEmpty()); diff != "" {
+			got := runOutcome(t, pcs, cliques, tc.pods)
+			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("decision (-want +got):\n%s", diff)
 			}
 		})
@@ -234,10 +225,11 @@ func TestRestartResumesAfterPartialMarking(t *testing.T) {
 	bp := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pcs-0-v-0", UID: "pv", OwnerReferences: controller(api.KindPodClique, "pcs-0-v", "cv")}}
 	in := input(t, pcs, []grovev1alpha1.PodClique{a, b, mkClique(1, cliqueState{wasAvail: true})},
 		[]corev1.Pod{mkPod(0, 0, ready), mkPod(0, 1, ready), bp, mkPod(1, 0, ready), mkPod(1, 1, ready)})
-	got := outcomeOf(Decide(clocktesting.NewFakePassiveClock(t0), in))
+	got := runOutcome(t, in.Set, in.Cliques, in.Pods)
 	want := outcome{Phase: grovev1alpha1.PhaseRunning, Count: 1, Start: &t0, Restarted: 1,
 		Events: []string{"PodCliqueFailed/pcs-0-v", "ReplicaRestarting"},
-		Marks:  []string{"pcs-0-v:1:[pv]:failed"}, Deletes: []string{"pcs-0-w-0", "pcs-0-w-1"}, Requeue: time.Second}
+		Marks:  []string{"pcs-0-v:1:[pv]:failed"}, Deletes: []string{"pcs-0-v-0", "pcs-0-w-0", "pcs-0-w-1"},
+		Finishes: []string{"pcs-0-w:1:[p00 p01]:done"}, Requeue: time.Second}
 	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("decision (-want +got):\n%s", diff)
 	}

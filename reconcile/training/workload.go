@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,12 +48,6 @@ type Status struct {
 	Conditions   []metav1.Condition
 }
 
-// Mark is a restart marker to put on a PodClique.
-type Mark struct {
-	Clique string
-	Marker gang.RestartMarker
-}
-
 // PodRef names a pod to delete.
 type PodRef struct {
 	Name string
@@ -66,161 +61,392 @@ type Event struct {
 	Reason, Note string
 }
 
-// Decision is everything one reconcile of a Training set does, in order:
-// Marks, then Status (the commit), then Events and metrics, then DeletePods,
-// then Finishes.
+// Write is the one write a reconcile of a Training PodCliqueSet makes.
+type Write int
+
+const (
+	// WriteNone: nothing to write; look again at RequeueAfter (or on a
+	// change).
+	WriteNone Write = iota
+	// WriteStatus: the set's Training status (Decision.Status) — the
+	// commit of a phase, a startTime, a restart count or a failure — then
+	// Decision.Events and the metrics.
+	WriteStatus
+	// WriteMarker: one PodClique's restart marker (Decision.Mark).
+	WriteMarker
+	// WriteDelete: delete pods (Decision.Delete), with UID preconditions.
+	WriteDelete
+)
+
+func (w Write) String() string {
+	switch w {
+	case WriteNone:
+		return "None"
+	case WriteStatus:
+		return "Status"
+	case WriteMarker:
+		return "Marker"
+	case WriteDelete:
+		return "Delete"
+	}
+	return "Unknown"
+}
+
+// Mark is a restart marker to put on a PodClique: a merge patch of that
+// one annotation, guarded by the resourceVersion the decision read, so a
+// decision made on a stale cache never lands.
+type Mark struct {
+	Clique          string
+	ResourceVersion string
+	Marker          gang.RestartMarker
+}
+
+// Decision is what one reconcile of a Training set does: at most one write
+// (Write says which; the other write fields are empty), then — only once a
+// status write has landed — Events and the metrics.
 type Decision struct {
+	Write Write
+	// Status is the set's Training status to commit (WriteStatus).
 	Status Status
-	Marks  []Mark
-	// Restarts is how many restarts Status commits (for the metric).
+	// Mark is the marker to write (WriteMarker).
+	Mark Mark
+	// Delete are the pods to delete (WriteDelete).
+	Delete []PodRef
+	// Events go out after the status write.
+	Events []Event
+	// Restarts is how many restarts the status write commits (the
+	// metric); Failure the reason of a failure it commits, "" for none.
 	Restarts int32
-	// Failure is the reason of a failure Status commits, "" for none.
-	Failure    string
-	Events     []Event
-	DeletePods []PodRef
-	// Finishes are the done markers of PodCliques whose restart is over.
-	Finishes []Mark
+	Failure  string
 	// RequeueAfter is when to look again; zero means only on change.
 	RequeueAfter time.Duration
 }
 
 // restartingPoll is how often a replica with a restart in flight is looked
-// at besides the watch events that normally finish it.
+// at besides the watch events that normally move it on.
 const restartingPoll = time.Second
 
-// Decide runs the Training lifecycle of one PodCliqueSet.
+// Decide runs the Training lifecycle of one PodCliqueSet: from the objects
+// as read and the clock, the next write — the first that applies of:
+//
+//  1. a final phase: Succeeded (every PodClique succeeded) or Failed
+//     (maxRuntime passed) — the status, with its events;
+//  2. a restart in flight (a replica with an active marker, restart N)
+//     with a PodClique not yet marked: mark it (restart N, its pods);
+//  3. the status as the objects say it should be: phase Pending/Running,
+//     startTime from the pods, restartCount = the highest N in flight,
+//     with PodCliqueFailed and ReplicaRestarting for each restart it
+//     commits;
+//  4. the pods the restarts in flight replace that are not yet being
+//     deleted: delete them;
+//  5. a new breach: mark the first PodClique of the lowest breached
+//     replica for restart M+1 (M the highest of restartCount and every
+//     marker), or, with the budget used up, the Failed status;
+//  6. a PodClique through its restart (its replaced pods gone or
+//     terminating, wasAvailable reset): its done marker.
+//
+// Everything it needs is in the objects, so a reconcile after a crash
+// between any two writes decides the write that was next.
 func Decide(clk clock.PassiveClock, in Input) Decision {
 	now := clk.Now()
-	pcs := in.Set
-	d := Decision{Status: Status{
-		Phase: in.Status.Phase, RestartCount: in.Status.RestartCount,
-		StartTime: in.Status.StartTime, Conditions: pcs.Status.Conditions,
-	}}
-	switch d.Status.Phase {
+	cur := Status{Phase: in.Status.Phase, RestartCount: in.Status.RestartCount, StartTime: in.Status.StartTime, Conditions: in.Set.Status.Conditions}
+	switch cur.Phase {
 	case grovev1alpha1.PhaseSucceeded:
-		return d
+		return Decision{}
 	case grovev1alpha1.PhaseFailed:
-		// Final: keep the set's pods terminated, and the Failed condition
-		// present. On Grove's schema the phase (a carrier) is committed
-		// before the condition, and Grove rewrites its atomic conditions
-		// list without a lock; a condition lost either way is put back
-		// with the reason the durable state still shows.
-		if meta.FindStatusCondition(d.Status.Conditions, api.ConditionFailed) == nil {
-			reason, msg := api.ReasonMaxRestartsExceeded, fmt.Sprintf("the restart budget is used up (%d of maxRestarts %d)", d.Status.RestartCount, in.MaxRestarts)
-			if in.MaxRuntime != nil && d.Status.StartTime != nil && now.Sub(d.Status.StartTime.Time) > *in.MaxRuntime {
-				reason, msg = api.ReasonMaxRuntimeExceeded, fmt.Sprintf("the workload ran longer than maxRuntime %s", *in.MaxRuntime)
-			}
-			d.Status.Conditions = gang.SetCondition(d.Status.Conditions, metav1.Condition{
-				Type: api.ConditionFailed, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: pcs.Generation,
-			}, now)
-		}
-		_, pods := owned(in)
-		d.DeletePods = livePods(pods)
-		return d
+		return decideFailed(in, cur, now)
 	}
+	v := view(in)
+	next := cur
+	next.Conditions = slices.Clone(cur.Conditions)
+	v.progress(&next, now)
 
-	// Ownership, not labels, decides what belongs to the set (Grove's
-	// part-of label is only how the controller finds candidates): a
-	// PodClique controlled by the set or by one of its PCSGs, a pod
-	// controlled by one of those PodCliques. Objects of a deleted set of the
-	// same name neither count nor are deleted.
-	cliques, setPods := owned(in)
-
-	// Pending → Running, startTime once: when the set's pods started (their
-	// own status.startTime), not when shepherd noticed.
-	started := slices.ContainsFunc(setPods, func(p corev1.Pod) bool { return gang.PodStarted(&p) })
-	if d.Status.Phase == "" || d.Status.Phase == grovev1alpha1.PhasePending {
-		d.Status.Phase = grovev1alpha1.PhasePending
-		if started {
-			d.Status.Phase = grovev1alpha1.PhaseRunning
-		}
-	}
-	if d.Status.Phase == grovev1alpha1.PhaseRunning && d.Status.StartTime == nil {
-		t := metav1.NewTime(firstStart(setPods, now))
-		d.Status.StartTime = &t
+	// 1. Final phases. Success is checked before maxRuntime: a set that
+	// finished in time but is reconciled after the limit (shepherd was
+	// down, or the other controller wrote Succeeded a moment late)
+	// succeeded; its pods' exits say so.
+	if v.allSucceeded() {
+		next.Phase = grovev1alpha1.PhaseSucceeded
+		return Decision{Write: WriteStatus, Status: next, Events: []Event{{Type: corev1.EventTypeNormal, Reason: api.EventWorkloadSucceeded,
+			Note: fmt.Sprintf("all %d PodCliques succeeded after %d restarts", len(v.cliques), next.RestartCount)}}}
 	}
 	var wait gang.MinRequeue
-
-	// Succeeded: every expected PodClique has Succeeded. Checked before
-	// maxRuntime: a set that finished in time but is reconciled after the
-	// limit (shepherd was down, or the other controller wrote Succeeded a
-	// moment late) succeeded; its pods' exits say so.
-	if allSucceeded(in.Set, cliques) {
-		d.Status.Phase = grovev1alpha1.PhaseSucceeded
-		d.Events = append(d.Events, Event{Type: corev1.EventTypeNormal, Reason: api.EventWorkloadSucceeded,
-			Note: fmt.Sprintf("all %d PodCliques succeeded after %d restarts", len(cliques), d.Status.RestartCount)})
-		return d
-	}
-
-	// maxRuntime, from the first start, restarts included.
-	if in.MaxRuntime != nil && d.Status.StartTime != nil {
-		left := d.Status.StartTime.Add(*in.MaxRuntime).Sub(now)
+	if in.MaxRuntime != nil && next.StartTime != nil {
+		left := next.StartTime.Add(*in.MaxRuntime).Sub(now)
 		if left < 0 {
-			d.fail(in, setPods, api.ReasonMaxRuntimeExceeded, fmt.Sprintf("the workload ran longer than maxRuntime %s (started %s)",
-				*in.MaxRuntime, d.Status.StartTime.UTC().Format(time.RFC3339)), api.EventMaxRuntimeExceeded, now)
-			return d
+			return fail(in, next, nil, api.ReasonMaxRuntimeExceeded, fmt.Sprintf("the workload ran longer than maxRuntime %s (started %s)",
+				*in.MaxRuntime, next.StartTime.UTC().Format(time.RFC3339)), api.EventMaxRuntimeExceeded, now)
 		}
 		wait.Add(left)
 	}
 
-	byReplica := map[int32][]*grovev1alpha1.PodClique{}
-	for _, c := range cliques {
-		if idx := gang.PCSReplicaIndex(c.Labels); idx >= 0 {
-			byReplica[idx] = append(byReplica[idx], c)
-		}
-	}
-	podsOf := podsByOwner(setPods)
-	replicas := make([]int32, 0, len(byReplica))
-	for idx := range byReplica {
-		replicas = append(replicas, idx)
-	}
-	slices.Sort(replicas)
-
-	// Restarts in flight first, in every replica: they are decided (their
-	// markers are written) and are committed before a new breach is
-	// numbered, so a new restart is numbered after all of them.
-	numbered := d.Status.RestartCount
-	for _, idx := range replicas {
-		numbered = max(numbered, highestMarker(byReplica[idx]))
-		if n := inFlight(byReplica[idx]); n > 0 {
-			d.continueRestart(idx, n, byReplica[idx], podsOf, in.MaxRestarts)
-			wait.Add(restartingPoll)
+	// 2. Restarts in flight: every PodClique of the replica marked.
+	inflight := v.inFlight()
+	for _, r := range inflight {
+		if c := r.unmarked(); c != nil {
+			return Decision{Write: WriteMarker, Mark: v.mark(c, r.n, v.breached(c)), RequeueAfter: restartingPoll}
 		}
 	}
 
-	restartedNow := false
-	for _, idx := range replicas {
-		cliques := byReplica[idx]
-		if inFlight(cliques) > 0 {
+	// 3. The status: progress, and the count of every restart in flight.
+	var events []Event
+	for _, r := range inflight {
+		if r.n <= cur.RestartCount {
+			continue // committed before
+		}
+		next.RestartCount = max(next.RestartCount, r.n)
+		for _, c := range r.cliques {
+			if m, _ := gang.Marker(c.Annotations); m != nil && m.Restart == r.n && m.Failed {
+				events = append(events, cliqueFailed(c.Name, r.idx, r.n))
+			}
+		}
+		events = append(events, Event{Type: corev1.EventTypeNormal, Reason: api.EventReplicaRestarting,
+			Note: fmt.Sprintf("restarting replica %d: restart %d of maxRestarts %d", r.idx, r.n, in.MaxRestarts)})
+	}
+	if len(inflight) > 0 {
+		wait.Add(restartingPoll)
+	}
+	if !next.equal(cur) {
+		return Decision{Write: WriteStatus, Status: next, Events: events, Restarts: next.RestartCount - cur.RestartCount, RequeueAfter: time.Duration(wait)}
+	}
+
+	// 4. The pods the restarts in flight replace. A pod already
+	// terminating (deletionTimestamp set) is as good as gone: on a lost
+	// node it may stay Terminating for ever, and the restart must not wait
+	// for it. It counts for nothing (not ready, not succeeded) meanwhile.
+	var victims []PodRef
+	for _, r := range inflight {
+		victims = append(victims, r.condemned(v.podsOf)...)
+	}
+	if len(victims) > 0 {
+		return Decision{Write: WriteDelete, Delete: victims, RequeueAfter: time.Duration(wait)}
+	}
+
+	// 5. A new breach, in a replica without a restart in flight: one
+	// restart at a time, numbered after every restart ever marked.
+	busy := map[int32]bool{}
+	for _, r := range inflight {
+		busy[r.idx] = true
+	}
+	numbered := max(next.RestartCount, v.highestMarker())
+	for _, idx := range v.replicas {
+		if busy[idx] {
 			continue
 		}
-		breached := breachedCliques(cliques, podsOf)
+		breached := v.breachedOf(idx)
 		if len(breached) == 0 {
 			continue
 		}
-		if restartedNow {
-			// One restart per reconcile keeps the commit a single step; the
-			// next reconcile takes this replica. Its PodCliqueFailed event
-			// comes with the restart (or the failure) it leads to.
-			wait.Add(restartingPoll)
-			continue
-		}
 		if numbered < in.MaxRestarts {
-			numbered++
-			d.startRestart(numbered, cliques, breached, podsOf)
-			restartedNow = true
 			wait.Add(restartingPoll)
+			return Decision{Write: WriteMarker, Mark: v.mark(v.byReplica[idx][0], numbered+1, slices.Contains(breached, v.byReplica[idx][0])),
+				RequeueAfter: time.Duration(wait)}
+		}
+		var failed []Event
+		for _, c := range breached {
+			failed = append(failed, cliqueFailed(c.Name, idx, 0))
+		}
+		return fail(in, next, failed, api.ReasonMaxRestartsExceeded, fmt.Sprintf("replica %d failed and the restart budget is used up (%d of maxRestarts %d)",
+			idx, numbered, in.MaxRestarts), api.EventMaxRestartsExceeded, now)
+	}
+
+	// 6. PodCliques through their restart.
+	for _, r := range inflight {
+		if c := r.through(v.podsOf); c != nil {
+			// The done marker keeps the pods it replaced: they never
+			// count again, even lingering in Terminating.
+			m, _ := gang.ActiveMarker(c.Annotations)
+			done := *m
+			done.Done = true
+			return Decision{Write: WriteMarker, Mark: Mark{Clique: c.Name, ResourceVersion: c.ResourceVersion, Marker: done},
+				RequeueAfter: time.Duration(wait)}
+		}
+	}
+	return Decision{RequeueAfter: time.Duration(wait)}
+}
+
+// decideFailed keeps a Failed set final: the Failed condition present (on
+// Grove's schema the phase, a carrier, is committed before the condition,
+// and Grove rewrites its atomic conditions list without a lock; a
+// condition lost either way is put back with the reason the durable state
+// still shows), then every pod the set owns deleted.
+func decideFailed(in Input, cur Status, now time.Time) Decision {
+	if meta.FindStatusCondition(cur.Conditions, api.ConditionFailed) == nil {
+		reason, msg := api.ReasonMaxRestartsExceeded, fmt.Sprintf("the restart budget is used up (%d of maxRestarts %d)", cur.RestartCount, in.MaxRestarts)
+		if in.MaxRuntime != nil && cur.StartTime != nil && now.Sub(cur.StartTime.Time) > *in.MaxRuntime {
+			reason, msg = api.ReasonMaxRuntimeExceeded, fmt.Sprintf("the workload ran longer than maxRuntime %s", *in.MaxRuntime)
+		}
+		next := cur
+		next.Conditions = gang.SetCondition(cur.Conditions, metav1.Condition{
+			Type: api.ConditionFailed, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: in.Set.Generation,
+		}, now)
+		return Decision{Write: WriteStatus, Status: next}
+	}
+	_, pods := owned(in)
+	if victims := livePods(pods); len(victims) > 0 {
+		return Decision{Write: WriteDelete, Delete: victims}
+	}
+	return Decision{}
+}
+
+// fail is the status write of a failure: phase Failed and the Failed
+// condition, with the events (the pods go in the reconciles after it, see
+// decideFailed).
+func fail(in Input, next Status, events []Event, reason, msg, event string, now time.Time) Decision {
+	next.Phase = grovev1alpha1.PhaseFailed
+	next.Conditions = gang.SetCondition(next.Conditions, metav1.Condition{
+		Type: api.ConditionFailed, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: in.Set.Generation,
+	}, now)
+	events = append(events, Event{Type: corev1.EventTypeWarning, Reason: event, Note: msg + "; terminating all pods"})
+	return Decision{Write: WriteStatus, Status: next, Events: events, Failure: reason}
+}
+
+// equal reports whether s and o say the same.
+func (s Status) equal(o Status) bool {
+	return s.Phase == o.Phase && s.RestartCount == o.RestartCount &&
+		(s.StartTime == nil) == (o.StartTime == nil) && (s.StartTime == nil || s.StartTime.Equal(o.StartTime)) &&
+		equality.Semantic.DeepEqual(s.Conditions, o.Conditions)
+}
+
+// setView is what Decide reads of a set, by ownership (see owned).
+type setView struct {
+	in        Input
+	cliques   []*grovev1alpha1.PodClique
+	pods      []corev1.Pod
+	podsOf    map[types.UID][]corev1.Pod
+	byReplica map[int32][]*grovev1alpha1.PodClique
+	// replicas are the replica indices, ascending.
+	replicas []int32
+}
+
+func view(in Input) *setView {
+	v := &setView{in: in, byReplica: map[int32][]*grovev1alpha1.PodClique{}}
+	v.cliques, v.pods = owned(in)
+	v.podsOf = podsByOwner(v.pods)
+	for _, c := range v.cliques {
+		if idx := gang.PCSReplicaIndex(c.Labels); idx >= 0 {
+			if _, ok := v.byReplica[idx]; !ok {
+				v.replicas = append(v.replicas, idx)
+			}
+			v.byReplica[idx] = append(v.byReplica[idx], c)
+		}
+	}
+	slices.Sort(v.replicas)
+	return v
+}
+
+// progress moves Pending to Running once a pod of the set started and
+// records startTime once: when the set's pods started (their own
+// status.startTime), not when shepherd noticed.
+func (v *setView) progress(s *Status, now time.Time) {
+	started := slices.ContainsFunc(v.pods, func(p corev1.Pod) bool { return gang.PodStarted(&p) })
+	if s.Phase == "" || s.Phase == grovev1alpha1.PhasePending {
+		s.Phase = grovev1alpha1.PhasePending
+		if started {
+			s.Phase = grovev1alpha1.PhaseRunning
+		}
+	}
+	if s.Phase == grovev1alpha1.PhaseRunning && s.StartTime == nil {
+		t := metav1.NewTime(firstStart(v.pods, now))
+		s.StartTime = &t
+	}
+}
+
+func (v *setView) allSucceeded() bool { return allSucceeded(v.in.Set, v.cliques) }
+
+// restart is one replica's restart in flight: restart n, the highest
+// active marker of the replica.
+type restart struct {
+	idx     int32
+	n       int32
+	cliques []*grovev1alpha1.PodClique
+}
+
+// inFlight lists the replicas with a restart in flight, by index.
+func (v *setView) inFlight() []restart {
+	var out []restart
+	for _, idx := range v.replicas {
+		if n := inFlight(v.byReplica[idx]); n > 0 {
+			out = append(out, restart{idx: idx, n: n, cliques: v.byReplica[idx]})
+		}
+	}
+	return out
+}
+
+// unmarked is the first PodClique of the replica not yet marked for the
+// restart (stopped between marking two PodCliques; none of its pods was
+// deleted yet), nil when every one is.
+func (r restart) unmarked() *grovev1alpha1.PodClique {
+	for _, c := range r.cliques {
+		if m, _ := gang.Marker(c.Annotations); m == nil || m.Restart < r.n {
+			return c
+		}
+	}
+	return nil
+}
+
+// condemned lists the pods the restart replaces that are not yet being
+// deleted.
+func (r restart) condemned(podsOf map[types.UID][]corev1.Pod) []PodRef {
+	var out []PodRef
+	for _, c := range r.cliques {
+		m, _ := gang.ActiveMarker(c.Annotations)
+		if m == nil || m.Restart != r.n {
 			continue
 		}
-		for _, c := range breached {
-			d.Events = append(d.Events, cliqueFailed(c.Name, idx, 0))
+		for _, p := range podsOf[c.UID] {
+			if m.Condemned(p.UID) && p.DeletionTimestamp == nil {
+				out = append(out, PodRef{Name: p.Name, UID: p.UID})
+			}
 		}
-		d.fail(in, setPods, api.ReasonMaxRestartsExceeded, fmt.Sprintf("replica %d failed and the restart budget is used up (%d of maxRestarts %d)",
-			idx, numbered, in.MaxRestarts), api.EventMaxRestartsExceeded, now)
-		return d
 	}
-	d.RequeueAfter = time.Duration(wait)
-	return d
+	return out
+}
+
+// through is the first PodClique whose restart is over — its replaced pods
+// gone or terminating, and its wasAvailable reset (package training's
+// clique controller holds it false while the marker is active) — nil when
+// none is.
+func (r restart) through(podsOf map[types.UID][]corev1.Pod) *grovev1alpha1.PodClique {
+	for _, c := range r.cliques {
+		m, _ := gang.ActiveMarker(c.Annotations)
+		if m == nil || m.Restart != r.n || grove.WasAvailable(c) {
+			continue
+		}
+		left := slices.ContainsFunc(podsOf[c.UID], func(p corev1.Pod) bool { return m.Condemned(p.UID) && p.DeletionTimestamp == nil })
+		if !left {
+			return c
+		}
+	}
+	return nil
+}
+
+// mark is the marker of restart n for a PodClique: the restart number, the
+// UIDs of its pods now, and failed when its breach caused the restart.
+func (v *setView) mark(c *grovev1alpha1.PodClique, n int32, failed bool) Mark {
+	m := gang.RestartMarker{Restart: n, Failed: failed}
+	for _, p := range v.podsOf[c.UID] {
+		m.Pods = append(m.Pods, p.UID)
+	}
+	return Mark{Clique: c.Name, ResourceVersion: c.ResourceVersion, Marker: m}
+}
+
+func (v *setView) breached(c *grovev1alpha1.PodClique) bool {
+	return len(breachedCliques([]*grovev1alpha1.PodClique{c}, v.podsOf)) > 0
+}
+
+func (v *setView) breachedOf(idx int32) []*grovev1alpha1.PodClique {
+	return breachedCliques(v.byReplica[idx], v.podsOf)
+}
+
+// highestMarker is the highest restart number any marker of the set names,
+// done or not.
+func (v *setView) highestMarker() int32 {
+	var n int32
+	for _, idx := range v.replicas {
+		n = max(n, highestMarker(v.byReplica[idx]))
+	}
+	return n
 }
 
 // owned returns the set's PodCliques and pods by controller ownership: a
@@ -278,98 +504,6 @@ func cliqueFailed(clique string, idx, restart int32) Event {
 	return Event{Clique: clique, Type: corev1.EventTypeWarning, Reason: api.EventPodCliqueFailed, Note: note}
 }
 
-// fail commits phase Failed with the Failed condition and terminates every
-// pod the set owns.
-func (d *Decision) fail(in Input, pods []corev1.Pod, reason, msg, event string, now time.Time) {
-	d.Status.Phase = grovev1alpha1.PhaseFailed
-	d.Status.Conditions = gang.SetCondition(d.Status.Conditions, metav1.Condition{
-		Type: api.ConditionFailed, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: in.Set.Generation,
-	}, now)
-	d.Failure = reason
-	d.Events = append(d.Events, Event{Type: corev1.EventTypeWarning, Reason: event, Note: msg + "; terminating all pods"})
-	d.DeletePods = livePods(pods)
-	d.Marks, d.Finishes = nil, nil
-	d.RequeueAfter = 0
-}
-
-// startRestart begins restart number n of a replica by marking its
-// PodCliques (the breached ones with Failed), and only that: the count is
-// committed, the events emitted and the pods deleted by continueRestart in a
-// later reconcile, one that sees the markers in its cache. Committing in the
-// same reconcile would let a following reconcile whose PodClique cache has
-// not caught up with the markers take the same breach for a new one and
-// count it twice.
-func (d *Decision) startRestart(n int32, cliques, breached []*grovev1alpha1.PodClique, podsOf map[types.UID][]corev1.Pod) {
-	for _, c := range cliques {
-		m := gang.RestartMarker{Restart: n, Failed: slices.Contains(breached, c)}
-		for _, p := range podsOf[c.UID] {
-			m.Pods = append(m.Pods, p.UID)
-		}
-		d.Marks = append(d.Marks, Mark{Clique: c.Name, Marker: m})
-	}
-}
-
-// commitRestart counts restart n, once: the commit is an optimistic-lock
-// write of the count, and the events (ReplicaRestarting, and PodCliqueFailed
-// for the cliques whose marker says they caused it) are emitted only after
-// it succeeds.
-func (d *Decision) commitRestart(idx, n, budget int32, failed []string) {
-	if d.Status.RestartCount >= n {
-		return
-	}
-	d.Restarts += n - d.Status.RestartCount
-	d.Status.RestartCount = n
-	for _, c := range failed {
-		d.Events = append(d.Events, cliqueFailed(c, idx, n))
-	}
-	d.Events = append(d.Events, Event{Type: corev1.EventTypeNormal, Reason: api.EventReplicaRestarting,
-		Note: fmt.Sprintf("restarting replica %d: restart %d of maxRestarts %d", idx, n, budget)})
-}
-
-// continueRestart finishes restart n of a replica (see the package doc).
-func (d *Decision) continueRestart(idx, n int32, cliques []*grovev1alpha1.PodClique, podsOf map[types.UID][]corev1.Pod, budget int32) {
-	var failed []string
-	for _, c := range cliques {
-		m, _ := gang.Marker(c.Annotations)
-		switch {
-		case m == nil || m.Restart < n:
-			// Stopped between marking two cliques: mark this one now (none
-			// of its pods was deleted yet); its pods go next round.
-			nm := gang.RestartMarker{Restart: n, Failed: len(breachedCliques([]*grovev1alpha1.PodClique{c}, podsOf)) > 0}
-			for _, p := range podsOf[c.UID] {
-				nm.Pods = append(nm.Pods, p.UID)
-			}
-			d.Marks = append(d.Marks, Mark{Clique: c.Name, Marker: nm})
-			if nm.Failed {
-				failed = append(failed, c.Name)
-			}
-		case m.Done:
-			// This clique is through restart n; its pods are the new ones.
-		default:
-			if m.Failed {
-				failed = append(failed, c.Name)
-			}
-			// A condemned pod already terminating (deletionTimestamp set)
-			// is as good as gone: on a lost node it may stay Terminating
-			// for ever, and the restart must not wait for it. It counts
-			// for nothing (not ready, not succeeded) while it lingers.
-			left := false
-			for _, p := range podsOf[c.UID] {
-				if m.Condemned(p.UID) && p.DeletionTimestamp == nil {
-					left = true
-					d.DeletePods = append(d.DeletePods, PodRef{Name: p.Name, UID: p.UID})
-				}
-			}
-			if !left && !grove.WasAvailable(c) {
-				d.Finishes = append(d.Finishes, Mark{Clique: c.Name, Marker: gang.RestartMarker{Restart: n, Done: true}})
-			}
-		}
-	}
-	// The decision to restart was made when the markers were written; a
-	// crash before the commit only delays it.
-	d.commitRestart(idx, n, budget, failed)
-}
-
 // breachedCliques returns the replica's breached PodCliques, read from
 // their pods (gang.CliqueAvailability: below minAvailable after having been
 // available) — not from MinAvailableBreached, which Grove may be the one to
@@ -382,7 +516,8 @@ func breachedCliques(cliques []*grovev1alpha1.PodClique, podsOf map[types.UID][]
 		if CliqueSucceeded(c) {
 			continue
 		}
-		if gang.CliqueAvailability(gang.CliqueInput{Clique: c, Pods: podsOf[c.UID], Training: true}).Breached() {
+		last, _ := gang.Marker(c.Annotations)
+		if gang.CliqueAvailability(gang.CliqueInput{Clique: c, Pods: podsOf[c.UID], Training: true, Last: last}).Breached() {
 			out = append(out, c)
 		}
 	}

@@ -154,6 +154,8 @@ func podNames(refs []PodRef) []string {
 func TestDecide(t *testing.T) {
 	hour := time.Hour
 	started := metav1.NewTime(t0.Add(-30 * time.Minute))
+	// restarted are the events of one restart's commit.
+	restarted := []string{api.EventPodCliqueFailed, api.EventReplicaRestarting}
 	tests := []struct {
 		name    string
 		pcs     *grovev1alpha1.PodCliqueSet
@@ -210,13 +212,15 @@ func TestDecide(t *testing.T) {
 			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRestartsExceeded,
 			wantEvents:  []string{api.EventPodCliqueFailed, api.EventMaxRestartsExceeded},
 			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1", "pcs-1-w-0", "pcs-1-w-1"}},
-		{name: "breach within budget: mark that replica for restart 1 (counted and deleted next round)", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+		{name: "breach within budget: that replica marked for restart 1, then counted, then its pods deleted", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(ready, ready, ready, failed),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time,
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
+			wantEvents: restarted, wantDeletes: []string{"pcs-1-w-0", "pcs-1-w-1"},
 			wantMarks: []string{"pcs-1-w"}, wantMarkN: 1, wantRequeue: time.Second},
 		{name: "a lost pod is a breach too", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(ready, pending, ready, ready),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time,
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
+			wantEvents: restarted, wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"},
 			wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
 		{name: "budget used up: Failed", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 2,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(failed, ready, ready, ready),
@@ -230,11 +234,13 @@ func TestDecide(t *testing.T) {
 			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1", "pcs-1-w-0", "pcs-1-w-1"}},
 		{name: "terminationDelay 4h (Grove's default): acted on at once", pcs: set(2, nil, ptr.To(4*time.Hour)), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(failed, ready, ready, ready),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time,
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
+			wantEvents: restarted, wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"},
 			wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
 		{name: "wasAvailable by its carrier", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true, wasCarrier: true}, {}}, pods: pods(failed, ready, pending, pending),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time,
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
+			wantEvents: restarted, wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"},
 			wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
 		{name: "a MinAvailableBreached condition the pods do not show is no breach", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true, breachCond: true}, {wasAvail: true}}, pods: allPods(ready),
@@ -256,10 +262,11 @@ func TestDecide(t *testing.T) {
 		{name: "restart done: the marker becomes done", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
 			cliques:   []cliqueState{{marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
 			pods:      []corev1.Pod{mkPod(1, 0, ready), mkPod(1, 1, ready)},
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantFinish: []string{"pcs-0-w"}, wantRequeue: time.Second},
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantFinish: []string{"pcs-0-w"}},
 		{name: "a done marker is history: a new breach restarts again", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
 			cliques: []cliqueState{{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Done: true}}, {wasAvail: true}}, pods: pods(ready, failed, ready, ready),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 2,
+			wantEvents: restarted, wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"},
 			wantMarks: []string{"pcs-0-w"}, wantMarkN: 2, wantRequeue: time.Second},
 		{name: "marked replica seen: commit the count, delete its pods", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques:   []cliqueState{{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
@@ -288,58 +295,74 @@ func TestDecide(t *testing.T) {
 			for i, s := range tc.cliques {
 				cliques = append(cliques, mkClique(i, s))
 			}
-			d := Decide(clocktesting.NewFakePassiveClock(t0), input(t, pcs, cliques, tc.pods))
-			if d.Status.Phase != tc.wantPhase {
-				t.Errorf("phase = %q, want %q", d.Status.Phase, tc.wantPhase)
+			w := newWorld(t, pcs, cliques, tc.pods)
+			tr := w.run()
+			o := w.outcome(tr)
+			if o.Phase != tc.wantPhase {
+				t.Errorf("phase = %q, want %q", o.Phase, tc.wantPhase)
 			}
-			if (d.Status.StartTime == nil) != (tc.wantStart == nil) || (tc.wantStart != nil && !d.Status.StartTime.Time.Equal(*tc.wantStart)) {
-				t.Errorf("startTime = %v, want %v", d.Status.StartTime, tc.wantStart)
+			if (o.Start == nil) != (tc.wantStart == nil) || (tc.wantStart != nil && !o.Start.Equal(*tc.wantStart)) {
+				t.Errorf("startTime = %v, want %v", o.Start, tc.wantStart)
 			}
-			if d.Status.RestartCount != tc.wantCount {
-				t.Errorf("restartCount = %d, want %d", d.Status.RestartCount, tc.wantCount)
+			if o.Count != tc.wantCount {
+				t.Errorf("restartCount = %d, want %d", o.Count, tc.wantCount)
 			}
-			if d.Restarts != tc.wantCount-tc.count {
-				t.Errorf("restarts counted = %d, want %d", d.Restarts, tc.wantCount-tc.count)
+			if o.Restarted != tc.wantCount-tc.count {
+				t.Errorf("restarts counted = %d, want %d", o.Restarted, tc.wantCount-tc.count)
 			}
-			failed := meta.FindStatusCondition(d.Status.Conditions, api.ConditionFailed)
+			failed := meta.FindStatusCondition(w.pcs.Status.Conditions, api.ConditionFailed)
 			if tc.wantFailed == "" && failed != nil {
 				t.Errorf("unexpected Failed condition %+v", failed)
 			}
 			if tc.wantFailed != "" && (failed == nil || failed.Status != metav1.ConditionTrue || failed.Reason != tc.wantFailed) {
 				t.Errorf("Failed condition = %+v, want True/%s", failed, tc.wantFailed)
 			}
-			// The failure metric counts the failure once: when it is decided.
-			if wantFailure := tc.wantFailed; d.Failure != wantFailure && (tc.phase != grovev1alpha1.PhaseFailed || d.Failure != "") {
-				t.Errorf("failure = %q, want %q", d.Failure, wantFailure)
+			// The failure metric counts the failure once: when it is
+			// committed, never for a set already Failed.
+			if want := tc.wantFailed; tc.phase == grovev1alpha1.PhaseFailed {
+				want = ""
+				if o.Failure != want {
+					t.Errorf("failure = %q, want %q", o.Failure, want)
+				}
+			} else if o.Failure != want {
+				t.Errorf("failure = %q, want %q", o.Failure, want)
 			}
-			if got := reasons(d.Events); !slices.Equal(got, tc.wantEvents) {
-				t.Errorf("events = %v, want %v", got, tc.wantEvents)
+			var evs []string
+			for _, st := range tr {
+				evs = append(evs, reasons(st.d.Events)...)
 			}
-			if got := podNames(d.DeletePods); !slices.Equal(got, tc.wantDeletes) {
-				t.Errorf("deleted pods = %v, want %v", got, tc.wantDeletes)
+			if !slices.Equal(evs, tc.wantEvents) {
+				t.Errorf("events = %v, want %v", evs, tc.wantEvents)
 			}
-			var marks []string
-			for _, m := range d.Marks {
+			if !slices.Equal(o.Deletes, tc.wantDeletes) {
+				t.Errorf("deleted pods = %v, want %v", o.Deletes, tc.wantDeletes)
+			}
+			var marks, finished []string
+			for _, st := range tr {
+				if st.d.Write != WriteMarker {
+					continue
+				}
+				m := st.d.Mark
+				if m.Marker.Done {
+					finished = append(finished, m.Clique)
+					if m.Marker.Restart != tc.wantCount || len(m.Marker.Pods) != 2 {
+						t.Errorf("finish marker of %s = %+v, want done restart %d keeping the 2 pods it replaced", m.Clique, m.Marker, tc.wantCount)
+					}
+					continue
+				}
 				marks = append(marks, m.Clique)
-				if m.Marker.Restart != tc.wantMarkN || len(m.Marker.Pods) != 2 || m.Marker.Done {
+				if m.Marker.Restart != tc.wantMarkN || len(m.Marker.Pods) != 2 {
 					t.Errorf("marker of %s = %+v, want active restart %d naming its 2 pods", m.Clique, m.Marker, tc.wantMarkN)
 				}
 			}
 			if !slices.Equal(marks, tc.wantMarks) {
 				t.Errorf("marks = %v, want %v", marks, tc.wantMarks)
 			}
-			var finished []string
-			for _, m := range d.Finishes {
-				finished = append(finished, m.Clique)
-				if !m.Marker.Done || m.Marker.Restart != tc.wantCount || len(m.Marker.Pods) != 0 {
-					t.Errorf("finish marker of %s = %+v, want done restart %d", m.Clique, m.Marker, tc.wantCount)
-				}
-			}
 			if !slices.Equal(finished, tc.wantFinish) {
 				t.Errorf("finished = %v, want %v", finished, tc.wantFinish)
 			}
-			if d.RequeueAfter != tc.wantRequeue {
-				t.Errorf("requeueAfter = %v, want %v", d.RequeueAfter, tc.wantRequeue)
+			if o.Requeue != tc.wantRequeue {
+				t.Errorf("requeueAfter = %v, want %v (writes:%s)", o.Requeue, tc.wantRequeue, tr)
 			}
 		})
 	}
@@ -349,8 +372,12 @@ func TestReplicaRestartingEventHasTheCount(t *testing.T) {
 	pcs := set(3, nil, nil)
 	pcs.Status.Phase, pcs.Status.RestartCount = grovev1alpha1.PhaseRunning, 1
 	marked := mkClique(0, cliqueState{wasAvail: true, marker: &gang.RestartMarker{Restart: 2, Pods: []types.UID{"p00", "p01"}}})
-	d := Decide(clocktesting.NewFakePassiveClock(t0), input(t, pcs, []grovev1alpha1.PodClique{marked}, allPods(ready)))
-	for _, e := range d.Events {
+	tr := newWorld(t, pcs, []grovev1alpha1.PodClique{marked}, allPods(ready)).run()
+	var evs []Event
+	for _, st := range tr {
+		evs = append(evs, st.d.Events...)
+	}
+	for _, e := range evs {
 		if e.Reason == api.EventReplicaRestarting {
 			if !strings.Contains(e.Note, "restart 2 of maxRestarts 3") {
 				t.Errorf("ReplicaRestarting note %q does not give the count", e.Note)
@@ -358,7 +385,7 @@ func TestReplicaRestartingEventHasTheCount(t *testing.T) {
 			return
 		}
 	}
-	t.Fatalf("no ReplicaRestarting event in %v", reasons(d.Events))
+	t.Fatalf("no ReplicaRestarting event in %v", reasons(evs))
 }
 
 // fieldSchemas is a served schema that has the given field paths.
@@ -397,9 +424,11 @@ func TestStatusApply(t *testing.T) {
 			if diff := cmp.Diff(tc.want, gotOut, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("applied (-want +got):\n%s", diff)
 			}
-			again := Decide(clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), input(t, got, in.Cliques, in.Pods))
-			if diff := cmp.Diff(got, again.Status.Apply(got, tc.schemas)); diff != "" {
-				t.Errorf("a second decision changes (-first +second):\n%s", diff)
+			if d.Write != WriteStatus {
+				t.Fatalf("write = %s, want Status", d.Write)
+			}
+			if again := Decide(clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), input(t, got, in.Cliques, in.Pods)); again.Write != WriteNone {
+				t.Errorf("a second decision on what the first wrote writes %s %+v, want nothing", again.Write, again)
 			}
 		})
 	}
@@ -410,20 +439,16 @@ func TestStatusApply(t *testing.T) {
 func TestRestartDoneCliqueLeftAlone(t *testing.T) {
 	pcs := set(2, nil, nil)
 	pcs.Status.Phase, pcs.Status.RestartCount = grovev1alpha1.PhaseRunning, 1
-	a := mkClique(0, cliqueState{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Done: true}})
+	a := mkClique(0, cliqueState{marker: &gang.RestartMarker{Restart: 1, Done: true}})
 	b := mkClique(0, cliqueState{marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"old"}}})
 	b.Name, b.UID = "pcs-0-v", "cv"
 	newA := mkPod(0, 0, running) // owned by a, created after the restart
 	old := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "old-v", UID: "old", OwnerReferences: controller(api.KindPodClique, "pcs-0-v", "cv")}}
-	d := Decide(clocktesting.NewFakePassiveClock(t0), input(t, pcs, []grovev1alpha1.PodClique{a, b}, []corev1.Pod{newA, old}))
-	if len(d.Marks) != 0 {
-		t.Errorf("marks = %+v, want none (a is done, b is marked)", d.Marks)
-	}
-	if got := podNames(d.DeletePods); !slices.Equal(got, []string{"old-v"}) {
-		t.Errorf("deleted = %v, want only b's condemned pod", got)
-	}
-	if len(d.Finishes) != 0 || d.Status.RestartCount != 1 {
-		t.Errorf("finishes %+v, restartCount %d; want none and 1", d.Finishes, d.Status.RestartCount)
+	o := runOutcome(t, pcs, []grovev1alpha1.PodClique{a, b}, []corev1.Pod{newA, old})
+	want := outcome{Phase: grovev1alpha1.PhaseRunning, Count: 1, Start: ptr.To(t0),
+		Deletes: []string{"old-v"}, Finishes: []string{"pcs-0-v:1:[old]:done"}}
+	if diff := cmp.Diff(want, o, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("run (-want +got):\n%s", diff)
 	}
 }
 

@@ -63,9 +63,10 @@ func Suspended(tj *trainerv1alpha1.TrainJob) bool {
 // StartTime is when the TrainJob's active deadline window began: the
 // lastTransitionTime of Suspended=False with reason Resumed when present —
 // each resume restarts the full window, and a job created suspended starts
-// at its first resume — else its creationTimestamp. A job created suspended
-// whose resume Trainer never reported (no Suspended condition at all) is
-// indistinguishable from one never suspended and counts from creation.
+// at its first resume — else its creationTimestamp: Trainer v2.3.0's own
+// rule (see the package doc). A job created suspended whose resume Trainer
+// never reported (no Suspended condition at all) is indistinguishable from
+// one never suspended and counts from creation, in Trainer as here.
 func StartTime(tj *trainerv1alpha1.TrainJob) time.Time {
 	c := meta.FindStatusCondition(tj.Status.Conditions, api.TrainJobSuspended)
 	if c != nil && c.Status == metav1.ConditionFalse && c.Reason == api.ReasonResumed {

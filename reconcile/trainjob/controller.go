@@ -137,7 +137,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	t := DecideTTL(&tj, ttl, r.Clock)
 	if t.Delete {
-		return ctrl.Result{}, r.deleteTrainJob(ctx, &tj, *ttl)
+		return ctrl.Result{}, r.deleteTrainJob(ctx, &tj, ttl.Seconds)
 	}
 	if t.RequeueAfter > 0 && (result.RequeueAfter == 0 || t.RequeueAfter < result.RequeueAfter) {
 		result.RequeueAfter = t.RequeueAfter
@@ -215,13 +215,14 @@ func (r *Reconciler) deleteJobSet(ctx context.Context, tj *trainerv1alpha1.Train
 }
 
 // runtimeTTL reads ttlSecondsAfterFinished (seed field or carrier) from the
-// runtime tj references; nil when the runtime sets none, is missing or is
+// runtime tj references, with since when it has had its value (TTLSince);
+// nil when the runtime sets none, is missing or is
 // not a Trainer runtime. A malformed TTL is no TTL — deleting a job on a
 // value nobody meant would be the one mistake that cannot be undone — and
 // is reported once per runtime version (log and Warning Event on the
 // runtime), not returned as an error: retrying cannot fix it, and the
 // runtime watch brings the jobs back once it is fixed.
-func (r *Reconciler) runtimeTTL(ctx context.Context, tj *trainerv1alpha1.TrainJob) (*int32, error) {
+func (r *Reconciler) runtimeTTL(ctx context.Context, tj *trainerv1alpha1.TrainJob) (*RuntimeTTL, error) {
 	rt, err := runtimes.Get(ctx, r.Client, tj)
 	if err != nil || rt == nil {
 		return nil, err
@@ -231,7 +232,10 @@ func (r *Reconciler) runtimeTTL(ctx context.Context, tj *trainerv1alpha1.TrainJo
 		r.reportInvalidTTL(ctx, rt, err)
 		return nil, nil
 	}
-	return ttl, nil
+	if ttl == nil {
+		return nil, nil
+	}
+	return &RuntimeTTL{Seconds: *ttl, Since: TTLSince(rt)}, nil
 }
 
 // reportInvalidTTL logs and records a runtime's malformed TTL, once per

@@ -124,6 +124,19 @@ func TestDecideDeadline(t *testing.T) {
 			want: DeadlineDecision{Action: DeadlineWait, Deadline: sec(10_060), RequeueAfter: 30 * time.Second},
 		},
 		{
+			// Issue 19, defect 9b, decided: Trainer v2.3.0's rule.
+			name: "defect 9b: created suspended, resumed, no resume recorded (no Suspended condition): from creation, as Trainer v2.3.0",
+			job:  job(deadline(60), suspend(false)),
+			now:  sec(10_000),
+			want: DeadlineDecision{Action: DeadlineExceed, Deadline: sec(60)},
+		},
+		{
+			name: "defect 9b: resumed, suspended again, resumed again: from the last resume",
+			job:  job(deadline(60), suspend(false), cond(api.TrainJobSuspended, metav1.ConditionFalse, api.ReasonResumed, sec(20_000))),
+			now:  sec(20_059),
+			want: DeadlineDecision{Action: DeadlineWait, Deadline: sec(20_060), RequeueAfter: time.Second},
+		},
+		{
 			name: "spec.suspend set but Trainer has not reported Suspended yet: suspended",
 			job:  job(deadline(60), suspend(true)),
 			now:  sec(120),
@@ -233,7 +246,7 @@ func TestDecideTTL(t *testing.T) {
 	cases := []struct {
 		name string
 		job  *trainerv1alpha1.TrainJob
-		ttl  *int32
+		ttl  *RuntimeTTL
 		now  time.Time
 		want TTLDecision
 	}{
@@ -246,42 +259,42 @@ func TestDecideTTL(t *testing.T) {
 		{
 			name: "TTL from the runtime: deleted after expiry",
 			job:  job(complete),
-			ttl:  ptr.To[int32](60),
+			ttl:  &RuntimeTTL{Seconds: 60},
 			now:  sec(161),
 			want: TTLDecision{Delete: true, ExpiresAt: sec(160)},
 		},
 		{
 			name: "TTL expiry exactly now: deleted",
 			job:  job(complete),
-			ttl:  ptr.To[int32](60),
+			ttl:  &RuntimeTTL{Seconds: 60},
 			now:  sec(160),
 			want: TTLDecision{Delete: true, ExpiresAt: sec(160)},
 		},
 		{
 			name: "TTL in the future: requeue at expiry",
 			job:  job(complete),
-			ttl:  ptr.To[int32](60),
+			ttl:  &RuntimeTTL{Seconds: 60},
 			now:  sec(110),
 			want: TTLDecision{ExpiresAt: sec(160), RequeueAfter: 50 * time.Second},
 		},
 		{
 			name: "TTL 0: deleted at once after completion",
 			job:  job(complete),
-			ttl:  ptr.To[int32](0),
+			ttl:  &RuntimeTTL{Seconds: 0},
 			now:  sec(100),
 			want: TTLDecision{Delete: true, ExpiresAt: sec(100)},
 		},
 		{
 			name: "TTL expired during downtime: deleted at once",
 			job:  job(complete),
-			ttl:  ptr.To[int32](60),
+			ttl:  &RuntimeTTL{Seconds: 60},
 			now:  sec(86_400),
 			want: TTLDecision{Delete: true, ExpiresAt: sec(160)},
 		},
 		{
 			name: "Failed counts as finished",
 			job:  job(cond(api.TrainJobFailed, metav1.ConditionTrue, api.ReasonDeadlineExceeded, sec(200))),
-			ttl:  ptr.To[int32](60),
+			ttl:  &RuntimeTTL{Seconds: 60},
 			now:  sec(230),
 			want: TTLDecision{ExpiresAt: sec(260), RequeueAfter: 30 * time.Second},
 		},
@@ -289,14 +302,14 @@ func TestDecideTTL(t *testing.T) {
 			name: "both Complete and Failed True: the earlier finish counts",
 			job: job(complete,
 				cond(api.TrainJobFailed, metav1.ConditionTrue, "JobsFailed", sec(500))),
-			ttl:  ptr.To[int32](60),
+			ttl:  &RuntimeTTL{Seconds: 60},
 			now:  sec(170),
 			want: TTLDecision{Delete: true, ExpiresAt: sec(160)},
 		},
 		{
 			name: "running job: TTL does not start",
 			job:  job(cond(api.TrainJobComplete, metav1.ConditionFalse, "Running", sec(100))),
-			ttl:  ptr.To[int32](0),
+			ttl:  &RuntimeTTL{Seconds: 0},
 			now:  sec(1_000_000),
 			want: TTLDecision{},
 		},
@@ -305,16 +318,46 @@ func TestDecideTTL(t *testing.T) {
 			job: job(suspend(true),
 				cond(api.TrainJobSuspended, metav1.ConditionTrue, api.ReasonSuspended, sec(10)),
 				complete),
-			ttl:  ptr.To[int32](60),
+			ttl:  &RuntimeTTL{Seconds: 60},
 			now:  sec(100),
 			want: TTLDecision{ExpiresAt: sec(160), RequeueAfter: 60 * time.Second},
+		},
+		// Issue 19, defect 9c: a TTL set after the job finished counts from
+		// when it was set.
+		{
+			name: "defect 9c: TTL set on the runtime after the finish: counts from when it was set",
+			job:  job(complete),
+			ttl:  &RuntimeTTL{Seconds: 60, Since: sec(10_000)},
+			now:  sec(10_030),
+			want: TTLDecision{ExpiresAt: sec(10_060), RequeueAfter: 30 * time.Second},
+		},
+		{
+			name: "defect 9c: TTL set after the finish, expired since it was set",
+			job:  job(complete),
+			ttl:  &RuntimeTTL{Seconds: 60, Since: sec(10_000)},
+			now:  sec(10_060),
+			want: TTLDecision{Delete: true, ExpiresAt: sec(10_060)},
+		},
+		{
+			name: "defect 9c: TTL set before the finish: the finish counts",
+			job:  job(complete),
+			ttl:  &RuntimeTTL{Seconds: 60, Since: sec(50)},
+			now:  sec(161),
+			want: TTLDecision{Delete: true, ExpiresAt: sec(160)},
+		},
+		{
+			name: "defect 9c: TTL 0 added later deletes at once, from when it was set",
+			job:  job(complete),
+			ttl:  &RuntimeTTL{Seconds: 0, Since: sec(10_000)},
+			now:  sec(10_000),
+			want: TTLDecision{Delete: true, ExpiresAt: sec(10_000)},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			got := DecideTTL(tc.job, tc.ttl, testingclock.NewFakePassiveClock(tc.now))
-			if got != tc.want {
-				t.Errorf("DecideTTL = %+v, want %+v", got, tc.want)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("DecideTTL (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -328,10 +371,10 @@ func TestDecideTTLIgnoresRecreatedJobUID(t *testing.T) {
 	recreated := job()
 	recreated.UID = "uid-2"
 	clk := testingclock.NewFakePassiveClock(t0.Add(time.Hour))
-	if d := DecideTTL(old, ptr.To[int32](60), clk); !d.Delete {
+	if d := DecideTTL(old, &RuntimeTTL{Seconds: 60}, clk); !d.Delete {
 		t.Fatalf("old incarnation: DecideTTL = %+v, want Delete", d)
 	}
-	if d := DecideTTL(recreated, ptr.To[int32](60), clk); d.Delete || d.RequeueAfter != 0 {
+	if d := DecideTTL(recreated, &RuntimeTTL{Seconds: 60}, clk); d.Delete || d.RequeueAfter != 0 {
 		t.Errorf("recreated (unfinished) incarnation: DecideTTL = %+v, want nothing", d)
 	}
 	opts := deleteTrainJobOptions(old)
@@ -380,6 +423,43 @@ func TestControlledBy(t *testing.T) {
 			obj := &metav1.ObjectMeta{OwnerReferences: tc.refs}
 			if got := controlledBy(obj, tj); got != tc.want {
 				t.Errorf("controlledBy = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestTTLSince: when the runtime's TTL took its value comes from the
+// runtime's managedFields (either form), so a restarted shepherd derives
+// the same; unrelated managers do not move it.
+func TestTTLSince(t *testing.T) {
+	at := func(n int) *metav1.Time { return ptr.To(metav1.NewTime(t0.Add(time.Duration(n) * time.Second))) }
+	entry := func(manager string, when *metav1.Time, fields string) metav1.ManagedFieldsEntry {
+		return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, Time: when,
+			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+	}
+	const (
+		annotation = `{"f:metadata":{"f:annotations":{".":{},"f:shepherd.dev/ttl-seconds-after-finished":{}}}}`
+		field      = `{"f:spec":{"f:ttlSecondsAfterFinished":{}}}`
+		other      = `{"f:metadata":{"f:labels":{"f:team":{}}},"f:spec":{"f:mlPolicy":{}}}`
+	)
+	cases := []struct {
+		name    string
+		managed []metav1.ManagedFieldsEntry
+		want    time.Time
+	}{
+		{name: "no owner of the TTL: the runtime's creation", managed: []metav1.ManagedFieldsEntry{entry("kubectl", at(50), other)}, want: t0},
+		{name: "the carrier annotation's owner", managed: []metav1.ManagedFieldsEntry{
+			entry("kubectl-create", at(0), other), entry("kubectl-annotate", at(500), annotation), entry("labeller", at(900), other)}, want: t0.Add(500 * time.Second)},
+		{name: "the seed field's owner", managed: []metav1.ManagedFieldsEntry{entry("helm", at(300), field)}, want: t0.Add(300 * time.Second)},
+		{name: "several owners: the latest", managed: []metav1.ManagedFieldsEntry{
+			entry("a", at(300), field), entry("b", at(700), annotation)}, want: t0.Add(700 * time.Second)},
+		{name: "malformed fieldsV1 is no owner", managed: []metav1.ManagedFieldsEntry{entry("x", at(300), `{`)}, want: t0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := &trainerv1alpha1.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "rt", CreationTimestamp: metav1.NewTime(t0), ManagedFields: tc.managed}}
+			if diff := cmp.Diff(tc.want, TTLSince(rt)); diff != "" {
+				t.Errorf("TTLSince (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -13,6 +13,34 @@
 // Event and deletes no JobSet for the deadline. The TTL is always
 // shepherd's: Trainer has none.
 //
+// # When the clocks start
+//
+// The deadline counts from the job's last resume, as a Kubernetes Job's
+// activeDeadlineSeconds does, and exactly as Trainer v2.3.0 computes it
+// (pkg/controller/trainjob_controller.go, reconcileDeadline), so that the
+// verdict does not depend on which of the two enforces: from the
+// lastTransitionTime of Suspended=False/Resumed — the resume as Trainer
+// records it (Trainer reads any Suspended=False and writes it only with
+// reason Resumed, the reason SPEC §6 names) — else from creationTimestamp; no timer runs while the job
+// is suspended (spec.suspend, or Trainer still reporting Suspended=True).
+// A job created suspended therefore starts at its first resume. Trainer
+// records that resume; a resume nobody recorded (no Suspended condition at
+// all, i.e. no Trainer writing TrainJob status) counts from creation, as it
+// does in Trainer (TestDecideDeadline, TestCreatedSuspendedJobStartsAtFirstResume).
+//
+// The TTL counts from the job's finish, or from when the runtime's TTL
+// took its value if that is later (DecideTTL, TTLSince): a TTL added to a
+// runtime, or shortened, must not delete every job that finished before at
+// once (KEP-2899 lists retro-applying new defaults as a non-goal). When
+// the TTL was set is read from the runtime's own managedFields — the
+// latest time of an entry owning the field or its carrier annotation — so
+// it is object state: a shepherd restarted in between derives the same
+// expiry, and nothing is written to remember it. That time moves when the
+// same field manager changes anything else on the runtime, which only
+// keeps jobs longer, never deletes one early; a runtime whose
+// managedFields were stripped counts from its creation
+// (TestTTLSince, TestTTLAddedLaterCountsFromWhenItWasSet).
+//
 // The controller holds no timers: every reconcile recomputes the deadline and
 // the TTL expiry from the TrainJob's timestamps and conditions and the
 // runtime's spec (SPEC §2), acts on what has expired — including what expired

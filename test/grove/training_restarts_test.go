@@ -215,3 +215,35 @@ func TestTrainingRecreatedSetIgnoresOldPods(t *testing.T) {
 		}
 	}
 }
+
+// Issue 19, defect 9a: a worker crashes before its clique was ever
+// available (GREP-0285: a failure fails the job — it is no slow start). The
+// crash uses the restart budget like any breach; the next crash, with the
+// budget used up, fails the set.
+func TestTrainingCrashBeforeAvailable(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	w.startShepherd()
+	w.createSet(trainingSet("train", 1, nil, nil))
+	w.dumpOnFailure("train")
+	// The launcher runs; the workers never become Ready: one crashes.
+	for _, p := range w.pods("train-0-launcher") {
+		w.kubelet(&p, running)
+	}
+	w.failWorker("train")
+	w.waitSet("train", "restartCount 1 after a crash before the clique was available", restarts(1))
+	w.waitEvent(api.EventReplicaRestarting, "train")
+	w.waitEvent(api.EventPodCliqueFailed, "train-0-worker")
+
+	w.regrow("train")
+	w.failWorker("train")
+	st, _ := w.waitSet("train", "Failed/MaxRestartsExceeded after the second crash", failedCondition(api.ReasonMaxRestartsExceeded))
+	if st.RestartCount != 1 {
+		t.Errorf("restartCount = %d, want 1", st.RestartCount)
+	}
+	w.waitNoPods("train")
+	w.waitEvent(api.EventMaxRestartsExceeded, "train")
+	if n := len(w.events(api.EventReplicaRestarting)); n != 1 {
+		t.Errorf("%d ReplicaRestarting events, want 1", n)
+	}
+}

@@ -23,7 +23,8 @@ import (
 var auditLog string
 
 // auditPolicy records, at Metadata level, every write that enforcing a
-// deadline or a TTL makes: TrainJob status patches and deletes, JobSet
+// deadline, a TTL or a Training restart makes: TrainJob status patches and
+// deletes, JobSet deletes, PodCliqueSet status and PodClique patches, pod
 // deletes. Nothing else (the log stays small).
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -36,6 +37,13 @@ rules:
     resources: ["trainjobs", "trainjobs/status"]
   - group: jobset.x-k8s.io
     resources: ["jobsets"]
+  - group: grove.io
+    resources: ["podcliquesets", "podcliquesets/status", "podcliques"]
+- level: Metadata
+  verbs: ["delete", "deletecollection"]
+  resources:
+  - group: ""
+    resources: ["pods"]
 - level: None
 `
 

@@ -286,6 +286,12 @@ func (p *pair) kill(t *testing.T, o *observer, deletions bool) time.Time {
 // (a series counts its repetitions).
 func checkEvents(t *testing.T, ns, reason string, jobs []string) {
 	t.Helper()
+	checkEventsOf(t, ns, api.KindTrainJob, reason, jobs)
+}
+
+// checkEventsOf is checkEvents for the objects of any kind.
+func checkEventsOf(t *testing.T, ns, kind, reason string, jobs []string) {
+	t.Helper()
 	count := func(ctx context.Context) (map[string]int, error) {
 		var evs eventsv1.EventList
 		if err := env.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
@@ -293,7 +299,7 @@ func checkEvents(t *testing.T, ns, reason string, jobs []string) {
 		}
 		n := map[string]int{}
 		for _, e := range evs.Items {
-			if e.Reason != reason || e.Regarding.Kind != api.KindTrainJob {
+			if e.Reason != reason || e.Regarding.Kind != kind {
 				continue
 			}
 			k := 1

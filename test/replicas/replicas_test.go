@@ -3,6 +3,12 @@
 // test binary (controller names are unique per process; see
 // cluster.StartReplica). Every other suite that checks Events runs one
 // serve with --leader-elect=false, which hides what only a standby does.
+//
+// The failover tests SIGKILL the leader in the middle of a burst of
+// enforcements — TrainJob deadlines and TTLs (failover_test.go), Training
+// restarts and gang terminations (grove_failover_test.go) — and check from
+// the apiserver's audit log that the survivor finishes the burst, nothing
+// is done twice, and every enforcement has exactly one Event.
 package replicas
 
 import (

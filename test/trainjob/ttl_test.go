@@ -278,3 +278,31 @@ func TestMalformedTTLCarrierKeepsJobsAndWarnsOnce(t *testing.T) {
 		eventually(t, "the finished TrainJob deleted once its runtime's TTL parses", gone(tj))
 	}
 }
+
+// Issue 19, defect 9c: a TTL added to a runtime does not delete every old
+// finished TrainJob at once (KEP-2899: no retro-applied defaults); for a
+// job that finished before, it counts from when it was set — read from the
+// runtime's managedFields, so a shepherd restarted in between keeps the
+// same expiry.
+func TestTTLAddedLaterCountsFromWhenItWasSet(t *testing.T) {
+	t.Parallel()
+	ns := env.Namespace(t)
+	stop := startShepherd(t, ns)
+	rt := createClusterRuntime(t, nil)
+	tj := newTrainJob(ns, "ttl-added-later", rt.Name, nil)
+	create(t, tj)
+	setCondition(t, tj, api.TrainJobComplete, metav1.ConditionTrue, "JobsCompleted")
+	// Finished 4 s before the TTL of 3 s appears: counted from the finish
+	// it would already have expired.
+	time.Sleep(4 * time.Second)
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{%q:"3"}}}`, trainer.RuntimeTTL.Annotation))
+	if err := env.Client.Patch(context.Background(), rt, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatalf("adding a TTL to the runtime: %v", err)
+	}
+	// shepherd restarts right after: the expiry is derived again from the
+	// objects, not remembered.
+	stop()
+	startShepherd(t, ns)
+	consistently(t, "the old finished TrainJob kept right after its runtime got a TTL", 1500*time.Millisecond, exists(tj))
+	eventually(t, "the TrainJob deleted once the TTL passed from when it was set", gone(tj))
+}

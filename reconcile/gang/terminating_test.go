@@ -1,0 +1,135 @@
+package gang
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+)
+
+// deleting marks a PodClique as being deleted.
+func deleting(c grovev1alpha1.PodClique) grovev1alpha1.PodClique {
+	c.DeletionTimestamp = &metav1.Time{Time: t0.Add(-time.Second)}
+	c.Finalizers = []string{"test/drain"}
+	return c
+}
+
+// TestTerminatingPodCliquesBothLevelsAgree: the PodCliqueScalingGroup level
+// (DecideGroup) and the PodCliqueSet level (DecideSet) judge a PodClique
+// being deleted by one rule (Terminating): its stale MinAvailableBreached
+// neither terminates anything again nor escalates, and its replica is not
+// healthy. Before, the PCSG level counted the stale breach (and
+// re-terminated the siblings Grove had recreated) while the PCS level's
+// controller dropped such PodCliques altogether.
+func TestTerminatingPodCliquesBothLevelsAgree(t *testing.T) {
+	delay := 10 * time.Second
+	fresh := breachedCond(metav1.ConditionFalse, t0.Add(-time.Hour))
+	at := func(ago time.Duration) metav1.Condition { return breachedCond(metav1.ConditionTrue, t0.Add(-ago)) }
+	tests := []struct {
+		name                   string
+		replicas, minAvailable int32
+		cliques                []grovev1alpha1.PodClique
+
+		wantAvailable     int32
+		wantGroupBreached metav1.ConditionStatus
+		wantGroupKill     []int32 // PCSG replicas the PCSG level terminates
+		wantSetKill       []int32 // PCS replicas the PCS level terminates
+	}{
+		{
+			name: "a stale breach on a draining PodClique does not terminate its recreated sibling", replicas: 2, minAvailable: 1,
+			cliques: []grovev1alpha1.PodClique{
+				clique("a0", 0, "g", 0, fresh), clique("b0", 0, "g", 0, fresh),
+				clique("a1", 0, "g", 1), deleting(clique("b1", 0, "g", 1, at(time.Hour))),
+			},
+			wantAvailable: 1, wantGroupBreached: metav1.ConditionFalse,
+		},
+		{
+			name: "replicas being terminated alone never make the group Below", replicas: 3, minAvailable: 2,
+			cliques: []grovev1alpha1.PodClique{
+				clique("a0", 0, "g", 0, fresh),
+				deleting(clique("a1", 0, "g", 1, at(time.Hour))),
+				deleting(clique("a2", 0, "g", 2, at(time.Hour))),
+			},
+			wantAvailable: 1, wantGroupBreached: metav1.ConditionFalse,
+		},
+		{
+			name: "a replica being terminated is not healthy: a new breach below minAvailable escalates", replicas: 3, minAvailable: 2,
+			cliques: []grovev1alpha1.PodClique{
+				clique("a0", 0, "g", 0, fresh),
+				deleting(clique("a1", 0, "g", 1, at(time.Hour))),
+				clique("a2", 0, "g", 2, at(time.Minute)),
+			},
+			wantAvailable: 1, wantGroupBreached: metav1.ConditionTrue, wantSetKill: []int32{0},
+		},
+		{
+			name: "with room to spare the PCSG terminates the live breached replica only", replicas: 3, minAvailable: 1,
+			cliques: []grovev1alpha1.PodClique{
+				clique("a0", 0, "g", 0, fresh),
+				deleting(clique("a1", 0, "g", 1, at(time.Hour))),
+				clique("a2", 0, "g", 2, at(time.Minute)),
+			},
+			wantAvailable: 1, wantGroupBreached: metav1.ConditionFalse, wantGroupKill: []int32{2},
+		},
+		{
+			name: "a standalone PodClique being deleted does not terminate its replica again", replicas: 1, minAvailable: 1,
+			cliques: []grovev1alpha1.PodClique{
+				clique("a0", 0, "g", 0, fresh),
+				deleting(clique("s", 0, "", 0, at(time.Hour))), clique("t", 0, "", 0),
+			},
+			wantAvailable: 1, wantGroupBreached: metav1.ConditionFalse,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := clocktesting.NewFakePassiveClock(t0)
+			g := group("g", 0, tc.replicas, tc.minAvailable)
+			var inGroup []grovev1alpha1.PodClique
+			for _, c := range tc.cliques {
+				if c.Labels[api.LabelPodCliqueScalingGroup] == "g" {
+					inGroup = append(inGroup, c)
+				}
+			}
+			gd := DecideGroup(clk, GroupInput{Group: &g, Cliques: inGroup, Delay: &delay})
+			cond := meta.FindStatusCondition(gd.Conditions, api.ConditionMinAvailableBreached)
+			gotGroup := struct {
+				Available int32
+				Breached  metav1.ConditionStatus
+				Kill      []int32
+			}{gd.AvailableReplicas, cond.Status, gd.Terminate}
+			wantGroup := struct {
+				Available int32
+				Breached  metav1.ConditionStatus
+				Kill      []int32
+			}{tc.wantAvailable, tc.wantGroupBreached, tc.wantGroupKill}
+			if diff := cmp.Diff(wantGroup, gotGroup); diff != "" {
+				t.Errorf("PodCliqueScalingGroup level (-want +got):\n%s", diff)
+			}
+
+			pcs := &grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Name: "pcs"}}
+			pcs.Spec.Template.TerminationDelay = &metav1.Duration{Duration: delay}
+			sd := DecideSet(clk, SetInput{Set: pcs, Cliques: tc.cliques, Groups: []grovev1alpha1.PodCliqueScalingGroup{g}})
+			var gotSet []int32
+			for _, b := range sd.Terminate {
+				gotSet = append(gotSet, b.Replica)
+			}
+			if diff := cmp.Diff(tc.wantSetKill, gotSet); diff != "" {
+				t.Errorf("PodCliqueSet level (-want +got):\n%s", diff)
+			}
+			// The two levels agree on the group: the PCS level sees it
+			// breached exactly when the PCSG level reports it so.
+			setSeesGroup := false
+			for _, b := range Breaches(SetInput{Set: pcs, Cliques: tc.cliques, Groups: []grovev1alpha1.PodCliqueScalingGroup{g}}) {
+				setSeesGroup = setSeesGroup || b.Kind == api.KindPodCliqueScalingGroup
+			}
+			if setSeesGroup != (cond.Status == metav1.ConditionTrue) {
+				t.Errorf("levels disagree: PCS level sees the group breached = %v, PCSG condition %s", setSeesGroup, cond.Status)
+			}
+		})
+	}
+}
