@@ -101,17 +101,20 @@ const (
 	reasonDefaulter = "defaulting (mutating webhook); a ValidatingAdmissionPolicy cannot mutate"
 )
 
-// goRules are the rules written in Go: not exportable.
+// goRules are the rules written in Go. The checks are not exportable. The
+// defaulters but D-WL-1 are, as MutatingAdmissionPolicies (`shepherd export
+// map`, celrules.ExportDefaults); Reason says why not as a
+// ValidatingAdmissionPolicy.
 var goRules = []celrules.RuleInfo{
-	{ID: "D-PCS-1", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "workloadType unset -> Inference"},
-	{ID: "D-PCS-2", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "Training: template.terminationDelay unset -> 0s"},
-	{ID: "D-PCS-3", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "Training: clique podSpec.restartPolicy unset -> Never"},
-	{ID: "D-PCS-4", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "Training: trainingSpec.maxRestarts unset -> 0"},
-	{ID: "D-PCS-5", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "Inference: template.terminationDelay unset -> the configured default (none shipped)"},
-	{ID: "D-PCS-6", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "clique and scaling-group minAvailable unset -> replicas"},
-	{ID: "D-JS-1", Kinds: []string{api.KindJobSet}, Action: "Default", Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "startupPolicy without order -> AnyOrder"},
-	{ID: "D-JS-2", Kinds: []string{api.KindJobSet}, Action: "Default", Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "startupPolicy InOrder without dependsOn -> the equivalent dependsOn chain, with a deprecation warning"},
-	{ID: "D-WL-1", Kinds: []string{api.KindJobSet}, Action: "Default", Reason: reasonDefaulter + "; " + reasonLookup, Source: celrules.SourceGo, Description: "JobSet of a TrainJob whose runtime uses podGroupPolicy.workload: inject spec.schedulingGroup.podGroupName into pod templates"},
+	{ID: "D-PCS-1", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Exportable: true, Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "workloadType unset -> Inference"},
+	{ID: "D-PCS-2", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Exportable: true, Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "Training: template.terminationDelay unset -> 0s"},
+	{ID: "D-PCS-3", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Exportable: true, Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "Training: clique podSpec.restartPolicy unset -> Never"},
+	{ID: "D-PCS-4", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Exportable: true, Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "Training: trainingSpec.maxRestarts unset -> 0"},
+	{ID: "D-PCS-5", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Exportable: true, Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "Inference: template.terminationDelay unset -> the configured default (none shipped)"},
+	{ID: "D-PCS-6", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Exportable: true, Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "clique and scaling-group minAvailable unset -> replicas"},
+	{ID: "D-JS-1", Kinds: []string{api.KindJobSet}, Action: "Default", Exportable: true, Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "startupPolicy without order -> AnyOrder"},
+	{ID: "D-JS-2", Kinds: []string{api.KindJobSet}, Action: "Default", Exportable: true, Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "startupPolicy InOrder without dependsOn -> the equivalent dependsOn chain, with a deprecation warning"},
+	{ID: "D-WL-1", Kinds: []string{api.KindJobSet}, Action: "Default", Reason: "needs lookups of the owning TrainJob and its runtime; an admission policy (ValidatingAdmissionPolicy or MutatingAdmissionPolicy) sees only the request", Source: celrules.SourceGo, Description: "JobSet of a TrainJob whose runtime uses podGroupPolicy.workload: inject spec.schedulingGroup.podGroupName into pod templates"},
 	{ID: "V-TJ-3", Kinds: []string{api.KindTrainJob}, Action: "Deny", Reason: reasonLookup, Source: celrules.SourceGo, Description: "runtimeRef resolves to an existing TrainingRuntime (same namespace) or ClusterTrainingRuntime (CREATE)"},
 	{ID: "V-TJ-4", Kinds: []string{api.KindTrainJob}, Action: "Deny", Reason: reasonLookup, Source: celrules.SourceGo, Description: "trainer.numNodes is immutable when the runtime uses podGroupPolicy.workload"},
 	{ID: "V-TR-7", Kinds: []string{api.KindTrainingRuntime, api.KindClusterTrainingRuntime}, Action: "Deny", Reason: reasonDiscovery, Source: celrules.SourceGo, Description: "podGroupPolicy.workload needs a cluster that serves the Workload API"},

@@ -44,10 +44,13 @@ func defaultPodCliqueSet(o map[string]any, cfg celrules.Config, s knob.FieldSche
 				r.setDefault(path(c, "spec", "podSpec"), "restartPolicy", "Never", "spec", "template", "cliques", strconv.Itoa(i), "spec", "podSpec")
 			}
 		}
-		// D-PCS-4: no restarts unless asked for.
+		// D-PCS-4: no restarts unless asked for — in either form: a budget
+		// in the carrier annotation (an object stored before a CRD upgrade
+		// added the field) must not be shadowed by a field default of 0.
+		_, restartsSet := grove.MaxRestarts.Lookup(o)
 		if on("D-PCS-4") && grove.MaxRestarts.Form(s) == knob.Annotation {
 			r.setKnobDefault(o, grove.MaxRestarts, s, int64(0), "0")
-		} else if on("D-PCS-4") {
+		} else if on("D-PCS-4") && !restartsSet {
 			if unset(spec, "trainingSpec") {
 				r.setDefault(spec, "trainingSpec", map[string]any{"maxRestarts": int64(0)}, "spec")
 			} else {

@@ -66,3 +66,21 @@ func TestPodCliqueSetRecordedPatchIsTheDiff(t *testing.T) {
 		})
 	}
 }
+
+// D-PCS-4 where the schema has the seed field: a restart budget already set
+// in the carrier annotation (an object stored before the CRD upgrade added
+// the field) is not shadowed by a field default of 0.
+func TestMaxRestartsInTheCarrierIsNotShadowedByTheFieldDefault(t *testing.T) {
+	cfg := seedcrds.Config(celrules.Config{})
+	o := map[string]any{
+		"apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet",
+		"metadata": map[string]any{"name": "p", "annotations": map[string]any{
+			"shepherd.dev/workload-type": "Training", "shepherd.dev/max-restarts": "2"}},
+		"spec": map[string]any{"replicas": int64(1), "template": map[string]any{"cliques": []any{}}},
+	}
+	var r recorder
+	defaultPodCliqueSet(o, cfg, cfg.Schemas, &r)
+	if ts, ok := o["spec"].(map[string]any)["trainingSpec"]; ok {
+		t.Errorf("trainingSpec %v added over the annotation's budget of 2; patch %v", ts, r.ops)
+	}
+}

@@ -6,8 +6,10 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/shepherd-k8s/shepherd/api"
@@ -20,6 +22,10 @@ type exportOptions struct {
 	output    string
 	namespace string
 	rules     ruleConfigFlags
+	// D-PCS-5 and D-JS-2's configuration, for map: serve's flags of the
+	// same names.
+	disableStartupPolicyRewrite bool
+	inferenceTerminationDelay   time.Duration
 }
 
 func init() {
@@ -30,10 +36,10 @@ func newExportCommand() *cobra.Command {
 	o := &exportOptions{}
 	cmd := &cobra.Command{
 		Use:   "export",
-		Short: "Export shepherd's rules: as ValidatingAdmissionPolicies (vap) or as a list (rules)",
+		Short: "Export shepherd's rules: as ValidatingAdmissionPolicies (vap), its defaults as MutatingAdmissionPolicies (map), or as a list (rules)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return &ExitError{Code: 2, Err: fmt.Errorf("export needs a subcommand: vap or rules")}
+			return &ExitError{Code: 2, Err: fmt.Errorf("export needs a subcommand: vap, map or rules")}
 		},
 	}
 	cmd.PersistentFlags().StringArrayVar(&o.policies, "policy", nil, "file or directory of WorkloadPolicies to export with the built-in rules (repeatable)")
@@ -56,6 +62,27 @@ objects, discovery, defaulting) are listed on stderr with the reason.`,
 			return runExportVAP(o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
+	mapCmd := &cobra.Command{
+		Use:   "map",
+		Short: "Write a MutatingAdmissionPolicy and binding for every exportable defaulting rule",
+		Long: `map writes, as multi-document YAML on stdout, an
+admissionregistration.k8s.io/v1 MutatingAdmissionPolicy and
+MutatingAdmissionPolicyBinding for every defaulting rule a policy can
+express (D-PCS-1..6, D-JS-1, D-JS-2): the same defaults shepherd's mutating
+webhook gives, seed knobs written where the target schemas (--crd) keep them
+(the seed field, or its shepherd.dev/ carrier annotation). Each policy is
+type-checked against those schemas. Rules that cannot be exported (D-WL-1
+needs lookups), or that would do nothing under this configuration, are
+listed on stderr with the reason. --policy is ignored: WorkloadPolicies
+only validate.`,
+		Example: `  shepherd export map --inference-termination-delay 4h | kubectl apply -f -`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runExportMAP(o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	mapCmd.Flags().BoolVar(&o.disableStartupPolicyRewrite, "disable-startup-policy-rewrite", false, "as serve's flag: D-JS-2 only warns, so no policy is written for it")
+	mapCmd.Flags().DurationVar(&o.inferenceTerminationDelay, "inference-termination-delay", 0, "as serve's flag: D-PCS-5's terminationDelay for Inference PodCliqueSets that set none; 0 writes no D-PCS-5 policy")
 	rules := &cobra.Command{
 		Use:   "rules",
 		Short: "List every rule: ID, kinds, action, exportable",
@@ -65,8 +92,8 @@ objects, discovery, defaulting) are listed on stderr with the reason.`,
 		},
 	}
 	rules.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text, json or yaml")
-	cmd.AddCommand(vap, rules)
-	for _, c := range []*cobra.Command{cmd, vap, rules} {
+	cmd.AddCommand(vap, mapCmd, rules)
+	for _, c := range []*cobra.Command{cmd, vap, mapCmd, rules} {
 		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: 2, Err: err} })
 	}
 	return cmd
@@ -120,9 +147,64 @@ func runExportVAP(o *exportOptions, out, errOut io.Writer) error {
 			fmt.Fprintf(errOut, "inactive: %s (%s): %s\n", r.ID, strings.Join(r.Kinds, ", "), r.Inactive)
 			continue
 		}
-		if !r.Exportable && r.Enabled {
+		if r.Enabled && (!r.Exportable || r.Action == actionDefault) {
+			reason := r.Reason
+			if r.Exportable {
+				reason += "; `shepherd export map` writes it as a MutatingAdmissionPolicy"
+			}
+			fmt.Fprintf(errOut, "not exported: %s (%s): %s\n", r.ID, strings.Join(r.Kinds, ", "), reason)
+		}
+	}
+	return nil
+}
+
+// actionDefault is the action of the defaulting rules in listings.
+const actionDefault = "Default"
+
+func runExportMAP(o *exportOptions, out, errOut io.Writer) error {
+	if o.inferenceTerminationDelay < 0 {
+		return usageError("--inference-termination-delay must not be negative, got %v", o.inferenceTerminationDelay)
+	}
+	cfg, err := o.rules.config()
+	if err != nil {
+		return err
+	}
+	cfg.Namespace = o.namespace
+	cfg.DisableStartupPolicyRewrite = o.disableStartupPolicyRewrite
+	if o.inferenceTerminationDelay > 0 {
+		cfg.InferenceTerminationDelay = &metav1.Duration{Duration: o.inferenceTerminationDelay}
+	}
+	policies, bindings, skipped, err := celrules.ExportDefaults(cfg)
+	if err != nil {
+		return err
+	}
+	var sb strings.Builder
+	for i := range policies {
+		for _, obj := range []any{policies[i], bindings[i]} {
+			b, err := yaml.Marshal(obj)
+			if err != nil {
+				return err
+			}
+			sb.WriteString("---\n")
+			sb.Write(b)
+		}
+	}
+	if _, err := io.WriteString(out, sb.String()); err != nil {
+		return err
+	}
+	// The defaulters a policy cannot express (the listing's), then the
+	// ones this configuration and these schemas leave nothing to do.
+	chain, err := webhook.NewChain(webhook.ChainOptions{Rules: cfg})
+	if err != nil {
+		return err
+	}
+	for _, r := range chain.Rules() {
+		if r.Action == actionDefault && r.Enabled && !r.Exportable {
 			fmt.Fprintf(errOut, "not exported: %s (%s): %s\n", r.ID, strings.Join(r.Kinds, ", "), r.Reason)
 		}
+	}
+	for _, n := range skipped {
+		fmt.Fprintf(errOut, "not exported: %s (%s): %s\n", n.ID, strings.Join(n.Kinds, ", "), n.Reason)
 	}
 	return nil
 }
@@ -161,6 +243,9 @@ func runExportRules(o *exportOptions, out io.Writer) error {
 	fmt.Fprintln(tw, "ID\tKINDS\tACTION\tEXPORTABLE\tENABLED\tDESCRIPTION")
 	for _, r := range rules {
 		exportable := "yes"
+		if r.Exportable && r.Action == actionDefault {
+			exportable = "yes (MAP)"
+		}
 		if !r.Exportable {
 			exportable = "no: " + shortReason(r.Reason)
 		}

@@ -2,6 +2,9 @@ package app
 
 import (
 	"encoding/json"
+	"maps"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -9,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/webhook"
 )
 
 func TestExportVAPWritesPolicyAndBindingPerExportableRule(t *testing.T) {
@@ -88,7 +92,9 @@ func TestExportRulesListsEveryRule(t *testing.T) {
 			t.Errorf("%s not listed", id)
 			continue
 		}
-		wantExportable := strings.HasPrefix(id, "V-") && id != "V-TJ-3" && id != "V-TJ-4" && id != "V-TR-7" && id != "V-PCLQ-1"
+		// Validations export as ValidatingAdmissionPolicies, defaulters as
+		// MutatingAdmissionPolicies; lookups and discovery do not export.
+		wantExportable := id != "V-TJ-3" && id != "V-TJ-4" && id != "V-TR-7" && id != "V-PCLQ-1" && id != "D-WL-1"
 		if r.Exportable != wantExportable || len(r.Kinds) == 0 || r.Action == "" || (!r.Exportable && r.Reason == "") {
 			t.Errorf("%s: %+v", id, r)
 		}
@@ -96,6 +102,113 @@ func TestExportRulesListsEveryRule(t *testing.T) {
 	code, out, _ = runMain("export", "rules")
 	if code != 0 || !strings.HasPrefix(out, "ID") || !strings.Contains(out, "V-PCLQ-1") {
 		t.Errorf("text listing: exit %d\n%s", code, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[0], "D-") && (f[3] == "yes") != (f[0] != "D-WL-1") {
+			t.Errorf("text listing: %s", line)
+		}
+		if len(f) > 4 && strings.HasPrefix(f[0], "D-") && f[0] != "D-WL-1" && f[4] != "(MAP)" {
+			t.Errorf("text listing does not say a defaulter exports as a MutatingAdmissionPolicy: %s", line)
+		}
+	}
+}
+
+// The defaulters the listing calls exportable are exactly the ones `export
+// map` has a policy for: webhook's table and celrules' agree.
+func TestExportableDefaultersAreTheExportedOnes(t *testing.T) {
+	chain, err := webhook.NewChain(webhook.ChainOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, r := range chain.Rules() {
+		if r.Action == actionDefault && r.Exportable {
+			listed = append(listed, r.ID)
+		}
+	}
+	if !slices.Equal(listed, celrules.DefaultRuleIDs()) {
+		t.Errorf("listed as exportable defaulters %v, celrules exports %v", listed, celrules.DefaultRuleIDs())
+	}
+}
+
+// exportMAP runs `export map` and returns its policies and bindings by rule.
+func exportMAP(t *testing.T, args ...string) (map[string]*admissionregistrationv1.MutatingAdmissionPolicy, map[string]*admissionregistrationv1.MutatingAdmissionPolicyBinding, string) {
+	t.Helper()
+	code, out, errOut := runMain(append([]string{"export", "map"}, args...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	ms, err := parseManifests("stdout", []byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies := map[string]*admissionregistrationv1.MutatingAdmissionPolicy{}
+	bindings := map[string]*admissionregistrationv1.MutatingAdmissionPolicyBinding{}
+	for _, m := range ms {
+		switch m.obj.GetKind() {
+		case "MutatingAdmissionPolicy":
+			p := &admissionregistrationv1.MutatingAdmissionPolicy{}
+			mustConvert(t, m.obj, p)
+			policies[p.Labels[celrules.LabelRule]] = p
+		case "MutatingAdmissionPolicyBinding":
+			b := &admissionregistrationv1.MutatingAdmissionPolicyBinding{}
+			mustConvert(t, m.obj, b)
+			bindings[b.Labels[celrules.LabelRule]] = b
+		default:
+			t.Errorf("export map wrote a %s", m.obj.GetKind())
+		}
+	}
+	return policies, bindings, errOut
+}
+
+func TestExportMAPWritesAPolicyAndBindingPerDefaulter(t *testing.T) {
+	// The pinned upstream schemas: D-PCS-2 does nothing there (Grove's own
+	// schema), D-WL-1 needs lookups.
+	policies, bindings, errOut := exportMAP(t, "--inference-termination-delay", "4h", "--namespace", "ops")
+	want := []string{"D-PCS-1", "D-PCS-3", "D-PCS-4", "D-PCS-5", "D-PCS-6", "D-JS-1", "D-JS-2"}
+	for _, id := range want {
+		p, b := policies[id], bindings[id]
+		if p == nil || b == nil || b.Spec.PolicyName != p.Name || p.Name != celrules.PolicyName(id, celrules.SourceBuiltin) {
+			t.Errorf("%s: policy %v, binding %v", id, p, b)
+			continue
+		}
+		if ns := b.Spec.MatchResources.NamespaceSelector.MatchExpressions; len(ns) != 1 || !slices.Equal(ns[0].Values, []string{"kube-system", "ops"}) {
+			t.Errorf("%s: binding's namespaceSelector %+v", id, ns)
+		}
+	}
+	if len(policies) != len(want) || len(bindings) != len(want) {
+		t.Errorf("%d policies and %d bindings, want %d of each", len(policies), len(bindings), len(want))
+	}
+	// Carriers on the upstream schemas.
+	if p := policies["D-PCS-1"]; p != nil && !strings.Contains(p.Spec.Mutations[0].JSONPatch.Expression, "shepherd.dev/workload-type") {
+		t.Errorf("D-PCS-1 on the upstream schemas does not write the carrier: %s", p.Spec.Mutations[0].JSONPatch.Expression)
+	}
+	for _, id := range []string{"D-WL-1", "D-PCS-2"} {
+		if !strings.Contains(errOut, "not exported: "+id+" ") {
+			t.Errorf("stderr does not list %s as not exported:\n%s", id, errOut)
+		}
+	}
+
+	// The seed-shaped schemas keep the seed fields, and D-PCS-2 applies.
+	policies, _, errOut = exportMAP(t, "--crd", filepath.Join("..", "..", "..", "test", "seedcrds"), "--disable-rule", "D-PCS-6", "--disable-startup-policy-rewrite")
+	if p := policies["D-PCS-1"]; p == nil || !strings.Contains(p.Spec.Mutations[0].JSONPatch.Expression, "'/spec/workloadType'") {
+		t.Errorf("D-PCS-1 on the seed-shaped schemas does not write the field: %+v", p)
+	}
+	if policies["D-PCS-2"] == nil || policies["D-PCS-6"] != nil || policies["D-JS-2"] != nil || policies["D-PCS-5"] != nil {
+		t.Errorf("with D-PCS-6 disabled, the rewrite off and no Inference delay: policies for %v", slices.Sorted(maps.Keys(policies)))
+	}
+	for _, id := range []string{"D-JS-2", "D-PCS-5"} {
+		if !strings.Contains(errOut, "not exported: "+id+" ") {
+			t.Errorf("stderr does not say why %s is not exported:\n%s", id, errOut)
+		}
+	}
+	if strings.Contains(errOut, "D-PCS-6") {
+		t.Errorf("a disabled rule is listed:\n%s", errOut)
+	}
+
+	if code, _, errOut := runMain("export", "map", "--inference-termination-delay", "-1m"); code != 2 || !strings.Contains(errOut, "--inference-termination-delay") {
+		t.Errorf("a negative delay: exit %d, %s", code, errOut)
 	}
 }
 
