@@ -47,7 +47,7 @@ type compiledRule struct {
 // pathsExpr is a fieldPathsExpression: a list of strings.
 type pathsExpr string
 
-func (e pathsExpr) GetExpression() string   { return string(e) }
+func (e pathsExpr) GetExpression() string  { return string(e) }
 func (pathsExpr) ReturnTypes() []*cel.Type { return []*cel.Type{cel.ListType(cel.StringType)} }
 
 // baseEnv is the Kubernetes CEL environment of the running library version,

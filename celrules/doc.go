@@ -2,7 +2,8 @@
 // WorkloadPolicy spec: the shape of a ValidatingAdmissionPolicy plus an
 // action and field paths), the built-in rule library (one embedded YAML file
 // per rule family), and the export of rules as native
-// ValidatingAdmissionPolicies.
+// ValidatingAdmissionPolicies — and of the defaults (D-*, written in Go in
+// package webhook) as MutatingAdmissionPolicies (defaults.go).
 //
 // The engine is the apiserver's admission-policy machinery, not a copy of
 // it. Every rule is turned into the ValidatingAdmissionPolicy it exports as

@@ -268,9 +268,9 @@ type Input struct {
 	// given offline); nil finds none. A namespace it cannot find fails a
 	// rule with a namespaceSelector as the apiserver fails the policy: 404.
 	Namespaces func(ctx context.Context, name string) (*corev1.Namespace, error)
-	UserInfo        authenticationv1.UserInfo
-	DryRun          bool
-	UID             string
+	UserInfo   authenticationv1.UserInfo
+	DryRun     bool
+	UID        string
 }
 
 // Result is one failed validation (or evaluation failure) of one rule.

@@ -244,7 +244,9 @@ func TestPoliciesThatCanNeverFireAreRefused(t *testing.T) {
 		field  string
 	}{
 		{"DELETE", func(s *shepherdv1alpha1.WorkloadPolicySpec) { s.Match.Resources[0].Operations = []string{"DELETE"} }, "spec.match.resources[0].operations[0]"},
-		{"CONNECT", func(s *shepherdv1alpha1.WorkloadPolicySpec) { s.Match.Resources[0].Operations = []string{"CREATE", "CONNECT"} }, "spec.match.resources[0].operations[1]"},
+		{"CONNECT", func(s *shepherdv1alpha1.WorkloadPolicySpec) {
+			s.Match.Resources[0].Operations = []string{"CREATE", "CONNECT"}
+		}, "spec.match.resources[0].operations[1]"},
 		{"wildcard operation", func(s *shepherdv1alpha1.WorkloadPolicySpec) { s.Match.Resources[0].Operations = []string{"*"} }, "spec.match.resources[0].operations[0]"},
 		{"misspelled kind", func(s *shepherdv1alpha1.WorkloadPolicySpec) { s.Match.Resources[0].Kinds = []string{"Trainjob"} }, "spec.match.resources[0].kinds[0]"},
 		{"kind of another group", func(s *shepherdv1alpha1.WorkloadPolicySpec) { s.Match.Resources[0].Kinds = []string{"JobSet"} }, "spec.match.resources[0].kinds[0]"},

@@ -85,7 +85,8 @@ func (c *Chain) InactiveRules() map[string]string { return c.engine.Inactive() }
 func (c *Chain) Engine() *celrules.Engine { return c.engine }
 
 // Rules lists every rule: the CEL rules (built-in and WorkloadPolicies),
-// then the Go checks and defaulters, which cannot be exported.
+// then the Go checks and defaulters (the defaulters export as
+// MutatingAdmissionPolicies: celrules.ExportDefaults; the checks cannot).
 func (c *Chain) Rules() []celrules.RuleInfo {
 	out := c.engine.Rules()
 	for _, g := range goRules {

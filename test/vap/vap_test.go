@@ -1,6 +1,8 @@
 // Package vap proves that a rule gives the same verdict as an exported
 // ValidatingAdmissionPolicy on a real kube-apiserver, in `shepherd check`
-// (the offline chain) and in shepherd's webhook.
+// (the offline chain) and in shepherd's webhook — and that the defaults
+// exported as MutatingAdmissionPolicies give the object `check` gives
+// (map_parity_test.go).
 //
 // The built-in rules: exported and applied with shepherd's CRDs and no
 // webhook, they are accepted, type-check clean against the apiserver's
