@@ -160,6 +160,7 @@ func ReadyChecker(dir string, clk clock.PassiveClock) healthz.Checker {
 			if cas, err := ParseCertificates(b); err == nil && len(cas) > 0 {
 				soonest := slices.MinFunc(cas, func(a, b *x509.Certificate) int { return a.NotAfter.Compare(b.NotAfter) })
 				expiryGauge.WithLabelValues("ca").Set(float64(soonest.NotAfter.Unix()))
+				observeIssuerExpiry(leaf, cas)
 			}
 		}
 		return nil

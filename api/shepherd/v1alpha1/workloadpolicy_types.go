@@ -183,8 +183,9 @@ type CompileError struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:scope=Cluster,shortName=wp
-// +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`
-// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="True when the policy compiled and is enforced"
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,description="Compiled, or CompileError: the policy is not applied at all"
+// +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`,description="What a failed validation does: Deny, Warn or Audit"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type WorkloadPolicy struct {
 	metav1.TypeMeta   `json:",inline"`

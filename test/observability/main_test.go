@@ -1,0 +1,142 @@
+// Package observability proves deploy/observability — the Grafana dashboard
+// and the PrometheusRule alerts — against the real thing: one `shepherd
+// serve` on the test control plane admits a JobSet and denies another, holds
+// a WorkloadPolicy that compiles and one that does not, and leads; then
+// every metric a panel or an alert names is looked up in what that serve and
+// the apiserver export on /metrics. Expressions are parsed with Prometheus'
+// own PromQL parser; every alert carries severity, summary, description and
+// runbook; the Kustomization builds. It also reads WorkloadPolicies as
+// `kubectl get` does (the apiserver's Table) to check their printer columns.
+package observability
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
+)
+
+// timeout bounds every wait: the machine is small and shared.
+const timeout = 60 * time.Second
+
+var (
+	env   *cluster.Cluster
+	serve *cluster.Serving
+)
+
+// The two WorkloadPolicies the suite holds: one that denies JobSets labelled
+// team=none, one that names a field JobSet does not have.
+const (
+	denyPolicy   = "known-teams"
+	brokenPolicy = "does-not-compile"
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	c, err := cluster.New(cluster.Options{
+		Webhooks: envtest.WebhookInstallOptions{
+			Paths:            []string{filepath.Join(cluster.RepoRoot(), "deploy", "webhook")},
+			LocalServingHost: "127.0.0.1",
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+		}
+	}()
+	env = c
+	// The certificate directory as cert-manager mounts it: the pair and the
+	// CA that issued it (envtest's), so the CA expiry series exist.
+	wh := c.Env.WebhookInstallOptions
+	if err := os.WriteFile(filepath.Join(wh.LocalServingCertDir, "ca.crt"), wh.LocalServingCAData, 0o600); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if err := createPolicies(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// Plain-HTTP metrics so the suite scrapes without a token (test/webhook
+	// covers the authenticated server); leader election on, as deployed.
+	if serve, err = c.Serve("--metrics-secure=false", "--leader-election-namespace=default"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer func() {
+		if err := serve.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "shepherd serve:", err)
+		}
+	}()
+	if err := waitPolicyStatus(); err != nil {
+		fmt.Fprintln(os.Stderr, err, "\n", serve.Log())
+		return 1
+	}
+	return m.Run()
+}
+
+func createPolicies() error {
+	match := shepherdv1alpha1.Match{Resources: []shepherdv1alpha1.ResourceRule{{
+		APIGroups: []string{"jobset.x-k8s.io"}, Resources: []string{"jobsets"}, Operations: []string{"CREATE"},
+	}}}
+	for _, p := range []*shepherdv1alpha1.WorkloadPolicy{{
+		ObjectMeta: metav1.ObjectMeta{Name: denyPolicy},
+		Spec: shepherdv1alpha1.WorkloadPolicySpec{Action: shepherdv1alpha1.ActionDeny, Match: match, Validations: []shepherdv1alpha1.Validation{{
+			Expression: `!has(object.metadata.labels) || !('team' in object.metadata.labels) || object.metadata.labels['team'] != 'none'`,
+			Message:    "team none is not a team",
+		}}},
+	}, {
+		ObjectMeta: metav1.ObjectMeta{Name: brokenPolicy},
+		Spec: shepherdv1alpha1.WorkloadPolicySpec{Action: shepherdv1alpha1.ActionAudit, Match: match, Validations: []shepherdv1alpha1.Validation{{
+			Expression: "object.spec.replicatedJobs.size() >", // a syntax error
+		}}},
+	}} {
+		if err := env.Client.Create(context.Background(), p); err != nil {
+			return fmt.Errorf("creating WorkloadPolicy %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// waitPolicyStatus waits until serve has written both policies' Ready
+// condition: known-teams True, does-not-compile False.
+func waitPolicyStatus() error {
+	want := map[string]metav1.ConditionStatus{denyPolicy: metav1.ConditionTrue, brokenPolicy: metav1.ConditionFalse}
+	var last string
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		done := true
+		for name, status := range want {
+			p := &shepherdv1alpha1.WorkloadPolicy{}
+			if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, p); err != nil {
+				return err
+			}
+			got := metav1.ConditionUnknown
+			for _, c := range p.Status.Conditions {
+				if c.Type == api.ConditionPolicyReady {
+					got = c.Status
+				}
+			}
+			if got != status {
+				done, last = false, fmt.Sprintf("WorkloadPolicy %s Ready=%s, want %s", name, got, status)
+			}
+		}
+		if done {
+			return nil
+		}
+	}
+	return fmt.Errorf("policy status not written within %v: %s", timeout, last)
+}
