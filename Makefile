@@ -55,6 +55,7 @@ manifests: $(CONTROLLER_GEN) ## Regenerate the CRDs (shepherd's, the seed shapes
 	$(CONTROLLER_GEN) $(CRD_GEN) paths=./api/shepherd/... output:crd:artifacts:config=$(SHEPHERD_CRD_DIR)
 	$(CONTROLLER_GEN) $(CRD_GEN) paths=./api/trainer/... paths=./api/jobset/... paths=./api/grove/... output:crd:artifacts:config=$(SEED_CRD_DIR)
 	$(CONTROLLER_GEN) $(CRD_GEN) paths=./integrations/pinned/grove/... output:crd:artifacts:config=$(GROVE_CRD_DIR)
+	$(if $(CRD_DIR),,cp deploy/crds/shepherd.dev_*.yaml charts/shepherd/files/) # the chart's copy (test/helm)
 
 .PHONY: pinned-crds
 pinned-crds: ## Copy the Trainer and JobSet CRDs of the versions go.mod pins into integrations/pinned/crds (not committed).
@@ -74,7 +75,7 @@ lint: vet ## gofmt check and go vet.
 
 .PHONY: verify
 verify: generate lint ## Fail if generated files are stale or code is unformatted.
-	@git diff --exit-code -- api deploy/crds test/seedcrds integrations/pinned || { echo "generated files are stale: run make generate"; exit 1; }
+	@git diff --exit-code -- api deploy/crds charts/shepherd/files test/seedcrds integrations/pinned || { echo "generated files are stale: run make generate"; exit 1; }
 
 .PHONY: controlplane
 controlplane: ## Build (once) the real kube-apiserver + etcd used by tests and make run.

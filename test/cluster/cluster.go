@@ -76,6 +76,11 @@ type Options struct {
 	Webhooks envtest.WebhookInstallOptions
 	// ExtraAPIServerFlags are appended to the apiserver's command line.
 	ExtraAPIServerFlags map[string]string
+	// RestartableAPIServer keeps the apiserver's certificates in a
+	// directory of the cluster's own, so that StopAPIServer and
+	// StartAPIServer bring it back with the same serving certificate (the
+	// clients' kubeconfigs stay valid); envtest otherwise issues new ones.
+	RestartableAPIServer bool
 }
 
 // Cluster is a running control plane.
@@ -83,6 +88,10 @@ type Cluster struct {
 	Env    *envtest.Environment
 	Config *rest.Config
 	Client client.Client
+
+	// apiserverDir is the apiserver's certificate directory when
+	// Options.RestartableAPIServer, removed by Stop.
+	apiserverDir string
 }
 
 // K8sVersion and EtcdVersion are the versions hack/build-controlplane.sh
@@ -188,8 +197,23 @@ func New(opts Options) (*Cluster, error) {
 	for k, v := range opts.ExtraAPIServerFlags {
 		args.Append(k, v)
 	}
+	var apiserverDir string
+	if opts.RestartableAPIServer {
+		if apiserverDir, err = os.MkdirTemp("", "shepherd-apiserver-"); err != nil {
+			return nil, err
+		}
+		env.ControlPlane.GetAPIServer().CertDir = apiserverDir
+		// Without it a stop waits out the 60 s request timeout for every
+		// watch open (a serve's informers), then kills the apiserver.
+		if _, set := opts.ExtraAPIServerFlags["shutdown-watch-termination-grace-period"]; !set {
+			args.Append("shutdown-watch-termination-grace-period", "2s")
+		}
+	}
 	cfg, err := env.Start()
 	if err != nil {
+		if apiserverDir != "" {
+			_ = os.RemoveAll(apiserverDir)
+		}
 		return nil, fmt.Errorf("starting control plane: %w", err)
 	}
 	// The tests create many objects quickly; client-go's default 5 QPS would
@@ -203,7 +227,7 @@ func New(opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("creating client: %w", err), env.Stop())
 	}
-	return &Cluster{Env: env, Config: cfg, Client: c}, nil
+	return &Cluster{Env: env, Config: cfg, Client: c, apiserverDir: apiserverDir}, nil
 }
 
 // Start starts a control plane for one test and stops it when the test ends.
@@ -222,7 +246,13 @@ func Start(t testing.TB, opts Options) *Cluster {
 }
 
 // Stop stops the control plane.
-func (c *Cluster) Stop() error { return c.Env.Stop() }
+func (c *Cluster) Stop() error {
+	err := c.Env.Stop()
+	if c.apiserverDir != "" {
+		err = errors.Join(err, os.RemoveAll(c.apiserverDir))
+	}
+	return err
+}
 
 // Serves reports whether the apiserver serves resource in groupVersion.
 func (c *Cluster) Serves(groupVersion, resource string) (bool, error) {

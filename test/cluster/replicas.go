@@ -137,3 +137,32 @@ func (r *Replica) Kill() {
 	err := <-r.done
 	r.done <- err
 }
+
+// Terminate sends the replica SIGTERM, as the kubelet does when its pod is
+// deleted, and returns at once; Wait collects the exit.
+func (r *Replica) Terminate() error {
+	return r.cmd.Process.Signal(syscall.SIGTERM)
+}
+
+// Wait waits up to within for the replica to exit and returns its exit
+// code (-1 if a signal ended it).
+func (r *Replica) Wait(within time.Duration) (int, error) {
+	select {
+	case err := <-r.done:
+		r.done <- err
+		return r.cmd.ProcessState.ExitCode(), nil
+	case <-time.After(within):
+		return 0, fmt.Errorf("replica on %s did not exit within %v", r.Webhook, within)
+	}
+}
+
+// Exited reports whether the replica has exited, and how.
+func (r *Replica) Exited() (bool, string) {
+	select {
+	case err := <-r.done:
+		r.done <- err
+		return true, r.cmd.ProcessState.String()
+	default:
+		return false, ""
+	}
+}

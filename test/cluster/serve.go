@@ -46,6 +46,10 @@ func (c *Cluster) ServeArgs(dir, health, metrics string, extra ...string) ([]str
 		"--metrics-bind-address=" + metrics,
 		"--health-probe-bind-address=" + health,
 		"--zap-log-level=error",
+		// A test stops serve when it is done with it, and nothing routes
+		// to it but the test: the drain a rollout needs would only make
+		// every stop 10 s longer. A test of the drain passes its own.
+		"--shutdown-drain-period=0s",
 	}
 	if wh := c.Env.WebhookInstallOptions; wh.LocalServingPort != 0 {
 		args = append(args,

@@ -62,6 +62,9 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		{verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews"},
 		// Leader election and certificates.
 		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: shepherdNS, name: "shepherd.shepherd.dev"},
+		// An expired Lease is deleted (with a UID and resourceVersion
+		// precondition) and taken at once.
+		{verb: "delete", group: "coordination.k8s.io", resource: "leases", namespace: shepherdNS, name: "shepherd.shepherd.dev"},
 		{verb: "create", resource: "secrets", namespace: shepherdNS},
 		{verb: "patch", resource: "secrets", namespace: shepherdNS, name: "shepherd-webhook-certs"},
 		{verb: "watch", resource: "secrets", namespace: shepherdNS, name: "shepherd-webhook-certs"},
@@ -82,6 +85,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		{verb: "create", group: "apps", resource: "deployments", namespace: shepherdNS},
 		{verb: "delete", group: "scheduling.k8s.io", resource: "workloads", namespace: ns},
 		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: "kube-system", name: "kube-controller-manager"},
+		{verb: "delete", group: "coordination.k8s.io", resource: "leases", namespace: shepherdNS, name: "another-lease"},
 		{verb: "impersonate", resource: "serviceaccounts", namespace: ns},
 		{verb: "escalate", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
 		{verb: "delete", group: "shepherd.dev", resource: "workloadpolicies"},

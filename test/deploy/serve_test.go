@@ -59,6 +59,7 @@ func TestServeAsServiceAccountBecomesReady(t *testing.T) {
 		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(healthPort),
 		"--leader-election-namespace="+shepherdNS,
 		"--cert-dir="+filepath.Join(dir, "certs"),
+		"--shutdown-drain-period=0s", // nothing routes to it but the test
 	)
 	serve.Env = append(os.Environ(), "POD_NAMESPACE="+shepherdNS)
 	var logs syncBuffer

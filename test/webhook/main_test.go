@@ -110,6 +110,7 @@ func run(m *testing.M) int {
 		"--metrics-bind-address=" + metricsAddr,
 		"--health-probe-bind-address=" + healthAddr,
 		"--leader-elect=false",
+		"--shutdown-drain-period=0s", // nothing routes to it but the test
 		// The reconcilers have their own suites; here they would only add
 		// load and status writes unrelated to admission.
 		"--disable-reconcilers",

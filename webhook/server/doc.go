@@ -12,6 +12,12 @@
 // 408, 413 or 429), never left waiting, and the apiserver's failurePolicy
 // decides. Metric labels taken from a request come from a closed set.
 //
+// A rollout loses no admission (httpserver.go): on shutdown the server keeps
+// answering for a drain period while the Service stops routing to it
+// (readiness already fails), closing each connection after its answer so
+// clients reconnect elsewhere, then stops accepting and finishes what is in
+// flight.
+//
 // The AdmissionReview is decoded with apimachinery's JSON decoder into
 // k8s.io/api's typed review, as the apiserver reads it; its objects stay raw
 // JSON until the chain decodes them, once, and the answer is encoded with

@@ -2,11 +2,14 @@ package app
 
 import (
 	"context"
+	"errors"
 	goflag "flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -63,6 +66,7 @@ type serveOptions struct {
 	metricsCertDir  string
 	pprofAddr       string
 	healthAddr      string
+	shutdownDrain   time.Duration
 	shutdownTimeout time.Duration
 
 	leaderElect             bool
@@ -104,6 +108,7 @@ func defaultServeOptions() *serveOptions {
 		metricsAddr:       ":8443",
 		metricsSecure:     true,
 		healthAddr:        ":8081",
+		shutdownDrain:     10 * time.Second,
 		shutdownTimeout:   30 * time.Second,
 		leaderElect:       true,
 		leaseDuration:     15 * time.Second,
@@ -140,9 +145,10 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", o.metricsCertDir, "Directory with tls.crt/tls.key for the metrics server; empty: a self-signed certificate generated at start.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", o.pprofAddr, "Address serving Go's /debug/pprof profiles, for diagnosing CPU and memory use; empty (the default) serves none. Profiles reveal request data: bind it to localhost.")
 	fs.StringVar(&o.healthAddr, "health-probe-bind-address", o.healthAddr, "Address serving /healthz and /readyz. /readyz is ready once the webhook server serves its certificate, the caches have synced, WorkloadPolicies are compiled, the frameworks' CRDs have been listed and Workload API discovery has run; a framework whose CRDs are absent does not hold it back.")
-	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", o.shutdownTimeout, "How long shutdown waits for in-flight admission requests and reconciles to finish.")
+	fs.DurationVar(&o.shutdownDrain, "shutdown-drain-period", o.shutdownDrain, "On SIGTERM, how long /readyz fails while the webhook server keeps answering (closing each connection after its response) before it stops accepting: longer than the cluster takes to remove a terminating pod's endpoint everywhere (a few seconds), so no admission routed to it fails. The reconcilers stop, and the Lease is released, at once.")
+	fs.DurationVar(&o.shutdownTimeout, "graceful-shutdown-timeout", o.shutdownTimeout, "After the drain period, how long shutdown may take in all: admission requests in flight, the reconciles running, the Events still queued. Keep --shutdown-drain-period plus this below the pod's terminationGracePeriodSeconds.")
 
-	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Run the reconcilers only on the elected leader replica. Admission webhooks run on every replica regardless.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Run the reconcilers only on the elected leader replica. Admission webhooks run on every replica regardless, leader or not, and whether or not the apiserver is reachable: losing the Lease stops the reconcilers only, and the replica campaigns again; a Lease whose holder stopped renewing it is taken at once.")
 	fs.StringVar(&o.leaderElectionID, "leader-election-id", o.leaderElectionID, "Name of the Lease used for leader election.")
 	fs.StringVar(&o.leaderElectionNamespace, "leader-election-namespace", o.leaderElectionNamespace, "Namespace of the leader-election Lease (empty: the namespace shepherd runs in).")
 	fs.DurationVar(&o.leaseDuration, "leader-election-lease-duration", o.leaseDuration, "How long a standby waits after the leader's last renewal before it takes the Lease: after a leader dies, enforcement resumes within about this long.")
@@ -189,7 +195,11 @@ shepherd_policy_verdicts_total, a PolicyViolation Event and the ring served at
 /audit on the metrics server (read it with ` + "`shepherd audit`" + `).
 
 The lifecycle reconcilers (deadlines, TTL, Workloads, gang termination, training)
-run on the leader replica only.
+run on the leader replica only; admission runs on every replica, leader or not,
+and keeps running while the apiserver is away (serve waits for it at start).
+On SIGTERM /readyz fails, the reconcilers stop and the Lease is released, admission
+is answered for --shutdown-drain-period, then serve finishes what is in flight,
+writes the queued Events and exits 0.
 
 Each framework (Trainer, JobSet, Grove) starts — its reconcilers and admission
 lookups — once the cluster serves its CRDs, at start or later without a restart;
@@ -252,6 +262,14 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
+	// Nothing below starts without the apiserver: wait for it rather than
+	// exit into a crash loop whose back-off outlasts the outage.
+	if err := waitForAPIServer(ctx, cfg, o.healthAddr, log); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return nil // stopped while waiting
+	}
 
 	metricsOpts := metricsserver.Options{
 		BindAddress:   o.metricsAddr,
@@ -262,37 +280,43 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if o.metricsSecure {
 		metricsOpts.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
+	webhooks := server.NewWebhookServer(webhookServing(o, log))
+	// The serving manager: admission, caches, Events, probes, for the life
+	// of the process, on every replica. The reconcilers run in terms of
+	// their own on the leader (serve_leader.go), so this manager does no
+	// leader election: losing the Lease must not stop admission.
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
-		Scheme:                        install.NewScheme(),
-		Metrics:                       metricsOpts,
-		Cache:                         cacheOptions(),
-		WebhookServer:                 server.NewWebhookServer(webhookServing(o, log)),
-		HealthProbeBindAddress:        o.healthAddr,
-		PprofBindAddress:              o.pprofAddr,
-		LeaderElection:                o.leaderElect,
-		LeaderElectionID:              o.leaderElectionID,
-		LeaderElectionNamespace:       o.leaderElectionNamespace,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &o.leaseDuration,
-		RenewDeadline:                 &o.renewDeadline,
-		RetryPeriod:                   &o.retryPeriod,
-		GracefulShutdownTimeout:       &o.shutdownTimeout,
-		Logger:                        log,
+		Scheme:                  install.NewScheme(),
+		Metrics:                 metricsOpts,
+		Cache:                   cacheOptions(),
+		WebhookServer:           webhooks,
+		HealthProbeBindAddress:  o.healthAddr,
+		PprofBindAddress:        o.pprofAddr,
+		GracefulShutdownTimeout: &o.shutdownTimeout,
+		Logger:                  log,
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
 	}
-	if mgr, err = events.Manager(mgr, events.Options{QPS: o.eventQPS, Burst: o.eventBurst}); err != nil {
+	// The Events client's requests are followed, so that shutdown can wait
+	// for the Events still queued (requestActivity).
+	eventWrites := &requestActivity{}
+	eventsCfg := rest.CopyConfig(mgr.GetConfig())
+	eventsCfg.Wrap(eventWrites.wrap)
+	evMgr, err := events.Manager(&withConfig{Manager: mgr, cfg: eventsCfg}, events.Options{QPS: o.eventQPS, Burst: o.eventBurst})
+	if err != nil {
 		return err
 	}
+	mgr = &eventsFrom{Manager: mgr, events: evMgr}
 
 	// Certificates: the one place serving certificates hook in. In
 	// self-signed mode certs.Setup makes sure --cert-dir holds a valid pair
 	// before the webhook server starts, then keeps it rotated and the CA
 	// bundle injected; in cert-manager mode the files are mounted. Either
-	// way certwatcher hot-reloads them.
+	// way certwatcher hot-reloads them. The file writer runs here, on every
+	// replica; the authority in the leader's terms.
 	o.certs.CertDir = o.certDir
-	certsReady, err := certs.Setup(mgr, o.certs, clock.RealClock{})
+	certsReady, err := certs.Setup(&runnableFilter{Manager: mgr, leader: false}, o.certs, clock.RealClock{})
 	if err != nil {
 		return fmt.Errorf("setting up serving certificates: %w", err)
 	}
@@ -315,7 +339,14 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	frameworks, err := setupFrameworks(ctx, mgr, o, reconcile.Options{Clock: clock.RealClock{}, Enforcement: enforcement, Schemas: live})
+	leader := newLeaderTerms(mgr, evMgr, reconcile.Options{Clock: clock.RealClock{}, Enforcement: enforcement, Schemas: live}, o.shutdownTimeout,
+		func(term manager.Manager) error {
+			if _, err := certs.Setup(&runnableFilter{Manager: term, leader: true}, o.certs, clock.RealClock{}); err != nil {
+				return fmt.Errorf("setting up the certificate authority: %w", err)
+			}
+			return nil
+		})
+	frameworks, err := setupFrameworks(ctx, mgr, o, leader)
 	if err != nil {
 		return err
 	}
@@ -341,15 +372,31 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)
 	}
-
-	log.Info("starting shepherd", "version", Version(), "webhookPort", o.webhookPort, "certDir", o.certDir,
-		"metrics", o.metricsAddr, "metricsSecure", o.metricsSecure, "health", o.healthAddr, "leaderElection", o.leaderElect)
-	// Start returns once ctx is cancelled and every runnable has stopped:
-	// the webhook server drains in-flight admissions first.
-	if err := mgr.Start(ctx); err != nil {
-		return fmt.Errorf("running the manager: %w", err)
+	draining := &atomic.Bool{}
+	if err := mgr.AddReadyzCheck("shutdown", func(*http.Request) error {
+		if draining.Load() {
+			return errors.New("shutting down: draining admission requests")
+		}
+		return nil
+	}); err != nil {
+		return fmt.Errorf("adding the shutdown readiness check: %w", err)
 	}
-	return nil
+
+	lc := &lifecycle{mgr: mgr, webhooks: webhooks, draining: draining, events: eventWrites,
+		drain: o.shutdownDrain, timeout: o.shutdownTimeout, log: log}
+	if o.leaderElect {
+		el, err := newElector(cfg, mgr, leader, o)
+		if err != nil {
+			return err
+		}
+		lc.leader = el.run
+	} else {
+		lc.leader = func(ctx context.Context) { leader.runWithoutElection(ctx, o.retryPeriod) }
+	}
+	log.Info("starting shepherd", "version", Version(), "webhookPort", o.webhookPort, "certDir", o.certDir,
+		"metrics", o.metricsAddr, "metricsSecure", o.metricsSecure, "health", o.healthAddr, "leaderElection", o.leaderElect,
+		"shutdownDrainPeriod", o.shutdownDrain)
+	return lc.run(ctx)
 }
 
 // webhookServing is the webhook server's options from the flags.

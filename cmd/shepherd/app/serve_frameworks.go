@@ -58,8 +58,8 @@ func (m frameworkModes) modes() map[string]integrations.Mode {
 // setupFrameworks starts the detection of the frameworks' CRDs and
 // registers what each framework starts once active: the informers of its
 // admission lookups and, unless reconcilers are disabled, every controller
-// whose frameworks are all active.
-func setupFrameworks(ctx context.Context, mgr ctrl.Manager, o *serveOptions, opts reconcile.Options) (*integrations.Watcher, error) {
+// whose frameworks are all active (in the leader's terms).
+func setupFrameworks(ctx context.Context, mgr ctrl.Manager, o *serveOptions, leader *leaderTerms) (*integrations.Watcher, error) {
 	w, err := integrations.NewWatcher(mgr, o.frameworks.modes())
 	if err != nil {
 		return nil, err
@@ -82,7 +82,10 @@ func setupFrameworks(ctx context.Context, mgr ctrl.Manager, o *serveOptions, opt
 	}
 	if !o.disableReconcile {
 		for _, c := range reconcile.Controllers() {
-			w.OnActivateAll(c.Frameworks, func(context.Context) error { return c.Setup(mgr, opts) })
+			w.OnActivateAll(c.Frameworks, func(context.Context) error {
+				leader.activate(c)
+				return nil
+			})
 		}
 	}
 	return w, nil

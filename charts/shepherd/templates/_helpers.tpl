@@ -1,0 +1,59 @@
+{{/*
+Object names are fixed, as in deploy/: shepherd is installed once per cluster
+(its webhook configurations and ClusterRoles are cluster-scoped), and
+`shepherd serve` finds the Service, the certificate Secret and the webhook
+configurations by these default names, so no flag has to repeat them.
+*/}}
+
+{{/* Labels of every object. */}}
+{{- define "shepherd.labels" -}}
+app.kubernetes.io/name: shepherd
+app.kubernetes.io/part-of: shepherd
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/version: {{ include "shepherd.tag" . | quote }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end }}
+
+{{/*
+The pods' selector labels. The same as deploy/'s (and without the release
+name), because a Deployment's selector is immutable: a cluster installed with
+Kustomize can be taken over by the chart.
+*/}}
+{{- define "shepherd.selectorLabels" -}}
+app.kubernetes.io/name: shepherd
+app.kubernetes.io/component: webhook
+{{- end }}
+
+{{- define "shepherd.tag" -}}
+{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/*
+The namespaces the webhooks never see: the configured ones and always the
+release namespace, without duplicates, in that order.
+*/}}
+{{- define "shepherd.excludedNamespaces" -}}
+{{- $ns := list -}}
+{{- range .Values.webhook.excludedNamespaces -}}
+{{- $ns = append $ns . -}}
+{{- end -}}
+{{- $ns = append $ns .Release.Namespace | uniq -}}
+{{ toJson $ns }}
+{{- end }}
+
+{{/*
+GOMEMLIMIT: goMemLimitPercent of the memory limit, in KiB (a unit Go's
+runtime reads). The schema allows only Ki, Mi and Gi limits, so the
+arithmetic stays in integers.
+*/}}
+{{- define "shepherd.goMemLimit" -}}
+{{- $limit := .Values.resources.limits.memory | toString -}}
+{{- $n := regexFind "^[0-9]+" $limit | atoi -}}
+{{- $unit := trimPrefix (toString $n) $limit -}}
+{{- $kib := get (dict "Ki" 1 "Mi" 1024 "Gi" 1048576) $unit -}}
+{{- if not $kib -}}
+{{- fail (printf "resources.limits.memory %q: use a whole number of Ki, Mi or Gi" $limit) -}}
+{{- end -}}
+{{- printf "%dKiB" (div (mul $n $kib .Values.goMemLimitPercent) 100) -}}
+{{- end }}

@@ -1,0 +1,406 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
+)
+
+// loadRate is the dry-run creates per second of the rolling restart.
+const loadRate = 100
+
+// stopBound is how long a replica may take to exit after SIGTERM: the
+// drain period, then --graceful-shutdown-timeout (15 s, replicaFlags) at
+// most, and slack.
+const stopBound = drainPeriod + 15*time.Second + 10*time.Second
+
+// A rolling restart of both replicas — each SIGTERMed, its replacement
+// started and ready, then the next — while a client creates TrainJobs
+// (dryRun) at loadRate through shepherd's webhooks: not one admission
+// fails, and every old replica exits 0.
+func TestRollingRestartFailsNoAdmission(t *testing.T) {
+	leaseNS := env.Namespace(t)
+	p := startProxy(t)
+	flags := replicaFlags(leaseNS)
+	a := env.StartReplica(t, flags...)
+	first, _ := waitHolder(t, leaseNS, timeout)
+	b := env.StartReplica(t, flags...)
+	p.waitReady(t, p.add(a))
+	p.waitReady(t, p.add(b))
+
+	ns := env.Namespace(t)
+	rt := createRuntime(t, a, b)
+	l := startLoad(t, ns, rt, loadRate)
+	start := time.Now()
+	time.Sleep(2 * time.Second)
+	for i, old := range []*cluster.Replica{a, b} {
+		before, _, _ := holder(context.Background(), leaseNS)
+		termAt := time.Now()
+		if err := old.Terminate(); err != nil {
+			t.Fatalf("SIGTERM to replica %d: %v", i, err)
+		}
+		// a, started first, is the leader: it stops its reconcilers and
+		// releases the Lease at SIGTERM, and another replica takes it
+		// without waiting for it to expire.
+		if old == a && before == first {
+			_, at := waitHolder(t, leaseNS, timeout, first)
+			t.Logf("the leader SIGTERMed: Lease held by another replica %v later", at.Sub(termAt).Round(10*time.Millisecond))
+		}
+		repl := env.StartReplica(t, flags...)
+		rb := p.add(repl)
+		p.waitReady(t, rb)
+		code, err := old.Wait(stopBound)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code != 0 {
+			t.Errorf("replica %d exited %d after SIGTERM, want 0:\n%s", i, code, old.Log())
+		}
+		t.Logf("replica %d replaced: replacement ready %v after the SIGTERM", i, time.Since(termAt).Round(10*time.Millisecond))
+	}
+	time.Sleep(2 * time.Second)
+	l.end()
+	elapsed := time.Since(start)
+
+	total, failed := l.total.Load(), l.failed.Load()
+	rate := float64(total) / elapsed.Seconds()
+	t.Logf("rolling restart of 2 replicas: %d dry-run creates in %v (%.0f/s), %d failed; proxy: %d connections with no ready replica, %d refused by the replica",
+		total, elapsed.Round(100*time.Millisecond), rate, failed, p.noBackend.Load(), p.dialFailed.Load())
+	if failed > 0 {
+		t.Errorf("%d of %d admissions failed during the rolling restart:%s", failed, total, l.errors())
+	}
+	if rate < loadRate/2 {
+		t.Errorf("the load ran at %.0f creates/s, not the %d/s the test is about", rate, loadRate)
+	}
+}
+
+// SIGTERM of the leader right after it enforced a burst of deadlines,
+// with the Events it wrote rate-limited so that most are still queued:
+// every one of them reaches the apiserver before the replica exits (0),
+// and the standby, taking the released Lease, enforces nothing twice.
+func TestSIGTERMWritesTheQueuedEvents(t *testing.T) {
+	leaseNS := env.Namespace(t)
+	p := startProxy(t)
+	// 5 Events a second: 30 take 6 s to write, longer than the drain.
+	a := env.StartReplica(t, replicaFlags(leaseNS, "--event-qps=5", "--event-burst=1")...)
+	waitHolder(t, leaseNS, timeout)
+	b := env.StartReplica(t, replicaFlags(leaseNS)...)
+	p.waitReady(t, p.add(a))
+	p.waitReady(t, p.add(b))
+
+	ns := env.Namespace(t)
+	rt := createRuntime(t, a, b)
+	const n = 30
+	jobs := make([]string, n)
+	for i := range jobs {
+		jobs[i] = fmt.Sprintf("job-%02d", i)
+		createDeadlineJob(t, ns, jobs[i], rt, 2)
+	}
+	for _, j := range jobs {
+		waitEnforced(t, ns, j, timeout)
+	}
+	written, err := eventCounts(context.Background(), ns, api.EventDeadlineExceeded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	termAt := time.Now()
+	if err := a.Terminate(); err != nil {
+		t.Fatal(err)
+	}
+	if len(written) == n {
+		t.Fatalf("all %d Events were written before the SIGTERM: nothing was queued, the test proves nothing", n)
+	}
+	code, err := a.Wait(stopBound)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code != 0 {
+		t.Errorf("the leader exited %d after SIGTERM, want 0:\n%s", code, a.Log())
+	}
+	t.Logf("SIGTERM with %d of %d DeadlineExceeded Events still queued; exited after %v", n-len(written), n, time.Since(termAt).Round(10*time.Millisecond))
+	checkEvents(t, ns, api.EventDeadlineExceeded, jobs, 10*time.Second)
+	alive(t, "the standby", b)
+}
+
+// SIGKILL of the leader (a lost node: the Lease is not released): the
+// standby takes the Lease within the lease duration and a little more, and
+// enforces a deadline that passed meanwhile. Then, with no replica left
+// and the Lease expired, a replica started afresh takes it at once — not
+// after its own lease duration (60 s here), which is what client-go's
+// elector alone waits from the moment it first sees a Lease. test/replicas
+// covers enforcement exactly once, with its Events, through such a kill.
+func TestLeaderSIGKILL(t *testing.T) {
+	leaseNS := env.Namespace(t)
+	p := startProxy(t)
+	flags := replicaFlags(leaseNS)
+	a := env.StartReplica(t, flags...)
+	first, _ := waitHolder(t, leaseNS, timeout)
+	b := env.StartReplica(t, flags...)
+	p.waitReady(t, p.add(a))
+	p.waitReady(t, p.add(b))
+
+	ns := env.Namespace(t)
+	rt := createRuntime(t, a, b)
+	// Expires 2 s after creation, once the leader is dead.
+	tj := createDeadlineJob(t, ns, "expires-after-kill", rt, 2)
+	a.Kill()
+	killedAt := time.Now()
+	second, tookAt := waitHolder(t, leaseNS, timeout, first)
+	takeover := tookAt.Sub(killedAt)
+	enforcedAt := waitEnforced(t, ns, tj.Name, timeout)
+	checkEvents(t, ns, api.EventDeadlineExceeded, []string{tj.Name}, 10*time.Second)
+	t.Logf("SIGKILL of the leader → standby holds the Lease after %v (lease duration %v), deadline enforced %v after the kill",
+		takeover.Round(10*time.Millisecond), leaseDuration, enforcedAt.Sub(killedAt).Round(10*time.Millisecond))
+	// The bound is the behaviour: a lease duration after the last renewal,
+	// plus the standby's retry period; 3 s of slack for a loaded machine.
+	if bound := leaseDuration + 2*retryPeriod + 3*time.Second; takeover > bound {
+		t.Errorf("the standby took the Lease %v after the kill, over %v (lease duration %v)", takeover, bound, leaseDuration)
+	}
+
+	// No replica left; wait for the survivor's Lease to expire.
+	b.Kill()
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		_, l, err := holder(ctx, leaseNS)
+		if err != nil || l == nil || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+			return false, err
+		}
+		return time.Now().After(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second + time.Second)), nil
+	}); err != nil {
+		t.Fatalf("the Lease held by %q did not expire: %v", second, err)
+	}
+	const longLease = 60 * time.Second
+	startedAt := time.Now()
+	c := env.StartReplica(t, replicaFlags(leaseNS, "--leader-election-lease-duration="+longLease.String(), "--leader-election-renew-deadline=40s")...)
+	readyAt := time.Now()
+	third, tookAt := waitHolder(t, leaseNS, timeout, second)
+	t.Logf("a replica started with the Lease expired holds it %v after its start (ready after %v; its own lease duration %v)",
+		tookAt.Sub(startedAt).Round(10*time.Millisecond), readyAt.Sub(startedAt).Round(10*time.Millisecond), longLease)
+	if took := tookAt.Sub(startedAt); took > longLease/2 {
+		t.Errorf("the new replica took the expired Lease %v after its start: it waited as for a live holder", took)
+	}
+	p.waitReady(t, p.add(c))
+	tj2 := createDeadlineJob(t, ns, "enforced-by-the-new-leader", rt, 1)
+	waitEnforced(t, ns, tj2.Name, timeout)
+	if got, _, err := holder(context.Background(), leaseNS); err != nil || got != third {
+		t.Errorf("Lease holder %q (err %v), want the new replica %q", got, err, third)
+	}
+}
+
+// A client sends 1,000 AdmissionReviews of made-up kinds and operations:
+// the replica's /metrics neither names them nor grows (the kinds and
+// operations of its labels are a closed set). webhook/server's
+// TestMetricLabelsAreAClosedSet asserts this of the handler; here it is
+// the served /metrics of a running replica.
+func TestMetricsIgnoreMadeUpKinds(t *testing.T) {
+	r := env.StartReplica(t, replicaFlags(env.Namespace(t), "--disable-reconcilers")...)
+	hc := webhookClient(t)
+	send := func(i int) {
+		t.Helper()
+		body := fmt.Sprintf(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u%d",`+
+			`"kind":{"group":"made.up","version":"v1","kind":"MadeUpKind%d"},"resource":{"group":"made.up","version":"v1","resource":"madeups"},`+
+			`"operation":"MADEUPOP%d","namespace":"default","name":"x","object":{"metadata":{"name":"x"}}}}`, i, i, i)
+		code, _, err := postReview(hc, r.Webhook, []byte(body))
+		if err != nil || code != http.StatusOK {
+			t.Fatalf("made-up review %d: HTTP %d, %v", i, code, err)
+		}
+	}
+	// The code paths of a made-up request, once, so their series exist.
+	for i := range 10 {
+		send(i)
+	}
+	before := scrape(t, r)
+	const kinds = 1000
+	for i := 10; i < 10+kinds; i++ {
+		send(i)
+	}
+	after := scrape(t, r)
+	t.Logf("/metrics: %d bytes, %d shepherd series before %d made-up kinds; %d bytes, %d shepherd series after",
+		len(before), shepherdSeries(before), kinds, len(after), shepherdSeries(after))
+	if strings.Contains(after, "MadeUp") || strings.Contains(after, "MADEUPOP") {
+		t.Errorf("/metrics names a made-up kind or operation")
+	}
+	if b, a := shepherdSeries(before), shepherdSeries(after); a != b {
+		t.Errorf("shepherd's metrics have %d series after %d made-up kinds, %d before", a, kinds, b)
+	}
+	// Counts and sums change by a few digits; a label set per kind would
+	// add hundreds of bytes each.
+	if grown := len(after) - len(before); grown > 4096 {
+		t.Errorf("/metrics grew by %d bytes over %d made-up kinds", grown, kinds)
+	}
+}
+
+// The apiserver stops for a minute with a TrainJob's deadline passing
+// meanwhile: no replica exits, each keeps answering admission requests
+// sent to it, and once the apiserver is back the deadline is enforced
+// within seconds (its Failed condition and its Event).
+func TestAPIServerOutage(t *testing.T) {
+	leaseNS := env.Namespace(t)
+	p := startProxy(t)
+	flags := replicaFlags(leaseNS)
+	a := env.StartReplica(t, flags...)
+	waitHolder(t, leaseNS, timeout)
+	b := env.StartReplica(t, flags...)
+	p.waitReady(t, p.add(a))
+	p.waitReady(t, p.add(b))
+	ns := env.Namespace(t)
+	rt := createRuntime(t, a, b)
+
+	const outage = 60 * time.Second
+	// The deadline passes 15 s into the outage.
+	tj := createDeadlineJob(t, ns, "expires-in-outage", rt, 15)
+	review := trainJobReview(t, ns, rt)
+	hc := webhookClient(t)
+	if done, err := deadlineEnforced(context.Background(), ns, tj.Name); err != nil || done {
+		t.Fatalf("before the outage: enforced %v (err %v), want not yet", done, err)
+	}
+
+	if err := env.StopAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	stoppedAt := time.Now()
+	up := false
+	t.Cleanup(func() {
+		if !up { // leave a control plane for the tests after this one
+			_ = env.StartAPIServer()
+		}
+	})
+	answered := 0
+	for time.Since(stoppedAt) < outage {
+		alive(t, "replica a", a)
+		alive(t, "replica b", b)
+		for _, r := range []*cluster.Replica{a, b} {
+			code, resp, err := postReview(hc, r.Webhook, review)
+			if err != nil || code != http.StatusOK || resp == nil {
+				t.Errorf("%v into the outage, replica on %s did not answer an admission request: HTTP %d, %v",
+					time.Since(stoppedAt).Round(time.Second), r.Webhook, code, err)
+			} else {
+				answered++
+			}
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if err := env.StartAPIServer(); err != nil {
+		t.Fatal(err)
+	}
+	up = true
+	readyAt := time.Now()
+	// Leadership resumes: a replica renews (or takes) the Lease.
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		id, l, err := holder(ctx, leaseNS)
+		return err == nil && id != "" && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(readyAt.Add(-time.Second)), nil
+	}); err != nil {
+		t.Fatalf("no replica renewed the Lease after the outage: %v", err)
+	}
+	leaderAt := time.Now()
+	enforcedAt := waitEnforced(t, ns, tj.Name, timeout)
+	checkEvents(t, ns, api.EventDeadlineExceeded, []string{tj.Name}, 30*time.Second)
+	alive(t, "replica a", a)
+	alive(t, "replica b", b)
+	took := enforcedAt.Sub(readyAt)
+	t.Logf("apiserver down %v (deadline passed 15 s in); both replicas up throughout and answered %d admission requests sent to them; "+
+		"after the apiserver was ready: Lease renewed %v later, deadline enforced %v later",
+		readyAt.Sub(stoppedAt).Round(100*time.Millisecond), answered, leaderAt.Sub(readyAt).Round(10*time.Millisecond), took.Round(10*time.Millisecond))
+	// The bound is the behaviour (the issue's target is 5 s): a retry
+	// period to take the Lease again, then a reconcile from the cache.
+	// 10 s of slack for a loaded machine.
+	if bound := 5*time.Second + 10*time.Second; took > bound {
+		t.Errorf("the deadline was enforced %v after the apiserver was ready, over %v", took, bound)
+	}
+	// Both replicas are routed to again.
+	for _, r := range []*cluster.Replica{a, b} {
+		if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+			resp, err := http.Get(r.Health + "/readyz") //nolint:gosec // local test URL
+			if err != nil {
+				return false, nil
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK, nil
+		}); err != nil {
+			t.Errorf("replica on %s not ready after the outage", r.Webhook)
+		}
+	}
+}
+
+// webhookClient trusts the certificate every replica serves.
+func webhookClient(t *testing.T) *http.Client {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(env.Env.WebhookInstallOptions.LocalServingCAData) {
+		t.Fatal("envtest's webhook CA is not PEM")
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12},
+	}}
+}
+
+// postReview POSTs an AdmissionReview to a replica's /validate.
+func postReview(hc *http.Client, addr string, body []byte) (int, *admissionv1.AdmissionResponse, error) {
+	resp, err := hc.Post("https://"+addr+"/validate", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, nil, err
+	}
+	var rv admissionv1.AdmissionReview
+	if err := json.Unmarshal(out, &rv); err != nil {
+		return resp.StatusCode, nil, fmt.Errorf("not an AdmissionReview: %w: %s", err, out)
+	}
+	return resp.StatusCode, rv.Response, nil
+}
+
+// trainJobReview is an AdmissionReview creating a TrainJob of runtime.
+func trainJobReview(t *testing.T, ns, runtime string) []byte {
+	t.Helper()
+	obj, err := json.Marshal(newJob(ns, "in-outage", runtime, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(fmt.Sprintf(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"outage",`+
+		`"kind":{"group":%q,"version":"v1alpha1","kind":%q},"resource":{"group":%q,"version":"v1alpha1","resource":"trainjobs"},`+
+		`"operation":"CREATE","namespace":%q,"name":"in-outage","userInfo":{"username":"faults"},"object":%s}}`,
+		api.TrainerGroup, api.KindTrainJob, api.TrainerGroup, ns, obj))
+}
+
+// scrape is a replica's /metrics (served without authentication here:
+// --metrics-secure=false).
+func scrape(t *testing.T, r *cluster.Replica) string {
+	t.Helper()
+	resp, err := http.Get("http://" + r.Metrics + "/metrics") //nolint:gosec // local test URL
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: HTTP %d, %v", resp.StatusCode, err)
+	}
+	return string(b)
+}
+
+// shepherdSeries counts the series of shepherd's own metrics.
+func shepherdSeries(metrics string) int {
+	n := 0
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, "shepherd_") {
+			n++
+		}
+	}
+	return n
+}

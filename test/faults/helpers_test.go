@@ -1,0 +1,351 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
+	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
+)
+
+// replicaFlags are the flags of every replica of a test whose Lease lives
+// in namespace leaseNS.
+func replicaFlags(leaseNS string, extra ...string) []string {
+	return append([]string{
+		"--leader-elect=true",
+		"--leader-election-namespace=" + leaseNS,
+		"--leader-election-lease-duration=" + leaseDuration.String(),
+		"--leader-election-renew-deadline=" + renewDeadline.String(),
+		"--leader-election-retry-period=" + retryPeriod.String(),
+		"--shutdown-drain-period=" + drainPeriod.String(),
+		"--graceful-shutdown-timeout=15s",
+		// The seed-shaped CRDs may leave the deadline to Trainer in auto
+		// mode; shepherd enforces it here.
+		"--feature=trainjob-deadline=on",
+		"--metrics-secure=false",
+	}, extra...)
+}
+
+// holder is the Lease's holderIdentity, "" while nobody holds it.
+func holder(ctx context.Context, ns string) (string, *coordinationv1.Lease, error) {
+	var l coordinationv1.Lease
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: leaseName}, &l); err != nil {
+		if apierrors.IsNotFound(err) {
+			return "", nil, nil
+		}
+		return "", nil, err
+	}
+	if l.Spec.HolderIdentity == nil {
+		return "", &l, nil
+	}
+	return *l.Spec.HolderIdentity, &l, nil
+}
+
+// waitHolder waits until someone other than each of not holds the Lease
+// and returns the holder and when it was first seen.
+func waitHolder(t *testing.T, ns string, within time.Duration, not ...string) (string, time.Time) {
+	t.Helper()
+	var id string
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		var err error
+		id, _, err = holder(ctx, ns)
+		if err != nil {
+			return false, nil // the apiserver may be on its way back
+		}
+		for _, n := range not {
+			if id == n {
+				return false, nil
+			}
+		}
+		return id != "", nil
+	}); err != nil {
+		t.Fatalf("no replica (other than %q) took Lease %s/%s within %v: last holder %q", not, ns, leaseName, within, id)
+	}
+	return id, time.Now()
+}
+
+// createRuntime creates a ClusterTrainingRuntime the test's TrainJobs
+// refer to, deleted when the test ends, and waits until each of replicas
+// admits a TrainJob of it: admission looks the runtime up in its cache,
+// which learns of it a moment later.
+func createRuntime(t *testing.T, replicas ...*cluster.Replica) string {
+	t.Helper()
+	rt := &trainerv1alpha1.ClusterTrainingRuntime{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "faults-"},
+		Spec: trainerv1alpha1.TrainingRuntimeSpec{
+			MLPolicy: &trainerv1alpha1.MLPolicy{NumNodes: ptr.To[int32](1)},
+			Template: trainerv1alpha1.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{
+				ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: jobTemplate()}},
+			}},
+		},
+	}
+	if err := env.Client.Create(context.Background(), rt); err != nil {
+		t.Fatalf("creating a ClusterTrainingRuntime: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rt) })
+	hc := webhookClient(t)
+	review := trainJobReview(t, "default", rt.Name)
+	for _, r := range replicas {
+		var last string
+		if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+			code, resp, err := postReview(hc, r.Webhook, review)
+			switch {
+			case err != nil:
+				last = err.Error()
+			case code != 200 || resp == nil:
+				last = fmt.Sprintf("HTTP %d", code)
+			case resp.Result != nil:
+				last = resp.Result.Message
+			}
+			return err == nil && resp != nil && resp.Allowed, nil
+		}); err != nil {
+			t.Fatalf("the replica on %s does not admit a TrainJob of runtime %s: %s", r.Webhook, rt.Name, last)
+		}
+	}
+	return rt.Name
+}
+
+func jobTemplate() batchv1.JobTemplateSpec {
+	return batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever,
+		Containers:    []corev1.Container{{Name: "node", Image: "busybox"}},
+	}}}}
+}
+
+func newJob(ns, name, runtime string, deadline *int64) *trainerv1alpha1.TrainJob {
+	return &trainerv1alpha1.TrainJob{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: trainerv1alpha1.TrainJobSpec{
+			RuntimeRef:            trainerv1alpha1.RuntimeRef{Name: runtime},
+			Trainer:               &trainerv1alpha1.Trainer{NumNodes: ptr.To[int32](1)},
+			ActiveDeadlineSeconds: deadline,
+		},
+	}
+}
+
+// createDeadlineJob creates TrainJob name with a deadline of seconds and,
+// playing Trainer, the JobSet running it.
+func createDeadlineJob(t *testing.T, ns, name, runtime string, seconds int64) *trainerv1alpha1.TrainJob {
+	t.Helper()
+	tj := newJob(ns, name, runtime, ptr.To(seconds))
+	if err := env.Client.Create(context.Background(), tj); err != nil {
+		t.Fatalf("creating TrainJob %s: %v", name, err)
+	}
+	js := &jobsetv1alpha2.JobSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ns, Name: name,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: trainerv1alpha1.GroupVersion.String(), Kind: api.KindTrainJob,
+				Name: name, UID: tj.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			}},
+		},
+		Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: jobTemplate()}}},
+	}
+	if err := env.Client.Create(context.Background(), js); err != nil {
+		t.Fatalf("creating JobSet %s: %v", name, err)
+	}
+	return tj
+}
+
+// deadlineEnforced reports whether TrainJob name is Failed with reason
+// DeadlineExceeded.
+func deadlineEnforced(ctx context.Context, ns, name string) (bool, error) {
+	var tj trainerv1alpha1.TrainJob
+	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &tj); err != nil {
+		return false, err
+	}
+	c := meta.FindStatusCondition(tj.Status.Conditions, api.TrainJobFailed)
+	return c != nil && c.Status == metav1.ConditionTrue && c.Reason == api.ReasonDeadlineExceeded, nil
+}
+
+// waitEnforced polls until TrainJob name is Failed by its deadline and
+// returns when that was first seen.
+func waitEnforced(t *testing.T, ns, name string, within time.Duration) time.Time {
+	t.Helper()
+	var last error
+	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		ok, err := deadlineEnforced(ctx, ns, name)
+		last = err
+		return ok, nil
+	}); err != nil {
+		t.Fatalf("TrainJob %s/%s not Failed by its deadline within %v (last error: %v)", ns, name, within, last)
+	}
+	return time.Now()
+}
+
+// eventCounts counts the Events of reason about TrainJobs in ns, by
+// TrainJob (a series counts its repetitions).
+func eventCounts(ctx context.Context, ns, reason string) (map[string]int, error) {
+	var evs eventsv1.EventList
+	if err := env.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	n := map[string]int{}
+	for _, e := range evs.Items {
+		if e.Reason != reason || e.Regarding.Kind != api.KindTrainJob {
+			continue
+		}
+		k := 1
+		if e.Series != nil && e.Series.Count > 1 {
+			k = int(e.Series.Count)
+		}
+		n[e.Regarding.Name] += k
+	}
+	return n, nil
+}
+
+// checkEvents waits until each job has an Event of reason, then, after a
+// grace period for late duplicates, that none has more than one.
+func checkEvents(t *testing.T, ns, reason string, jobs []string, within time.Duration) {
+	t.Helper()
+	var got map[string]int
+	missing := func() []string {
+		var m []string
+		for _, j := range jobs {
+			if got[j] == 0 {
+				m = append(m, j)
+			}
+		}
+		return m
+	}
+	_ = wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
+		var err error
+		got, err = eventCounts(ctx, ns, reason)
+		return err == nil && len(missing()) == 0, nil
+	})
+	time.Sleep(2 * time.Second)
+	got, err := eventCounts(context.Background(), ns, reason)
+	if err != nil {
+		t.Fatalf("listing Events: %v", err)
+	}
+	if m := missing(); len(m) > 0 {
+		t.Errorf("%d of %d enforcements have no %s Event: %v", len(m), len(jobs), reason, m)
+	}
+	for _, j := range jobs {
+		if got[j] > 1 {
+			t.Errorf("TrainJob %s has %d %s Events, want exactly one", j, got[j], reason)
+		}
+	}
+}
+
+// load creates TrainJobs with dryRun=All at a steady rate, through the
+// apiserver and so through shepherd's two webhooks and the proxy, and
+// counts what fails.
+type load struct {
+	total, failed atomic.Int64
+	mu            sync.Mutex
+	errs          map[string]int
+	stop          chan struct{}
+	wg            sync.WaitGroup
+}
+
+func startLoad(t *testing.T, ns, runtime string, perSecond int) *load {
+	t.Helper()
+	l := &load{errs: map[string]int{}, stop: make(chan struct{})}
+	ticks := make(chan struct{}, perSecond)
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer close(ticks)
+		tk := time.NewTicker(time.Second / time.Duration(perSecond))
+		defer tk.Stop()
+		for {
+			select {
+			case <-l.stop:
+				return
+			case <-tk.C:
+				// Every worker busy: the create waits, it is not dropped.
+				select {
+				case ticks <- struct{}{}:
+				case <-l.stop:
+					return
+				}
+			}
+		}
+	}()
+	// Enough workers that a slow admission (a webhook call retried within
+	// its 5 s timeout) does not lower the rate.
+	for w := 0; w < 32; w++ {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			for range ticks {
+				tj := newJob(ns, "", runtime, ptr.To(int64(3600)))
+				tj.GenerateName = "load-"
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				err := env.Client.Create(ctx, tj, client.DryRunAll)
+				cancel()
+				l.total.Add(1)
+				if err != nil {
+					l.failed.Add(1)
+					l.mu.Lock()
+					l.errs[err.Error()]++
+					l.mu.Unlock()
+				}
+			}
+		}()
+	}
+	t.Cleanup(l.end)
+	return l
+}
+
+// end stops the load and waits for the creates in flight.
+func (l *load) end() {
+	select {
+	case <-l.stop:
+	default:
+		close(l.stop)
+	}
+	l.wg.Wait()
+}
+
+// errors describes the failures, most frequent first.
+func (l *load) errors() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	type kv struct {
+		msg string
+		n   int
+	}
+	var all []kv
+	for m, n := range l.errs {
+		all = append(all, kv{m, n})
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].n > all[j].n })
+	var b strings.Builder
+	for i, e := range all {
+		if i == 5 {
+			break
+		}
+		fmt.Fprintf(&b, "\n  %d× %s", e.n, e.msg)
+	}
+	return b.String()
+}
+
+// alive fails the test if replica r has exited.
+func alive(t *testing.T, what string, r *cluster.Replica) {
+	t.Helper()
+	if exited, how := r.Exited(); exited {
+		t.Fatalf("%s exited (%s):\n%s", what, how, r.Log())
+	}
+}
