@@ -569,6 +569,26 @@ type serveProcess struct {
 	done chan error
 }
 
+// flagsKnownTo drops the flags bin's `serve --help` does not list: the
+// baseline may be an older build than the harness's ServeArgs.
+func (a *admissionBench) flagsKnownTo(bin string, args []string) []string {
+	a.b.Helper()
+	help, err := exec.Command(bin, "serve", "--help").CombinedOutput()
+	if err != nil {
+		a.b.Fatalf("%s serve --help: %v\n%s", bin, err, help)
+	}
+	out := args[:0:0]
+	for _, arg := range args {
+		name, _, _ := strings.Cut(arg, "=")
+		if strings.HasPrefix(name, "--") && !strings.Contains(string(help), name+" ") {
+			a.b.Logf("%s does not know %s: left out", bin, name)
+			continue
+		}
+		out = append(out, arg)
+	}
+	return out
+}
+
 // startServe runs bin as `shepherd serve` on the port envtest registered the
 // webhooks for, with its certificate, and waits until /readyz answers 200.
 // Leader election and the reconcilers are off: only admission is measured.
@@ -580,6 +600,7 @@ func (a *admissionBench) startServe(bin string) *serveProcess {
 	if err != nil {
 		a.b.Fatal(err)
 	}
+	args = a.flagsKnownTo(bin, args)
 	s := &serveProcess{cmd: exec.Command(bin, args...), log: filepath.Join(dir, "shepherd.log"), done: make(chan error, 1)}
 	logf, err := os.Create(s.log)
 	if err != nil {
