@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apiserver/pkg/cel/openapi/resolver"
 	"k8s.io/client-go/discovery"
@@ -202,12 +203,20 @@ func mapParityCase(ctx context.Context, t *testing.T, c *cluster.Cluster, s *cel
 		t.Logf("the corpus expects defaults (seed form); here the CRD's own defaults, applied when the apiserver decodes the object, left none to make")
 	}
 
-	got := obj.DeepCopy()
-	if mc.old != nil {
-		err = c.Client.Update(ctx, got, client.DryRunAll)
-	} else {
-		err = c.Client.Create(ctx, got, client.DryRunAll)
-	}
+	var got *unstructured.Unstructured
+	// On a control plane started for this test the admission plugins'
+	// REST mapper may not know the CRDs yet ("There can be a delay between
+	// when CustomResourceDefinitions are created and when they are
+	// available"): retry that one error, never another.
+	_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		got = obj.DeepCopy()
+		if mc.old != nil {
+			err = c.Client.Update(ctx, got, client.DryRunAll)
+		} else {
+			err = c.Client.Create(ctx, got, client.DryRunAll)
+		}
+		return err == nil || !strings.Contains(err.Error(), "There can be a delay between when CustomResourceDefinitions are created"), nil
+	})
 	if err != nil {
 		// Accepted only where the CRD itself rejects the object, policies
 		// or not (the upstream Grove CRD's list-map keys refuse duplicate
