@@ -208,10 +208,15 @@ func (r *Reconciler) ensure(ctx context.Context, tj *trainerv1alpha1.TrainJob, p
 		names = append(names, pg.GetName())
 	}
 	msg := fmt.Sprintf("Workload %s with PodGroups %s (%s/%s)", wl.GetName(), strings.Join(names, ", "), api.SchedulingGroup, version)
-	if _, err := r.setCondition(ctx, tj, metav1.ConditionTrue, api.ReasonWorkloadCreated, msg); err != nil {
+	changed, err := r.setCondition(ctx, tj, metav1.ConditionTrue, api.ReasonWorkloadCreated, msg)
+	if err != nil {
 		return err
 	}
-	if created {
+	// The Event goes with the condition, not with the create: a replica
+	// that died between creating the Workload and writing the condition
+	// leaves the next leader to find the Workload already there — it still
+	// writes the condition, so the Event is still sent, once.
+	if changed {
 		r.Recorder.Eventf(tj, nil, corev1.EventTypeNormal, api.EventWorkloadCreated, "CreateWorkload", "Created %s", msg)
 	}
 	return nil

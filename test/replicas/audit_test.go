@@ -25,7 +25,8 @@ var auditLog string
 // auditPolicy records, at Metadata level, every write that enforcing a
 // deadline, a TTL or a Training restart makes: TrainJob status patches and
 // deletes, JobSet deletes, PodCliqueSet status and PodClique patches, pod
-// deletes. Nothing else (the log stays small).
+// deletes; and the Workload and PodGroup creates of the Workload
+// controller. Nothing else (the log stays small).
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -39,6 +40,11 @@ rules:
     resources: ["jobsets"]
   - group: grove.io
     resources: ["podcliquesets", "podcliquesets/status", "podcliques"]
+- level: Metadata
+  verbs: ["create"]
+  resources:
+  - group: scheduling.k8s.io
+    resources: ["workloads", "podgroups"]
 - level: Metadata
   verbs: ["delete", "deletecollection"]
   resources:

@@ -57,6 +57,9 @@ func TestMain(m *testing.M) {
 	}
 	env, err = cluster.New(cluster.Options{
 		CRDs: cluster.SeedCRDs,
+		// The Workload failover test needs scheduling.k8s.io served; the
+		// other tests use no runtime with podGroupPolicy.workload.
+		WorkloadAPI: cluster.WorkloadAPIV1beta1,
 		// The failover tests count writes in the apiserver's audit log.
 		ExtraAPIServerFlags: audit,
 		// Registers shepherd's webhooks and issues the serving certificate
