@@ -284,3 +284,20 @@ func (c *Cluster) Namespace(t testing.TB) string {
 	}
 	return ns.Name
 }
+
+// RunMain is a suite's TestMain around one shared control plane: it starts
+// one with opts into *env, runs the tests, stops it and exits with their
+// code.
+func RunMain(m *testing.M, opts Options, env **Cluster) {
+	c, err := New(opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*env = c
+	code := m.Run()
+	if err := c.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+	}
+	os.Exit(code)
+}

@@ -15,8 +15,6 @@ package deploy_test
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"os"
 	"slices"
 	"testing"
 
@@ -29,19 +27,7 @@ import (
 
 var env *cluster.Cluster
 
-func TestMain(m *testing.M) {
-	c, err := cluster.New(cluster.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	env = c
-	code := m.Run()
-	if err := c.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cluster.RunMain(m, cluster.Options{}, &env) }
 
 const shepherdNS = "shepherd-system"
 

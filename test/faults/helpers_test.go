@@ -13,7 +13,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -196,22 +195,7 @@ func waitEnforced(t *testing.T, ns, name string, within time.Duration) time.Time
 // eventCounts counts the Events of reason about TrainJobs in ns, by
 // TrainJob (a series counts its repetitions).
 func eventCounts(ctx context.Context, ns, reason string) (map[string]int, error) {
-	var evs eventsv1.EventList
-	if err := env.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
-		return nil, err
-	}
-	n := map[string]int{}
-	for _, e := range evs.Items {
-		if e.Reason != reason || e.Regarding.Kind != api.KindTrainJob {
-			continue
-		}
-		k := 1
-		if e.Series != nil && e.Series.Count > 1 {
-			k = int(e.Series.Count)
-		}
-		n[e.Regarding.Name] += k
-	}
-	return n, nil
+	return cluster.EventCounts(ctx, env.Client, ns, api.KindTrainJob, reason)
 }
 
 // checkEvents waits until each job has an Event of reason, then, after a

@@ -16,7 +16,6 @@ package helm_test
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -36,19 +35,7 @@ import (
 
 var env *cluster.Cluster
 
-func TestMain(m *testing.M) {
-	c, err := cluster.New(cluster.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	env = c
-	code := m.Run()
-	if err := c.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cluster.RunMain(m, cluster.Options{}, &env) }
 
 const (
 	defaultNS = "shepherd-system"

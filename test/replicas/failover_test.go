@@ -13,7 +13,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -293,22 +292,7 @@ func checkEvents(t *testing.T, ns, reason string, jobs []string) {
 func checkEventsOf(t *testing.T, ns, kind, reason string, jobs []string) {
 	t.Helper()
 	count := func(ctx context.Context) (map[string]int, error) {
-		var evs eventsv1.EventList
-		if err := env.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
-			return nil, err
-		}
-		n := map[string]int{}
-		for _, e := range evs.Items {
-			if e.Reason != reason || e.Regarding.Kind != kind {
-				continue
-			}
-			k := 1
-			if e.Series != nil && e.Series.Count > 1 {
-				k = int(e.Series.Count)
-			}
-			n[e.Regarding.Name] += k
-		}
-		return n, nil
+		return cluster.EventCounts(ctx, env.Client, ns, kind, reason)
 	}
 	var got map[string]int
 	_ = wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -273,18 +272,11 @@ func TestFailoverMidWorkloadBurst(t *testing.T) {
 	checkEvents(t, ns, api.EventWorkloadCreated, whole)
 	interruptedEvents := 0
 	if interrupted != "" {
-		var evs eventsv1.EventList
-		if err := env.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
-			t.Fatalf("listing Events: %v", err)
+		counts, err := cluster.EventCounts(ctx, env.Client, ns, api.KindTrainJob, api.EventWorkloadCreated)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, e := range evs.Items {
-			if e.Reason == api.EventWorkloadCreated && e.Regarding.Kind == api.KindTrainJob && e.Regarding.Name == interrupted {
-				interruptedEvents++
-				if e.Series != nil && e.Series.Count > 1 {
-					interruptedEvents += int(e.Series.Count) - 1
-				}
-			}
-		}
+		interruptedEvents = counts[interrupted]
 		if interruptedEvents > 1 {
 			t.Errorf("TrainJob %s (its reconcile cut off by the kill) has %d %s Events, want at most one", interrupted, interruptedEvents, api.EventWorkloadCreated)
 		}
