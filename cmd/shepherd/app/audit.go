@@ -32,6 +32,10 @@ type auditOptions struct {
 
 	namespace, rule, user, since string
 	limit                        int
+
+	// impact, with --policy, judges stored objects instead of reading a
+	// server's verdicts.
+	impact impactOptions
 }
 
 func init() {
@@ -42,8 +46,8 @@ func newAuditCommand() *cobra.Command {
 	o := &auditOptions{server: "https://localhost:8443", timeout: 30 * time.Second, output: "table"}
 	cmd := &cobra.Command{
 		Use:   "audit",
-		Short: "Print the recent admission verdicts of a shepherd server",
-		Long: `audit reads the ring of recent Deny, Warn and Audit verdicts that shepherd serve
+		Short: "Print a shepherd server's recent verdicts, or what a new policy would deny",
+		Long: `Without --policy, audit reads the ring of recent Deny, Warn and Audit verdicts that shepherd serve
 keeps in memory and serves at /audit on its metrics server, and prints it as a
 table (oldest first) or as JSON.
 
@@ -53,12 +57,32 @@ token is --token, --token-file, or the bearer token of the kubeconfig's
 current user. Against a server run with --metrics-secure=false (make run)
 no token is needed.
 
+With --policy FILE|DIR, audit is the dry run of policies that are not
+applied yet: it reads, once, the objects the cluster of the kubeconfig holds
+(or the manifests of -f, offline), judges a create of each through the same
+chain as shepherd serve and check, and prints, per policy, the objects it
+would deny, warn on or audit, with the field and message. Only the given
+policies are reported unless --include-builtin. Against a cluster the
+policies are type-checked against the CRDs it serves; the kubeconfig's user
+needs list on those CRDs, on the workloads' kinds and on namespaces.
+Exit status: 0, or 1 when any object would be denied; 2 on a usage error or
+a policy that does not compile.
+
 Examples:
+  shepherd audit --policy max-gpus.yaml                      # against the current kubeconfig's cluster
+  shepherd audit --policy policies/ -n research -o json
+  shepherd audit --policy max-gpus.yaml -f manifests/        # offline
   shepherd audit --server https://localhost:8443 --insecure-skip-tls-verify
   shepherd audit --server http://127.0.0.1:8080 -n research --since 1h -o json
   shepherd audit --rule V-TJ-1 --user alice@example.com`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(o.impact.policies) > 0 {
+				return runImpact(cmd.Context(), o, cmd.OutOrStdout())
+			}
+			if len(o.impact.files) > 0 || o.impact.includeBuiltin || len(o.impact.rules.crds) > 0 || len(o.impact.rules.disabled) > 0 {
+				return usageError("-f, --include-builtin, --crd and --disable-rule go with --policy")
+			}
 			return runAudit(cmd.Context(), o, cmd.OutOrStdout())
 		},
 	}
@@ -76,6 +100,12 @@ Examples:
 	f.StringVar(&o.user, "user", o.user, "Only verdicts on requests of this user.")
 	f.StringVar(&o.since, "since", o.since, `Only verdicts since an RFC 3339 time or for a duration back from now ("1h").`)
 	f.IntVar(&o.limit, "limit", o.limit, "Only the newest N verdicts (0: all the ring holds).")
+	f.StringArrayVar(&o.impact.policies, "policy", nil, "File or directory of WorkloadPolicies, not yet applied, to judge the stored objects against (repeatable); switches audit to the dry run")
+	f.StringArrayVarP(&o.impact.files, "filename", "f", nil, "With --policy: judge the objects of these manifest files or directories instead of the cluster's (repeatable); they are also what lookups see")
+	f.BoolVar(&o.impact.includeBuiltin, "include-builtin", false, "With --policy: also report what the built-in rules find")
+	f.StringSliceVar(&o.impact.rules.disabled, "disable-rule", nil, "With --policy: built-in rule IDs to switch off (repeatable or comma-separated)")
+	f.StringArrayVar(&o.impact.rules.crds, "crd", nil, "With --policy -f: "+crdFlagUsage)
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: 2, Err: err} })
 	return cmd
 }
 

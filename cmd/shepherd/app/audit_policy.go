@@ -1,0 +1,446 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	"github.com/shepherd-k8s/shepherd/api/install"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/webhook"
+	"github.com/shepherd-k8s/shepherd/webhook/server"
+)
+
+// impactOptions are the flags of `shepherd audit --policy`: the dry run of
+// policies that are not applied yet against the objects a cluster (or a
+// directory of manifests) already holds.
+type impactOptions struct {
+	policies []string
+	files    []string
+	// includeBuiltin also reports what the built-in rules (and policies
+	// in --policy's company) find, not only the given policies.
+	includeBuiltin bool
+	rules          ruleConfigFlags
+}
+
+// ImpactViolation is one failed validation of a stored object in
+// `shepherd audit --policy -o json`.
+type ImpactViolation struct {
+	Rule    string `json:"rule"`
+	Action  string `json:"action"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+}
+
+// ImpactObject is one stored object that fails at least one reported rule.
+type ImpactObject struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Namespace  string            `json:"namespace,omitempty"`
+	Name       string            `json:"name"`
+	Violations []ImpactViolation `json:"violations"`
+}
+
+// ImpactPolicy sums up one reported rule.
+type ImpactPolicy struct {
+	Rule string `json:"rule"`
+	// Action is what the rule does now; WouldDeny counts the objects a
+	// create of which it would reject with that action.
+	Action           string `json:"action"`
+	ViolatingObjects int    `json:"violatingObjects"`
+}
+
+// ImpactReport is the JSON of `shepherd audit --policy -o json`.
+type ImpactReport struct {
+	// Source says where the objects came from: the cluster (its server
+	// URL) or the files given.
+	Source string `json:"source"`
+	// Evaluated counts the objects judged: those of the kinds the
+	// reported rules name.
+	Evaluated int `json:"evaluated"`
+	// WouldDeny counts the objects at least one Deny rule fails on.
+	WouldDeny int            `json:"wouldDeny"`
+	Rules     []ImpactPolicy `json:"rules"`
+	Objects   []ImpactObject `json:"objects"`
+}
+
+// impactUID marks the requests audit --policy makes, in the rules' view.
+const impactUID = "shepherd-audit-policy"
+
+// runImpact evaluates the policies of --policy, not applied yet, against
+// the objects already stored (a kubeconfig's cluster, or -f's manifests)
+// as the webhook would judge a create of each, and prints what each policy
+// would deny, warn or audit. Exit 1 when any object would be denied, as
+// check does; 2 on a usage or input error.
+func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if o.output != "table" && o.output != "json" {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--output %q: want table or json", o.output)}
+	}
+	if o.rule != "" || o.user != "" || o.since != "" || o.limit != 0 {
+		return usageError("--rule, --user, --since and --limit filter the verdicts of a running server; with --policy, give -n to narrow the objects judged")
+	}
+	policies, err := readPoliciesFrom(o.impact.policies, nil)
+	if err != nil {
+		return parseFailure(err)
+	}
+	if len(policies) == 0 {
+		return usageError("--policy %s holds no WorkloadPolicy", strings.Join(o.impact.policies, ", "))
+	}
+
+	var (
+		cfg     celrules.Config
+		objects []*unstructured.Unstructured
+		source  string
+		// Offline the Workload API is taken as served, as check does.
+		workloadAPI = true
+	)
+	if len(o.impact.files) > 0 {
+		if cfg, err = o.impact.rules.config(); err != nil {
+			return err
+		}
+		ms, err := readManifestsFrom(o.impact.files, nil)
+		if err != nil {
+			return parseFailure(err)
+		}
+		for _, m := range ms {
+			defaultNamespace(cfg.Schemas, m.obj)
+			// The manifests stand for stored objects: judge what the
+			// apiserver would have kept of them.
+			cfg.Schemas.Prune(m.obj.GroupVersionKind(), m.obj.Object)
+			cfg.Schemas.DropNulls(m.obj.GroupVersionKind(), m.obj.Object)
+			objects = append(objects, m.obj)
+		}
+		source = strings.Join(o.impact.files, ", ")
+	} else {
+		if len(o.impact.rules.crds) > 0 {
+			return usageError("--crd is for -f: against a cluster the rules are type-checked against the CRDs it serves")
+		}
+		cfg.DisabledRules = o.impact.rules.disabled
+		if objects, cfg.Schemas, source, workloadAPI, err = readCluster(ctx, o); err != nil {
+			return err
+		}
+	}
+
+	lookupObjs := make([]runtime.Object, 0, len(objects))
+	for _, u := range objects {
+		lookupObjs = append(lookupObjs, u)
+	}
+	chain, err := webhook.NewChain(webhook.ChainOptions{
+		// Every object read stands for the stored ones the lookups see
+		// (runtimes, namespaces, the TrainJob a PodCliqueSet names): one
+		// read of the cluster, not one request per object judged.
+		Lookups: webhook.NewObjectLookups(lookupObjs, workloadAPI),
+		Rules:   cfg,
+	})
+	if err != nil {
+		return err
+	}
+	reported := map[string]bool{}
+	kinds := map[schema.GroupKind]bool{}
+	for _, p := range policies {
+		if errs := chain.SetPolicy(p); len(errs) > 0 {
+			return &ExitError{Code: 2, Err: fmt.Errorf("WorkloadPolicy %q does not compile against %s:\n%s", p.Name, cfg.Schemas.Source, indent(errs.ToAggregate().Error()))}
+		}
+		reported[p.Name] = true
+		for gk := range policyKinds(cfg.Schemas, p) {
+			kinds[gk] = true
+		}
+	}
+	if o.impact.includeBuiltin {
+		for _, sk := range celrules.WebhookKinds {
+			kinds[sk.GroupKind] = true
+		}
+	}
+
+	rep := ImpactReport{Source: source, Rules: []ImpactPolicy{}, Objects: []ImpactObject{}}
+	counts := map[string]*ImpactPolicy{}
+	for _, p := range policies {
+		counts[p.Name] = &ImpactPolicy{Rule: p.Name, Action: string(actionOf(p))}
+	}
+	for _, u := range objects {
+		gvk := u.GroupVersionKind()
+		if !kinds[gvk.GroupKind()] || (o.namespace != "" && u.GetNamespace() != o.namespace) {
+			continue
+		}
+		rep.Evaluated++
+		req, err := checkRequest("CREATE", u, nil)
+		if err != nil {
+			return &ExitError{Code: 2, Err: fmt.Errorf("%s %s: %w", gvk.Kind, namespacedName(u), err)}
+		}
+		req.UID = impactUID
+		req.UserInfo.Username = impactUID
+		// A dry run: rules that look at dryRun see that nothing is stored.
+		req.DryRun = true
+		v, err := runWithin(ctx, defaultCheckTimeout, chain.Validate, req)
+		if err != nil {
+			return &ExitError{Code: 2, Err: fmt.Errorf("%s %s: %w", gvk.Kind, namespacedName(u), err)}
+		}
+		obj := ImpactObject{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+		denied := false
+		seen := map[string]bool{}
+		for _, viol := range v.Violations {
+			if !reported[viol.Rule] && !o.impact.includeBuiltin {
+				continue
+			}
+			obj.Violations = append(obj.Violations, ImpactViolation{Rule: viol.Rule, Action: string(viol.Action), Field: viol.Field, Message: viol.Message})
+			denied = denied || viol.Action == webhook.ActionDeny
+			if seen[viol.Rule] {
+				continue
+			}
+			seen[viol.Rule] = true
+			c := counts[viol.Rule]
+			if c == nil {
+				c = &ImpactPolicy{Rule: viol.Rule, Action: string(viol.Action)}
+				counts[viol.Rule] = c
+			}
+			c.ViolatingObjects++
+		}
+		if len(obj.Violations) == 0 {
+			continue
+		}
+		if denied {
+			rep.WouldDeny++
+		}
+		rep.Objects = append(rep.Objects, obj)
+	}
+	for _, c := range counts {
+		rep.Rules = append(rep.Rules, *c)
+	}
+	sort.Slice(rep.Rules, func(i, j int) bool { return rep.Rules[i].Rule < rep.Rules[j].Rule })
+
+	if o.output == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else if err := printImpact(out, &rep); err != nil {
+		return err
+	}
+	if rep.WouldDeny > 0 {
+		return &ExitError{Code: 1}
+	}
+	return nil
+}
+
+func actionOf(p *shepherdv1alpha1.WorkloadPolicy) shepherdv1alpha1.Action {
+	if p.Spec.Action == "" {
+		return shepherdv1alpha1.ActionDeny
+	}
+	return p.Spec.Action
+}
+
+// policyKinds are the webhook kinds p's match names (by kind or resource).
+// Scope rules refuse wildcards and kinds outside WebhookKinds at compile
+// time, so this is exactly what the policy can apply to.
+func policyKinds(s *celrules.Schemas, p *shepherdv1alpha1.WorkloadPolicy) map[schema.GroupKind]bool {
+	out := map[schema.GroupKind]bool{}
+	for _, rr := range p.Spec.Match.Resources {
+		for _, sk := range celrules.WebhookKinds {
+			if !slices.Contains(rr.APIGroups, sk.Group) {
+				continue
+			}
+			if slices.Contains(rr.Kinds, sk.Kind) || slices.Contains(rr.Resources, sk.Resource) {
+				out[sk.GroupKind] = true
+			}
+			if kind, ok := s.KindForResource(schema.GroupResource{Group: sk.Group, Resource: sk.Resource}); ok && slices.Contains(rr.Kinds, kind) {
+				out[sk.GroupKind] = true
+			}
+		}
+	}
+	return out
+}
+
+// readCluster reads, once, everything the rules and lookups look at from
+// the kubeconfig's cluster: the CRDs of the frameworks (the schemas the
+// policies are type-checked against), every object of the kinds shepherd
+// admits and the namespaces, and whether it serves the Workload API. Lists
+// are paged; nothing is watched.
+func readCluster(ctx context.Context, o *auditOptions) (objs []*unstructured.Unstructured, schemas *celrules.Schemas, source string, workloadAPI bool, err error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.kubeconfig != "" {
+		rules.ExplicitPath = o.kubeconfig
+	}
+	restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, nil, "", false, &ExitError{Code: 2, Err: fmt.Errorf("audit --policy reads the cluster of a kubeconfig (--kubeconfig, $KUBECONFIG or ~/.kube/config), or the manifests of -f: %w", err)}
+	}
+	restCfg.Timeout = o.timeout
+	scheme := install.NewScheme()
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		return nil, nil, "", false, err
+	}
+	c, err := client.New(restCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, nil, "", false, fmt.Errorf("connecting to %s: %w", restCfg.Host, err)
+	}
+
+	var crdList apiextensionsv1.CustomResourceDefinitionList
+	if err := c.List(ctx, &crdList); err != nil {
+		return nil, nil, "", false, fmt.Errorf("reading the CRDs of %s (the rules are type-checked against them; needs list on customresourcedefinitions): %w", restCfg.Host, err)
+	}
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	storage := map[schema.GroupKind]string{}
+	for i := range crdList.Items {
+		crd := &crdList.Items[i]
+		if _, ok := integrations.Of(crd.Spec.Group); !ok || !integrations.Established(crd) {
+			continue
+		}
+		crds = append(crds, crd)
+		for _, v := range crd.Spec.Versions {
+			if v.Storage && v.Served {
+				storage[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = v.Name
+			}
+		}
+	}
+	schemas, err = celrules.NewSchemas(crds, "the CRDs "+restCfg.Host+" serves")
+	if err != nil {
+		return nil, nil, "", false, err
+	}
+
+	for _, sk := range celrules.WebhookKinds {
+		v, ok := storage[sk.GroupKind]
+		if !ok {
+			continue // the framework is not installed: nothing stored
+		}
+		items, err := listAll(ctx, c, sk.GroupKind.WithVersion(v), o.namespace)
+		if err != nil {
+			return nil, nil, "", false, fmt.Errorf("listing %s on %s: %w", sk.Resource, restCfg.Host, err)
+		}
+		objs = append(objs, items...)
+	}
+	// ClusterTrainingRuntimes are cluster-scoped, and lookups need them
+	// even under -n; listAll ignores the namespace for them.
+
+	dc, err := discovery.NewDiscoveryClientForConfig(restCfg)
+	if err != nil {
+		return nil, nil, "", false, err
+	}
+	if workloadAPI, err = server.WorkloadAPIServed(dc); err != nil {
+		return nil, nil, "", false, err
+	}
+	var nsList corev1.NamespaceList
+	if err := c.List(ctx, &nsList); err != nil && !apierrors.IsForbidden(err) {
+		return nil, nil, "", false, fmt.Errorf("listing namespaces on %s: %w", restCfg.Host, err)
+	}
+	for i := range nsList.Items {
+		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&nsList.Items[i])
+		if err != nil {
+			return nil, nil, "", false, err
+		}
+		ns := &unstructured.Unstructured{Object: u}
+		ns.SetAPIVersion("v1")
+		ns.SetKind("Namespace")
+		objs = append(objs, ns)
+	}
+	return objs, schemas, restCfg.Host, workloadAPI, nil
+}
+
+// listAll lists every object of gvk (in namespace, if it is namespaced and
+// one is given), a page of 500 at a time.
+func listAll(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, namespace string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	opts := []client.ListOption{client.Limit(500)}
+	if namespace != "" && gvk.Kind != api.KindClusterTrainingRuntime {
+		opts = append(opts, client.InNamespace(namespace))
+	}
+	cont := ""
+	for {
+		var list unstructured.UnstructuredList
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := c.List(ctx, &list, append(opts, client.Continue(cont))...); err != nil {
+			return nil, err
+		}
+		for i := range list.Items {
+			out = append(out, &list.Items[i])
+		}
+		if cont = list.GetContinue(); cont == "" {
+			return out, nil
+		}
+	}
+}
+
+// runWithin runs f on req with a deadline of timeout. f gets a context
+// carrying the deadline, so expressions stop at it; should one not, the
+// caller still returns at the deadline: f runs in a goroutine that is left
+// behind (the command is about to exit).
+func runWithin(ctx context.Context, timeout time.Duration, f func(context.Context, *webhook.Request) *webhook.Verdict, req *webhook.Request) (*webhook.Verdict, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	type answer struct {
+		v *webhook.Verdict
+		// late: the deadline passed while f ran, so its verdict may hold
+		// the errors of interrupted expressions, not a judgement.
+		late bool
+	}
+	done := make(chan answer, 1)
+	go func() {
+		v := f(ctx, req)
+		done <- answer{v: v, late: ctx.Err() != nil}
+	}()
+	timedOut := func() error {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return fmt.Errorf("%w=%v: a rule takes too long on this object (or the object is very large); simplify the rule, or raise --timeout", errTimeout, timeout)
+		}
+		return ctx.Err() // the caller's context ended (interrupted)
+	}
+	select {
+	case a := <-done:
+		if a.late {
+			return nil, timedOut()
+		}
+		return a.v, nil
+	case <-ctx.Done():
+		return nil, timedOut()
+	}
+}
+
+func printImpact(out io.Writer, rep *ImpactReport) error {
+	fmt.Fprintf(out, "Judged %d stored objects from %s as creates.\n", rep.Evaluated, rep.Source)
+	for _, r := range rep.Rules {
+		verb := map[string]string{"Deny": "would deny", "Warn": "would warn on", "Audit": "would audit"}[r.Action]
+		if verb == "" {
+			verb = "fails on"
+		}
+		fmt.Fprintf(out, "%s (%s): %s %d of them\n", r.Rule, r.Action, verb, r.ViolatingObjects)
+	}
+	if len(rep.Objects) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tOBJECT\tRULE\tACTION\tFIELD\tMESSAGE")
+	for _, o := range rep.Objects {
+		name := o.Name
+		if o.Namespace != "" {
+			name = o.Namespace + "/" + o.Name
+		}
+		for _, v := range o.Violations {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", o.Kind, name, v.Rule, v.Action, dash(v.Field), oneLine(v.Message))
+		}
+	}
+	return tw.Flush()
+}

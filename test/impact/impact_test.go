@@ -1,0 +1,147 @@
+// Package impact tests `shepherd audit --policy` against a real
+// kube-apiserver with the upstream CRDs: the dry run of a policy that is
+// not applied yet, over the objects the cluster already stores.
+package impact
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/shepherd-k8s/shepherd/cmd/shepherd/app"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
+)
+
+var env *cluster.Cluster
+
+func TestMain(m *testing.M) { cluster.RunMain(m, cluster.Options{}, &env) }
+
+func create(t *testing.T, doc string) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(context.Background(), u); err != nil {
+		t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
+	}
+}
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const teamPolicy = `apiVersion: shepherd.dev/v1alpha1
+kind: WorkloadPolicy
+metadata: {name: team-label-required}
+spec:
+  match:
+    resources:
+    - apiGroups: [trainer.kubeflow.org]
+      kinds: [TrainJob]
+  validations:
+  - expression: "has(object.metadata.labels) && 'team' in object.metadata.labels"
+    message: every TrainJob needs a team label
+    fieldPath: metadata.labels
+`
+
+// TestImpactAgainstTheCluster stores TrainJobs with no shepherd in the
+// way, then asks what a policy not yet applied would deny: exactly the
+// stored objects that break it, judged with the cluster's lookups (the
+// runtime one of them names does not exist) and type-checked against the
+// CRDs the cluster serves.
+func TestImpactAgainstTheCluster(t *testing.T) {
+	ns := env.Namespace(t)
+	other := env.Namespace(t)
+	create(t, `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: ClusterTrainingRuntime
+metadata: {name: impact-torch}
+spec: {template: {spec: {replicatedJobs: [{name: node, template: {spec: {template: {spec: {containers: [{name: c, image: i}]}}}}}]}}}`)
+	for _, tj := range []struct{ ns, name, labels, runtime string }{
+		{ns, "labelled", "{team: vision}", "impact-torch"},
+		{ns, "unlabelled", "{}", "impact-torch"},
+		{other, "lost", "{}", "no-such-runtime"},
+	} {
+		create(t, `apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata: {name: `+tj.name+`, namespace: `+tj.ns+`, labels: `+tj.labels+`}
+spec: {runtimeRef: {name: `+tj.runtime+`}}`)
+	}
+
+	dir := t.TempDir()
+	kubeconfig := writeFile(t, dir, "kubeconfig", string(env.Env.KubeConfig))
+	policy := writeFile(t, dir, "policy.yaml", teamPolicy)
+
+	run := func(wantCode int, args ...string) app.ImpactReport {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		if code := app.Main(append([]string{"audit", "--kubeconfig", kubeconfig, "-o", "json"}, args...), &out, &errOut); code != wantCode {
+			t.Fatalf("exit %d, want %d\n%s%s", code, wantCode, out.String(), errOut.String())
+		}
+		var rep app.ImpactReport
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		return rep
+	}
+	names := func(rep app.ImpactReport) []string {
+		var out []string
+		for _, o := range rep.Objects {
+			for _, v := range o.Violations {
+				out = append(out, o.Namespace+"/"+o.Name+" "+v.Rule)
+			}
+		}
+		return out
+	}
+
+	// Other tests' namespaces may hold TrainJobs too: narrow to ours.
+	rep := run(1, "--policy", policy, "-n", ns)
+	if diff := cmp.Diff([]string{ns + "/unlabelled team-label-required"}, names(rep)); diff != "" {
+		t.Errorf("violations in %s (-want +got):\n%s", ns, diff)
+	}
+	if rep.Evaluated != 2 {
+		t.Errorf("evaluated %d TrainJobs in %s, want 2", rep.Evaluated, ns)
+	}
+
+	// With the built-ins, the lookup V-TJ-3 runs against what the cluster
+	// stores: the runtime lost names is missing.
+	rep = run(1, "--policy", policy, "-n", other, "--include-builtin")
+	if diff := cmp.Diff([]string{other + "/lost team-label-required", other + "/lost V-TJ-3"}, names(rep)); diff != "" {
+		t.Errorf("violations in %s (-want +got):\n%s", other, diff)
+	}
+
+	// Type-checked against the served CRDs: a field the served TrainJob
+	// schema does not have is a compile error, exit 2, naming it.
+	broken := writeFile(t, dir, "broken.yaml", `apiVersion: shepherd.dev/v1alpha1
+kind: WorkloadPolicy
+metadata: {name: broken}
+spec:
+  match:
+    resources:
+    - apiGroups: [trainer.kubeflow.org]
+      kinds: [TrainJob]
+  validations:
+  - expression: "object.spec.noSuchField > 1"
+`)
+	var out, errOut bytes.Buffer
+	if code := app.Main([]string{"audit", "--kubeconfig", kubeconfig, "--policy", broken}, &out, &errOut); code != 2 {
+		t.Fatalf("exit %d, want 2\n%s%s", code, out.String(), errOut.String())
+	}
+	for _, want := range []string{`WorkloadPolicy "broken" does not compile`, "the CRDs", "spec.validations[0].expression"} {
+		if !bytes.Contains(errOut.Bytes(), []byte(want)) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
+		}
+	}
+}
