@@ -191,3 +191,14 @@ const (
 	AnnotationRestartCount  = "shepherd.dev/restart-count"
 	AnnotationStartTime     = "shepherd.dev/start-time"
 )
+
+// OpenReports (openreports.io) written by the audit of stored objects when
+// the cluster serves their CRDs: one Report per namespace and one
+// ClusterReport for cluster-scoped kinds, each named ReportName and
+// labelled LabelManagedBy=FieldManager so shepherd finds (and deletes) only
+// its own.
+const (
+	ReportName     = "shepherd-audit"
+	ReportSource   = "shepherd"
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+)

@@ -1,6 +1,8 @@
 // Package install registers every API group shepherd uses into a scheme: the
 // built-in Kubernetes types, apiextensions.k8s.io/v1 (the frameworks' CRDs,
-// watched by integrations), plus the Trainer, Grove and JobSet types of api/.
+// watched by integrations), the Trainer, Grove and JobSet types of api/, and
+// OpenReports (openreports.io), whose Reports the audit writes when a
+// cluster serves them.
 package install
 
 import (
@@ -8,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
@@ -24,6 +28,7 @@ func AddToScheme(s *runtime.Scheme) error {
 		grovev1alpha1.AddToScheme,
 		jobsetv1alpha2.AddToScheme,
 		shepherdv1alpha1.AddToScheme,
+		openreportsv1alpha1.Install,
 	} {
 		if err := add(s); err != nil {
 			return err
