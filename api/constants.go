@@ -142,6 +142,12 @@ const (
 	ReasonCompileError   = "CompileError"
 )
 
+// AuditOperation is the operation of an audit record (webhook/audit) of a
+// stored object that the background audit found violating a rule, beside
+// the CREATE and UPDATE of admission verdicts: nobody made a request, the
+// object was judged as a create of it as it is stored.
+const AuditOperation = "AUDIT"
+
 // Serving certificates (self-signed mode): annotations on the certificate
 // Secret. Set a rotate-* annotation to any new value to force a rotation;
 // shepherd copies the value to the matching rotated-* annotation once done.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -36,6 +37,8 @@ type Engine struct {
 	// ordered is the snapshot evaluations read: built-ins then policies by
 	// name. It is replaced, never mutated.
 	ordered []*compiledRule
+	// version counts the changes to the rule set (Version).
+	version atomic.Uint64
 }
 
 type failedPolicy struct {
@@ -115,8 +118,15 @@ func (e *Engine) SetSchemas(s *Schemas) error {
 		e.compilePolicy(p)
 	}
 	e.reorder()
+	e.version.Add(1)
 	return nil
 }
+
+// Version identifies the rule set evaluations see: it changes whenever a
+// policy is set (compiled or not) or deleted and whenever the schemas
+// change, and never otherwise. The background audit keys its verdicts on
+// it, so a stored object is judged again only when the rules changed.
+func (e *Engine) Version() uint64 { return e.version.Load() }
 
 // Inactive lists the built-in rules that do not type-check against the
 // engine's schemas, by ID, with the reason.
@@ -167,6 +177,7 @@ func (e *Engine) SetPolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
 	e.given[p.Name] = p.DeepCopy()
 	errs := e.compilePolicy(p)
 	e.reorder()
+	e.version.Add(1)
 	return errs
 }
 
@@ -190,6 +201,9 @@ func (e *Engine) compilePolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorLi
 func (e *Engine) DeletePolicy(name string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if _, known := e.given[name]; known {
+		e.version.Add(1)
+	}
 	delete(e.policies, name)
 	delete(e.given, name)
 	delete(e.failed, name)

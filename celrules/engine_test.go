@@ -285,3 +285,34 @@ func TestExportedBindingLeavesOutSystemAndShepherdNamespaces(t *testing.T) {
 		t.Errorf("namespaceSelector (-want +got):\n%s", diff)
 	}
 }
+
+// Version changes with every change to the rule set and only then: a
+// policy set (compiled or not), deleted, or new schemas; a resync of the
+// same policy version, or deleting a policy never set, leaves it.
+func TestVersionChangesWithTheRuleSet(t *testing.T) {
+	e := policyEngine(t)
+	v := e.Version()
+	step := func(what string, changes bool, do func()) {
+		t.Helper()
+		do()
+		got := e.Version()
+		if (got != v) != changes {
+			t.Errorf("%s: version %d -> %d, want changed=%t", what, v, got, changes)
+		}
+		v = got
+	}
+	p := policy("p", nil, "has(object.spec.trainer)")
+	p.ResourceVersion = "1"
+	step("set", true, func() { e.SetPolicy(p) })
+	step("same resourceVersion again", false, func() { e.SetPolicy(p) })
+	bad := policy("p", nil, "object.spec.nope(")
+	bad.ResourceVersion = "2"
+	step("a version that does not compile", true, func() { e.SetPolicy(bad) })
+	step("delete", true, func() { e.DeletePolicy("p") })
+	step("delete of a policy never set", false, func() { e.DeletePolicy("never") })
+	step("schemas", true, func() {
+		if err := e.SetSchemas(e.Schemas()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

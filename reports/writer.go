@@ -134,6 +134,7 @@ func (w *Writer) apply(ctx context.Context, ns string, want *openreportsv1alpha1
 		// overwrite.
 		return fmt.Errorf("report %s exists and is not labelled %s=%s; rename or delete it so shepherd can write its own", key, api.LabelManagedBy, api.FieldManager)
 	}
+	orig := obj.DeepCopyObject().(client.Object)
 	setBody(obj, body)
 	ann := obj.GetAnnotations()
 	if ann == nil {
@@ -144,10 +145,10 @@ func (w *Writer) apply(ctx context.Context, ns string, want *openreportsv1alpha1
 		ann[k] = v
 	}
 	obj.SetAnnotations(ann)
-	// The report is shepherd's own object of the full upstream type: an
-	// update with the read resourceVersion as precondition loses nothing
-	// and never overwrites a concurrent writer.
-	if err := w.Client.Update(ctx, obj, client.FieldOwner(api.FieldManager)); err != nil {
+	// A merge patch of what changed, with the read resourceVersion as
+	// precondition: it never overwrites a concurrent writer, and labels or
+	// annotations others added stay.
+	if err := w.Client.Patch(ctx, obj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(api.FieldManager)); err != nil {
 		return fmt.Errorf("updating report %s: %w", key, err)
 	}
 	c.Updated++

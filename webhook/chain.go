@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -46,6 +47,8 @@ type Chain struct {
 	lookups      Lookups
 	cfg          celrules.Config
 	engine       *celrules.Engine
+	// native is the native admission mode (SetNative).
+	native atomic.Bool
 }
 
 var _ Admitter = (*Chain)(nil)
@@ -78,8 +81,27 @@ func (c *Chain) DeletePolicy(name string) { c.engine.DeletePolicy(name) }
 // cluster serves now.
 func (c *Chain) SetSchemas(s *celrules.Schemas) error { return c.engine.SetSchemas(s) }
 
+// RuleSetVersion identifies the rules Validate applies: it changes when a
+// policy is set or deleted or the schemas change (celrules.Engine.Version).
+func (c *Chain) RuleSetVersion() uint64 { return c.engine.Version() }
+
 // InactiveRules lists the built-in rules whose fields the schemas lack.
 func (c *Chain) InactiveRules() map[string]string { return c.engine.Inactive() }
+
+// SetNative switches the native admission mode on or off. In native mode
+// the apiserver itself runs everything a policy can express — the CEL rules
+// (built-in and WorkloadPolicies) as the ValidatingAdmissionPolicies
+// `shepherd export vap` writes, the defaulters but D-WL-1 as the
+// MutatingAdmissionPolicies of `shepherd export map` — so the chain runs
+// only what they cannot: D-WL-1 in Default, the Go checks (lookups and
+// discovery: V-TJ-3, V-TJ-4, V-TR-7, V-PCLQ-1) in Validate. Running the
+// rest here too would give each request a second verdict and a second
+// audit record for one violation. `shepherd check` and the webhook mode
+// never call it.
+func (c *Chain) SetNative(on bool) { c.native.Store(on) }
+
+// Native reports whether the chain is in native admission mode.
+func (c *Chain) Native() bool { return c.native.Load() }
 
 // Engine is the CEL engine of the chain (for export).
 func (c *Chain) Engine() *celrules.Engine { return c.engine }
@@ -198,16 +220,24 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 	// patch; the JobSet's rewrite fields too, so their patch is the diff
 	// against original, a copy taken first.
 	v := &Verdict{Allowed: true, Object: obj}
+	native := c.native.Load()
 	switch (schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}) {
 	case schema.GroupKind{Group: api.GroveGroup, Kind: api.KindPodCliqueSet}:
+		if native {
+			break // D-PCS-1..6 are MutatingAdmissionPolicies
+		}
 		r := new(recorder)
 		if defaultPodCliqueSet(obj, c.cfg, c.engine.Schemas(), r) {
 			v.Patch = sortedOps(r.ops)
 		}
 	case schema.GroupKind{Group: api.JobSetGroup, Kind: api.KindJobSet}:
 		original := runtime.DeepCopyJSON(obj)
-		changed, warnings := defaultJobSetStartup(obj, old, req.Operation, c.cfg)
-		v.Warnings = append(v.Warnings, warnings...)
+		changed := false
+		if !native { // D-JS-1 and D-JS-2 are MutatingAdmissionPolicies
+			var warnings []string
+			changed, warnings = defaultJobSetStartup(obj, old, req.Operation, c.cfg)
+			v.Warnings = append(v.Warnings, warnings...)
+		}
 		wl, wlWarnings, viol := c.defaultSchedulingGroup(ctx, obj, req.Namespace)
 		v.Warnings = append(v.Warnings, wlWarnings...)
 		if viol != nil {
@@ -252,8 +282,10 @@ func (c *Chain) Validate(ctx context.Context, req *Request) *Verdict {
 		in.Namespaces = nl.Namespace
 	}
 	v := &Verdict{Allowed: true, Object: obj}
-	for _, r := range c.engine.Evaluate(ctx, in) {
-		v.Violations = append(v.Violations, Violation{Rule: r.Rule, Field: r.Field, Message: r.Message, Action: Action(r.Action), Reason: r.Reason})
+	if !c.native.Load() { // else the apiserver runs them as ValidatingAdmissionPolicies
+		for _, r := range c.engine.Evaluate(ctx, in) {
+			v.Violations = append(v.Violations, Violation{Rule: r.Rule, Field: r.Field, Message: r.Message, Action: Action(r.Action), Reason: r.Reason})
+		}
 	}
 	v.Violations = append(v.Violations, c.goChecks(ctx, req, obj, old)...)
 	for _, viol := range v.Violations {

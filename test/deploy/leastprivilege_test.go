@@ -70,6 +70,10 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		{verb: "watch", resource: "secrets", namespace: shepherdNS, name: "shepherd-webhook-certs"},
 		{verb: "patch", group: "admissionregistration.k8s.io", resource: "mutatingwebhookconfigurations", name: "shepherd"},
 		{verb: "patch", group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations", name: "shepherd"},
+		// The background audit's OpenReports.
+		{verb: "create", group: "openreports.io", resource: "reports", namespace: ns},
+		{verb: "patch", group: "openreports.io", resource: "reports", namespace: ns, name: "shepherd-audit"},
+		{verb: "delete", group: "openreports.io", resource: "clusterreports", name: "shepherd-audit"},
 	}
 	denied := []access{
 		{verb: "list", resource: "secrets"},
@@ -89,6 +93,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		{verb: "impersonate", resource: "serviceaccounts", namespace: ns},
 		{verb: "escalate", group: "rbac.authorization.k8s.io", resource: "clusterroles"},
 		{verb: "delete", group: "shepherd.dev", resource: "workloadpolicies"},
+		{verb: "update", group: "openreports.io", resource: "reports", namespace: ns},
 	}
 	check := func(a access) bool {
 		t.Helper()

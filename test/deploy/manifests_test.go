@@ -64,6 +64,10 @@ func TestKustomizeBuild(t *testing.T) {
 			if got := len(find(objs, "ClusterRole", "shepherd-webhook-configurations")) == 1; got != selfSigned {
 				t.Errorf("ClusterRole shepherd-webhook-configurations present = %v, want %v (self-signed mode only)", got, selfSigned)
 			}
+			// --skip-unread-updates patches the configurations in every mode.
+			if len(find(objs, "ClusterRole", "shepherd-webhook-conditions")) != 1 {
+				t.Errorf("ClusterRole shepherd-webhook-conditions missing: serve keeps its UPDATE matchCondition in every certificate mode")
+			}
 			if got := len(find(objs, "ServiceMonitor", "")) == 1; got != (name == "default+prometheus") {
 				t.Errorf("ServiceMonitor present = %v", got)
 			}

@@ -71,6 +71,11 @@ func TestAgreesWithKustomize(t *testing.T) {
 		t.Fatal(err)
 	}
 	variants["default+observability"] = append(slices.Clone(variants["default"]), obs...)
+	// deploy/native, the native admission mode (not one of install.Variants,
+	// which test/deploy and test/interop install).
+	if variants["native"], err = install.Build(install.Dir("native")); err != nil {
+		t.Fatal(err)
+	}
 	compared := 0
 	for _, vs := range valueSets {
 		if vs.kustomize == "" {

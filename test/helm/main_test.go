@@ -69,6 +69,13 @@ var valueSets = []valueSet{
 		}}},
 	{name: "cert-manager-elsewhere", namespace: customNS,
 		values: map[string]any{"certificates": map[string]any{"mode": "cert-manager"}, "crds": map[string]any{"install": false}}},
+	{name: "native", namespace: defaultNS, kustomize: "native",
+		values: map[string]any{"admission": map[string]any{"mode": "native"}}},
+	{name: "native-elsewhere", namespace: customNS, values: map[string]any{
+		"admission":    map[string]any{"mode": "native", "auditSink": map[string]any{"tokenSecret": "audit-token"}},
+		"certificates": map[string]any{"mode": "cert-manager"},
+		"webhook":      map[string]any{"failurePolicy": "Ignore", "timeoutSeconds": 10, "excludedNamespaces": []any{"kube-system", "gpu-operator"}},
+	}},
 }
 
 // customValues changes every value that has an effect on the objects.

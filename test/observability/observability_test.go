@@ -262,7 +262,7 @@ func TestWorkloadPolicyColumns(t *testing.T) {
 	for _, c := range table.ColumnDefinitions {
 		cols = append(cols, c.Name)
 	}
-	if want := []string{"Name", "Ready", "Reason", "Action", "Age"}; !slices.Equal(cols, want) {
+	if want := []string{"Name", "Ready", "Reason", "Action", "Violations", "Age"}; !slices.Equal(cols, want) {
 		t.Fatalf("columns %v, want %v", cols, want)
 	}
 	want := map[string][]string{denyPolicy: {"True", "Compiled", "Deny"}, brokenPolicy: {"False", "CompileError", "Audit"}}

@@ -5,4 +5,8 @@
 // reason PolicyViolation (real requests only: the webhooks declare
 // sideEffects NoneOnDryRun), and a bounded in-memory Ring that Handler serves
 // as JSON at /audit with the filters namespace, rule, user and since.
+//
+// The background audit of stored objects (package background) writes its
+// findings here too, as records of operation AUDIT (RecordStored): a log
+// line and the ring, without Events or the verdict counter.
 package audit

@@ -164,3 +164,23 @@ func objectUID(req *webhook.Request) types.UID {
 	}
 	return m.Metadata.UID
 }
+
+// RecordStored audits the violations the background audit newly found on
+// stored objects (Operation api.AuditOperation, no user, no request): a
+// log line each and the ring, stamped now. No Event — one per object of a
+// large cluster would flood the apiserver, and the WorkloadPolicy's status
+// sums them up instead — and no shepherd_policy_verdicts_total, which
+// counts admission verdicts (the audit has shepherd_audit_violations).
+func (r *Recorder) RecordStored(ctx context.Context, recs []Record) {
+	log := ctrl.LoggerFrom(ctx)
+	now := r.Clock.Now()
+	for _, rec := range recs {
+		rec.Time = now
+		rec.Operation = api.AuditOperation
+		log.Info("audit violation",
+			"operation", rec.Operation, "apiVersion", rec.APIVersion, "kind", rec.Kind,
+			"namespace", rec.Namespace, "name", rec.Name, "rule", rec.Rule,
+			"action", rec.Action, "field", rec.Field, "message", rec.Message)
+		r.Ring.Add(rec)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 )
@@ -20,6 +21,15 @@ func policy(gen int64, conds ...metav1.Condition) *shepherdv1alpha1.WorkloadPoli
 	p := &shepherdv1alpha1.WorkloadPolicy{}
 	p.Name, p.UID, p.Generation = "p", "uid", gen
 	p.Status.Conditions = conds
+	return p
+}
+
+// audited gives p the figures of a background audit pass.
+func audited(p *shepherdv1alpha1.WorkloadPolicy) *shepherdv1alpha1.WorkloadPolicy {
+	p.Status.Violations = ptr.To[int32](3)
+	p.Status.ViolationSamples = []shepherdv1alpha1.ViolationSample{{APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob", Namespace: "a", Name: "x", Field: "spec", Message: "m"}}
+	p.Status.AuditedGeneration = 1
+	p.Status.LastAuditTime = &t1
 	return p
 }
 
@@ -46,6 +56,16 @@ func TestDesiredStatus(t *testing.T) {
 				{FieldPath: "spec.validations[0].expression", Message: `Invalid value: "object.spec.nope": undefined field 'nope'`},
 				{FieldPath: "spec.variables[1].expression", Message: "Required value: empty"},
 			},
+		}},
+		{"the audit's figures are carried over, compiled or not", audited(policy(2, ready)), errs[:1], shepherdv1alpha1.WorkloadPolicyStatus{
+			ObservedGeneration: 2,
+			Conditions: []metav1.Condition{{Type: "Ready", Status: "False", Reason: "CompileError", ObservedGeneration: 2, LastTransitionTime: t2,
+				Message: `the policy is not applied: 1 expression(s) failed to compile: spec.validations[0].expression: Invalid value: "object.spec.nope": undefined field 'nope'`}},
+			CompileErrors:     []shepherdv1alpha1.CompileError{{FieldPath: "spec.validations[0].expression", Message: `Invalid value: "object.spec.nope": undefined field 'nope'`}},
+			Violations:        ptr.To[int32](3),
+			ViolationSamples:  []shepherdv1alpha1.ViolationSample{{APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob", Namespace: "a", Name: "x", Field: "spec", Message: "m"}},
+			AuditedGeneration: 1,
+			LastAuditTime:     &t1,
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

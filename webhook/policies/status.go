@@ -18,11 +18,19 @@ const maxConditionMessage = 4096
 
 // DesiredStatus is the status of policy p after compiling its current
 // generation gave errs (empty: it compiled). The Ready condition keeps its
-// lastTransitionTime while its status does not change.
+// lastTransitionTime while its status does not change. The background
+// audit's fields (violations, violationSamples, auditedGeneration,
+// lastAuditTime) are the leader's to write: they are carried over as they
+// are, so this replica's patch never clears them.
 func DesiredStatus(p *shepherdv1alpha1.WorkloadPolicy, errs field.ErrorList, now metav1.Time) shepherdv1alpha1.WorkloadPolicyStatus {
+	old := p.Status.DeepCopy()
 	st := shepherdv1alpha1.WorkloadPolicyStatus{
 		ObservedGeneration: p.Generation,
-		Conditions:         append([]metav1.Condition(nil), p.Status.Conditions...),
+		Conditions:         old.Conditions,
+		Violations:         old.Violations,
+		ViolationSamples:   old.ViolationSamples,
+		AuditedGeneration:  old.AuditedGeneration,
+		LastAuditTime:      old.LastAuditTime,
 	}
 	cond := metav1.Condition{
 		Type:               api.ConditionPolicyReady,

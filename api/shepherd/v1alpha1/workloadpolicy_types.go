@@ -169,6 +169,48 @@ type WorkloadPolicyStatus struct {
 	// type-check, by field path (spec.validations[0].expression).
 	// +optional
 	CompileErrors []CompileError `json:"compileErrors,omitempty"`
+
+	// Violations is how many stored objects fail the policy now, as the
+	// background audit (the leader replica) last found them: every object
+	// of a kind the policy matches, judged as a create of it. Unset until
+	// the policy has been audited, and while it does not compile. The
+	// audit alone writes Violations, ViolationSamples, AuditedGeneration and
+	// LastAuditTime; the compile status above leaves them as they are.
+	// +optional
+	Violations *int32 `json:"violations,omitempty"`
+
+	// ViolationSamples are the first violations (at most 5), ordered by
+	// namespace, name, kind and field: enough to find the offenders
+	// without listing thousands in one object.
+	// +kubebuilder:validation:MaxItems=5
+	// +listType=atomic
+	// +optional
+	ViolationSamples []ViolationSample `json:"violationSamples,omitempty"`
+
+	// AuditedGeneration is the generation of the policy the audit figures
+	// were found with.
+	// +optional
+	AuditedGeneration int64 `json:"auditedGeneration,omitempty"`
+
+	// LastAuditTime is when the audit pass that found the figures ran.
+	// +optional
+	LastAuditTime *metav1.Time `json:"lastAuditTime,omitempty"`
+}
+
+// ViolationSample is one stored object's failed validation.
+type ViolationSample struct {
+	// APIVersion and Kind of the object, e.g. trainer.kubeflow.org/v1alpha1 TrainJob.
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// Namespace of the object; empty for a cluster-scoped one.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
+	// Field is the offending field path, e.g. spec.trainer.numNodes.
+	// +optional
+	Field string `json:"field,omitempty"`
+	// Message is the validation's message (at most 1024 characters).
+	Message string `json:"message"`
 }
 
 // CompileError is one expression that failed to compile.
@@ -186,6 +228,7 @@ type CompileError struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`,description="True when the policy compiled and is enforced"
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,description="Compiled, or CompileError: the policy is not applied at all"
 // +kubebuilder:printcolumn:name="Action",type=string,JSONPath=`.spec.action`,description="What a failed validation does: Deny, Warn or Audit"
+// +kubebuilder:printcolumn:name="Violations",type=integer,JSONPath=`.status.violations`,description="Stored objects that fail the policy now (the background audit; empty until audited)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type WorkloadPolicy struct {
 	metav1.TypeMeta   `json:",inline"`

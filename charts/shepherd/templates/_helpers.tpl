@@ -57,3 +57,28 @@ arithmetic stays in integers.
 {{- end -}}
 {{- printf "%dKiB" (div (mul $n $kib .Values.goMemLimitPercent) 100) -}}
 {{- end }}
+
+{{/*
+The fields every native-mode webhook shares (webhooks-native.yaml), from a
+dict of path, failurePolicy, timeoutSeconds, excluded and namespace.
+*/}}
+{{- define "shepherd.nativeWebhook" -}}
+admissionReviewVersions: ["v1"]
+clientConfig:
+  service:
+    name: shepherd-webhook
+    namespace: {{ .namespace }}
+    path: {{ .path }}
+    port: 443
+failurePolicy: {{ .failurePolicy }}
+matchPolicy: Equivalent
+# shepherd writes PolicyViolation Events for real requests only.
+sideEffects: NoneOnDryRun
+timeoutSeconds: {{ .timeoutSeconds }}
+# Never kube-system nor shepherd's own namespace.
+namespaceSelector:
+  matchExpressions:
+  - key: kubernetes.io/metadata.name
+    operator: NotIn
+    values: {{ toJson .excluded }}
+{{- end }}

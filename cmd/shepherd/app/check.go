@@ -20,7 +20,6 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
@@ -207,28 +206,9 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 		return err
 	}
 	schemas := chainRules.Schemas
-	lookupObjs := make([]runtime.Object, 0, len(ctxObjs))
-	for _, m := range ctxObjs {
-		defaultNamespace(schemas, m.obj)
-		// Context objects stand for stored ones: the apiserver kept only
-		// what their schema has.
-		schemas.Prune(m.obj.GroupVersionKind(), m.obj.Object)
-		schemas.DropNulls(m.obj.GroupVersionKind(), m.obj.Object)
-		lookupObjs = append(lookupObjs, m.obj)
-	}
-	chain, err := webhook.NewChain(webhook.ChainOptions{
-		Lookups: webhook.NewObjectLookups(lookupObjs, !o.noWorkloadAPI),
-		Rules:   chainRules,
-		// Offline there is no apiserver to validate the schema first.
-		CheckSchemas: true,
-	})
+	chain, err := newOfflineChain(chainRules, ctxObjs, policies, !o.noWorkloadAPI)
 	if err != nil {
 		return err
-	}
-	for _, p := range policies {
-		if errs := chain.SetPolicy(p); len(errs) > 0 {
-			return &ExitError{Code: 2, Err: fmt.Errorf("WorkloadPolicy %q does not compile:\n%s", p.Name, indent(errs.ToAggregate().Error()))}
-		}
 	}
 
 	// Pair every object with its stored version first: a wrong --old is
@@ -252,29 +232,9 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 	anyDenied := false
 	for i, m := range objects {
 		old := pairs[i]
-		// The apiserver prunes (Warn) or rejects (Strict) fields the
-		// cluster's schema does not have before admission sees the object:
-		// judge what it would store, and say so.
-		unknown := unknownFields(schemas, m.obj, o.fieldValidation)
-		if old != nil {
-			schemas.Prune(old.GroupVersionKind(), old.Object)
-			schemas.DropNulls(old.GroupVersionKind(), old.Object)
-		}
-		req, err := checkRequest(op, m.obj, old)
-		if err != nil {
-			return &ExitError{Code: 2, Err: fmt.Errorf("%s: %w", m, err)}
-		}
-		v, err := admitWithin(ctx, chain, req, o.timeout)
+		v, err := admitOffline(ctx, chain, schemas, op, m.obj, old, o.fieldValidation, o.timeout)
 		if err != nil {
 			return &ExitError{Code: 2, Err: fmt.Errorf("%s: %s %s: %w", m, m.obj.GetKind(), namespacedName(m.obj), err)}
-		}
-		if len(unknown) > 0 {
-			v.Violations = append(unknown, v.Violations...)
-			for _, u := range unknown {
-				if u.Action == webhook.ActionDeny {
-					v.Allowed = false
-				}
-			}
 		}
 		subject := m.obj
 		if op == "DELETE" && old != nil {
@@ -408,39 +368,10 @@ func namespacedName(u *unstructured.Unstructured) string {
 // errTimeout is the admission of one object outrunning --timeout.
 var errTimeout = errors.New("admission did not finish within --timeout")
 
-// admitWithin runs the chain on req with a deadline of timeout. The chain
-// gets a context carrying the deadline, so expressions stop at it; should
-// one not, check still returns at the deadline: the chain runs in a
-// goroutine that is left behind (check is about to exit).
+// admitWithin runs the chain on req with a deadline of timeout
+// (runWithin).
 func admitWithin(ctx context.Context, chain *webhook.Chain, req *webhook.Request, timeout time.Duration) (*webhook.Verdict, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	type answer struct {
-		v *webhook.Verdict
-		// late: the deadline passed while the chain ran, so its verdict may
-		// hold the errors of interrupted expressions, not a judgement.
-		late bool
-	}
-	done := make(chan answer, 1)
-	go func() {
-		v := chain.Admit(ctx, req)
-		done <- answer{v: v, late: ctx.Err() != nil}
-	}()
-	timedOut := func() error {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fmt.Errorf("%w=%v: a rule takes too long on this object (or the object is very large); simplify the rule, or raise --timeout", errTimeout, timeout)
-		}
-		return ctx.Err() // the caller's context ended (interrupted)
-	}
-	select {
-	case a := <-done:
-		if a.late {
-			return nil, timedOut()
-		}
-		return a.v, nil
-	case <-ctx.Done():
-		return nil, timedOut()
-	}
+	return runWithin(ctx, timeout, chain.Admit, req)
 }
 
 func checkRequest(op string, obj, old *unstructured.Unstructured) (*webhook.Request, error) {

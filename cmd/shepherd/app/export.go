@@ -26,6 +26,9 @@ type exportOptions struct {
 	// same names.
 	disableStartupPolicyRewrite bool
 	inferenceTerminationDelay   time.Duration
+	// audit adds Audit to every exported binding's validationActions (vap):
+	// the native admission mode's policies (serve_native.go).
+	audit bool
 }
 
 func init() {
@@ -62,6 +65,7 @@ objects, discovery, defaulting) are listed on stderr with the reason.`,
 			return runExportVAP(o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
+	vap.Flags().BoolVar(&o.audit, "audit", false, "add Audit to every binding's validationActions (Deny+Audit, Warn+Audit): the apiserver then reports each failed validation in its audit events, which `shepherd serve --admission-mode=native` records through its audit sink (deploy/native's policies)")
 	mapCmd := &cobra.Command{
 		Use:   "map",
 		Short: "Write a MutatingAdmissionPolicy and binding for every exportable defaulting rule",
@@ -128,6 +132,11 @@ func runExportVAP(o *exportOptions, out, errOut io.Writer) error {
 		return err
 	}
 	vaps, bindings := chain.Engine().Export()
+	if o.audit {
+		for _, b := range bindings {
+			b.Spec.ValidationActions = withAudit(b.Spec.ValidationActions)
+		}
+	}
 	var sb strings.Builder
 	for i := range vaps {
 		for _, obj := range []any{vaps[i], bindings[i]} {

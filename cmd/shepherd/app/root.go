@@ -1,5 +1,5 @@
 // Package app is the shepherd command line: one binary with the subcommands
-// serve, check, export, audit and version. Each subcommand lives in its own
+// serve, check, test, export, audit and version. Each subcommand lives in its own
 // file and registers itself with the root command.
 package app
 

@@ -90,6 +90,10 @@ type serveOptions struct {
 
 	certs certs.Options
 
+	updateFilter updateFilterOptions // serve_updatefilter.go
+
+	backgroundAudit backgroundAuditOptions // serve_audit.go
+
 	zap zap.Options
 }
 
@@ -173,6 +177,10 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	// The certificate flags (--cert-mode, --cert-secret, ...); --cert-dir
 	// above is shared and copied into o.certs at start.
 	o.certs.AddFlags(fs)
+	// --skip-unread-updates.
+	o.updateFilter.addFlags(fs)
+	// --audit-interval.
+	o.backgroundAudit.addFlags(fs)
 }
 
 func init() {
@@ -356,11 +364,20 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	}
 	rec := audit.NewRecorder(o.auditRingSize, mgr.GetEventRecorder("shepherd-webhook"), clock.RealClock{})
 	rec.SkipDryRun = !o.auditDryRun
-	if err := server.Register(mgr, chain, rec, probe, server.Options{MaxBodyBytes: o.maxBodyBytes, MaxInFlight: o.maxInFlight, MaxBufferedBytes: o.maxBuffered}); err != nil {
+	if err := registerAdmission(ctx, mgr, chain, rec, probe, server.Options{MaxBodyBytes: o.maxBodyBytes, MaxInFlight: o.maxInFlight, MaxBufferedBytes: o.maxBuffered}); err != nil {
 		return err
 	}
 	policyReload, err := setupPolicyReload(mgr, chain)
 	if err != nil {
+		return err
+	}
+	// The UPDATE matchCondition of the webhook configurations, kept by the
+	// leader (serve_updatefilter.go).
+	if err := setupUpdateFilter(o, chain, leader); err != nil {
+		return err
+	}
+	// The background audit of stored objects, on the leader (serve_audit.go).
+	if err := setupBackgroundAudit(mgr, o, frameworks, chain, rec, leader); err != nil {
 		return err
 	}
 	if err := followSchemas(mgr, frameworks, policyReload, chain, live, enforcement); err != nil {
@@ -417,7 +434,7 @@ func cacheOptions() cache.Options {
 	if err != nil {
 		panic(err) // a constant label key; cannot fail
 	}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+	return cache.Options{DefaultTransform: stripUnstructuredManagedFields(), ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {Label: labels.NewSelector().Add(*groveReq)},
 		&apiextensionsv1.CustomResourceDefinition{}: integrations.CacheByObject(),
 	}}

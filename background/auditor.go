@@ -1,0 +1,454 @@
+package background
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/webhook"
+	"github.com/shepherd-k8s/shepherd/webhook/audit"
+)
+
+// DefaultDebounce is how long a pass waits after the first change that
+// asked for it, so that a burst of creates (or a kubectl apply of many
+// policies) is one pass.
+const DefaultDebounce = 2 * time.Second
+
+// versionPoll is how often the auditor looks whether the chain's rule set
+// changed: an atomic read, so it can be frequent.
+const versionPoll = 500 * time.Millisecond
+
+// Chain is what the audit needs of the admission chain.
+type Chain interface {
+	Validate(ctx context.Context, req *webhook.Request) *webhook.Verdict
+	// RuleSetVersion changes whenever the rules Validate applies change.
+	RuleSetVersion() uint64
+	// Rules lists the rules; the WorkloadPolicies among them are enforced.
+	Rules() []celrules.RuleInfo
+}
+
+// Options configures an Auditor.
+type Options struct {
+	Chain Chain
+	// Recorder receives the violations newly found (nil: none recorded).
+	Recorder *audit.Recorder
+	// Interval between passes that judge every object again (a new epoch);
+	// 0: no periodic pass.
+	Interval time.Duration
+	// Debounce (DefaultDebounce if 0) delays a pass after a change.
+	Debounce time.Duration
+	// ExcludedNamespaces are never audited.
+	ExcludedNamespaces []string
+	// Samples per rule (DefaultSamples if 0).
+	Samples int
+	Clock   clock.WithTicker
+	// Reports, when set, receives every pass's findings (OpenReports).
+	Reports ReportSink
+}
+
+// Auditor runs the background audit in the leadership terms given to
+// Runnable, over the kinds given to Watch. It lives as long as the
+// process, so the verdicts of one term serve the next.
+type Auditor struct {
+	opts Options
+
+	mu      sync.Mutex
+	kinds   []schema.GroupVersionKind
+	objects map[types.UID]*unstructured.Unstructured // the current term's view of the caches
+	kick    chan struct{}
+
+	// passMu serializes passes (terms never overlap; this is for safety).
+	passMu sync.Mutex
+	core   Core
+	epoch  uint64
+	series map[[2]string]bool // the violation gauge's series set
+
+	results atomic.Pointer[Results]
+	// seen stamps the findings handed to Reports (passes are serialized
+	// by passMu).
+	seen firstSeen
+}
+
+// New returns an auditor; it audits nothing until given kinds (Watch) and
+// a term (Runnable).
+func New(opts Options) *Auditor {
+	if opts.Debounce <= 0 {
+		opts.Debounce = DefaultDebounce
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	excluded := map[string]bool{}
+	for _, ns := range opts.ExcludedNamespaces {
+		excluded[ns] = true
+	}
+	return &Auditor{
+		opts:    opts,
+		objects: map[types.UID]*unstructured.Unstructured{},
+		kick:    make(chan struct{}, 1),
+		core:    Core{Samples: opts.Samples, ExcludedNamespaces: excluded},
+		series:  map[[2]string]bool{},
+		seen:    firstSeen{},
+	}
+}
+
+// Watch adds kinds to audit (a framework became active); the running term
+// starts watching them at its next pass.
+func (a *Auditor) Watch(gvks ...schema.GroupVersionKind) {
+	a.mu.Lock()
+	for _, g := range gvks {
+		if !slices.Contains(a.kinds, g) {
+			a.kinds = append(a.kinds, g)
+		}
+	}
+	a.mu.Unlock()
+	a.trigger()
+}
+
+// Results is the last pass's aggregate; nil before the first pass and
+// while this replica does not lead.
+func (a *Auditor) Results() *Results { return a.results.Load() }
+
+func (a *Auditor) trigger() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Runnable is the audit of one leadership term, run by the term's manager
+// mgr over its cache (the serving manager's informers: the term's event
+// handlers leave with it) and client.
+func (a *Auditor) Runnable(mgr manager.Manager) manager.Runnable {
+	return manager.RunnableFunc(func(ctx context.Context) error {
+		log := mgr.GetLogger().WithName("audit")
+		(&term{a: a, mgr: mgr, hooked: map[schema.GroupVersionKind]toolscache.ResourceEventHandlerRegistration{}}).run(ctrl.LoggerInto(ctx, log))
+		return nil
+	})
+}
+
+// term is one leadership term's audit loop.
+type term struct {
+	// reported: the term has handed its first pass to the reports.
+	reported bool
+	a        *Auditor
+	mgr      manager.Manager
+	hooked   map[schema.GroupVersionKind]toolscache.ResourceEventHandlerRegistration
+}
+
+func (t *term) run(ctx context.Context) {
+	a := t.a
+	a.mu.Lock()
+	a.objects = map[types.UID]*unstructured.Unstructured{}
+	a.mu.Unlock()
+	defer a.endTerm()
+
+	var interval <-chan time.Time
+	if a.opts.Interval > 0 {
+		tk := a.opts.Clock.NewTicker(a.opts.Interval)
+		defer tk.Stop()
+		interval = tk.C()
+	}
+	poll := a.opts.Clock.NewTicker(versionPoll)
+	defer poll.Stop()
+	due, periodic := true, false // a term starts with a pass
+	var passedVersion uint64
+	for {
+		if due {
+			if !sleep(ctx, a.opts.Clock, a.opts.Debounce) {
+				return
+			}
+			select { // this pass covers the changes of the debounce window
+			case <-a.kick:
+			default:
+			}
+			v, ok := t.pass(ctx, periodic)
+			if !ok {
+				return
+			}
+			passedVersion, due, periodic = v, false, false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.kick:
+			due = true
+		case <-interval:
+			due, periodic = true, true
+		case <-poll.C():
+			due = a.opts.Chain.RuleSetVersion() != passedVersion
+		}
+	}
+}
+
+// pass runs one pass and returns the chain version it ran under; false
+// when ctx ended.
+func (t *term) pass(ctx context.Context, periodic bool) (uint64, bool) {
+	a, log := t.a, ctrl.LoggerFrom(ctx)
+	if !t.hook(ctx) {
+		return 0, false
+	}
+	a.passMu.Lock()
+	defer a.passMu.Unlock()
+	chainVersion := a.opts.Chain.RuleSetVersion()
+	if periodic {
+		a.epoch++
+	}
+	version := fmt.Sprintf("%d.%d", chainVersion, a.epoch)
+	a.mu.Lock()
+	objs := make([]*unstructured.Unstructured, 0, len(a.objects))
+	for _, o := range a.objects {
+		objs = append(objs, o)
+	}
+	a.mu.Unlock()
+
+	start := a.opts.Clock.Now()
+	res, fresh, st, err := a.core.Pass(ctx, objs, version, a.opts.Chain.Validate, start)
+	if err != nil {
+		return 0, false
+	}
+	took := a.opts.Clock.Since(start)
+	passDuration.Observe(took.Seconds())
+	evaluations.WithLabelValues("evaluated").Add(float64(st.Evaluated))
+	evaluations.WithLabelValues("reused").Add(float64(st.Reused))
+	auditedObjects.Set(float64(res.Objects))
+	a.results.Store(res)
+	a.setGauge(res)
+	if a.opts.Recorder != nil && len(fresh) > 0 {
+		a.opts.Recorder.RecordStored(ctx, records(fresh))
+	}
+	if st.Evaluated > 0 || st.Dropped > 0 || periodic {
+		log.Info("audit pass", "ruleSetVersion", version, "objects", res.Objects, "violating", res.Violating,
+			"evaluated", st.Evaluated, "reused", st.Reused, "dropped", st.Dropped, "newViolations", len(fresh), "took", took.String())
+	}
+	if a.opts.Chain.RuleSetVersion() != chainVersion {
+		// The rules changed under the pass: the next one, due at once,
+		// writes the statuses.
+		return chainVersion, true
+	}
+	t.writeStatus(ctx, res, periodic)
+	if st.Evaluated > 0 || st.Dropped > 0 || periodic || !t.reported {
+		t.syncReports(ctx, res)
+		t.reported = true
+	}
+	return chainVersion, true
+}
+
+// hook makes sure every kind to audit is watched in this term and its
+// handler has seen every stored object; a kind whose informer cannot start
+// (its CRD gone) is tried again at the next pass. False when ctx ended.
+func (t *term) hook(ctx context.Context) bool {
+	a, log := t.a, ctrl.LoggerFrom(ctx)
+	a.mu.Lock()
+	kinds := slices.Clone(a.kinds)
+	a.mu.Unlock()
+	for _, gvk := range kinds {
+		if _, ok := t.hooked[gvk]; ok {
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		inf, err := t.mgr.GetCache().GetInformer(ctx, u)
+		if err != nil {
+			if ctx.Err() != nil {
+				return false
+			}
+			log.Error(err, "watching a kind to audit; trying again at the next pass", "kind", gvk.String())
+			continue
+		}
+		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    a.onAdd,
+			UpdateFunc: a.onUpdate,
+			DeleteFunc: a.onDelete,
+		})
+		if err != nil {
+			log.Error(err, "watching a kind to audit; trying again at the next pass", "kind", gvk.String())
+			continue
+		}
+		t.hooked[gvk] = reg
+	}
+	for {
+		synced := true
+		for _, reg := range t.hooked {
+			synced = synced && reg.HasSynced()
+		}
+		if synced {
+			return true
+		}
+		if !sleep(ctx, a.opts.Clock, 50*time.Millisecond) {
+			return false
+		}
+	}
+}
+
+// The handlers keep a.objects in step with the caches: the cached objects
+// themselves, shared and never changed. A change that cannot change a
+// verdict (a status write: same generation, labels and annotations) does
+// not ask for a pass.
+func (a *Auditor) onAdd(obj any) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		a.mu.Lock()
+		a.objects[u.GetUID()] = u
+		a.mu.Unlock()
+		a.trigger()
+	}
+}
+
+func (a *Auditor) onUpdate(oldObj, obj any) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return
+	}
+	a.mu.Lock()
+	a.objects[u.GetUID()] = u
+	a.mu.Unlock()
+	if old, ok := oldObj.(*unstructured.Unstructured); !ok || old.GetGeneration() != u.GetGeneration() ||
+		metaFingerprint(old) != metaFingerprint(u) || (old.GetDeletionTimestamp() == nil) != (u.GetDeletionTimestamp() == nil) {
+		a.trigger()
+	}
+}
+
+func (a *Auditor) onDelete(obj any) {
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		a.mu.Lock()
+		delete(a.objects, u.GetUID())
+		a.mu.Unlock()
+		a.trigger()
+	}
+}
+
+// endTerm forgets the term's view: a standby neither audits nor exports
+// the gauge (the next leader does), but the verdicts stay for the next term.
+func (a *Auditor) endTerm() {
+	a.mu.Lock()
+	a.objects = map[types.UID]*unstructured.Unstructured{}
+	a.mu.Unlock()
+	a.passMu.Lock()
+	defer a.passMu.Unlock()
+	a.results.Store(nil)
+	for s := range a.series {
+		violationsGauge.DeleteLabelValues(s[0], s[1])
+	}
+	a.series = map[[2]string]bool{}
+	auditedObjects.Set(0)
+}
+
+// setGauge sets shepherd_audit_violations to res, deleting the series of
+// (rule, kind) pairs no longer violating; a.passMu is held.
+func (a *Auditor) setGauge(res *Results) {
+	now := map[[2]string]bool{}
+	for rule, rr := range res.Rules {
+		for kind, n := range rr.ByKind {
+			k := [2]string{rule, audit.KindLabel(kind)}
+			now[k] = true
+			violationsGauge.WithLabelValues(k[0], k[1]).Set(float64(n))
+		}
+	}
+	for s := range a.series {
+		if !now[s] {
+			violationsGauge.DeleteLabelValues(s[0], s[1])
+		}
+	}
+	a.series = now
+}
+
+// records are the audit records of the violations newly found.
+func records(fresh []NewFinding) []audit.Record {
+	out := make([]audit.Record, 0, len(fresh))
+	for _, f := range fresh {
+		out = append(out, audit.Record{
+			RequestUID: string(f.UID),
+			APIVersion: f.APIVersion, Kind: f.Kind, Namespace: f.Namespace, Name: f.Name,
+			Rule: f.Rule, Action: f.Action, Field: f.Field, Message: f.Message,
+		})
+	}
+	return out
+}
+
+// writeStatus patches the audit fields of every WorkloadPolicy whose
+// figures changed (every enforced one on the interval's pass). A failed
+// write is logged; the next pass writes it again.
+func (t *term) writeStatus(ctx context.Context, res *Results, refresh bool) {
+	log := ctrl.LoggerFrom(ctx)
+	c := t.mgr.GetClient()
+	var list shepherdv1alpha1.WorkloadPolicyList
+	if err := c.List(ctx, &list); err != nil {
+		log.Error(err, "listing WorkloadPolicies to write the audit's figures")
+		return
+	}
+	enforced := map[string]bool{}
+	for _, r := range t.a.opts.Chain.Rules() {
+		if r.Source == celrules.SourcePolicy {
+			enforced[r.ID] = true
+		}
+	}
+	now := metav1.NewTime(res.Time)
+	for i := range list.Items {
+		p := &list.Items[i]
+		patch, needed, err := StatusPatch(p, res, enforced[p.Name], refresh, now)
+		if err != nil || !needed {
+			continue
+		}
+		if err := c.Status().Patch(ctx, p, client.RawPatch(types.MergePatchType, patch)); client.IgnoreNotFound(err) != nil {
+			log.Error(err, "writing the audit's figures to a WorkloadPolicy's status", "policy", p.Name)
+		}
+	}
+}
+
+// ServeHTTP serves the last pass's Results as JSON; ?namespace= keeps the
+// violating objects of one namespace. 503 before the first pass and on a
+// replica that does not lead (the leader audits).
+func (a *Auditor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		w.Header().Set("Allow", http.MethodGet)
+		http.Error(w, "only GET is supported", http.StatusMethodNotAllowed)
+		return
+	}
+	res := a.Results()
+	if res == nil {
+		http.Error(w, "no audit pass on this replica yet: the leader replica runs the background audit", http.StatusServiceUnavailable)
+		return
+	}
+	if ns, ok := r.URL.Query()["namespace"]; ok {
+		cp := *res
+		cp.Namespaces = map[string][]ObjectResult{}
+		if objs, ok := res.Namespaces[ns[0]]; ok {
+			cp.Namespaces[ns[0]] = objs
+		}
+		res = &cp
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(res) // an error here is the client gone
+}
+
+// sleep waits d on clk, false if ctx ended first.
+func sleep(ctx context.Context, clk clock.WithTicker, d time.Duration) bool {
+	t := clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}

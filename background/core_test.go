@@ -1,0 +1,232 @@
+package background
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/shepherd-k8s/shepherd/webhook"
+)
+
+var t0 = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+
+// obj is a stored TrainJob whose spec.bad lists the rules it fails (by
+// field), e.g. {"R1": ["spec.a", "spec.b"]}.
+func obj(ns, name string, gen int64, bad map[string][]string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetAPIVersion("trainer.kubeflow.org/v1alpha1")
+	u.SetKind("TrainJob")
+	u.SetNamespace(ns)
+	u.SetName(name)
+	u.SetUID(types.UID("uid-" + ns + "/" + name))
+	u.SetGeneration(gen)
+	u.SetResourceVersion(strconv.FormatInt(gen, 10))
+	spec := map[string]any{}
+	for rule, fields := range bad {
+		var fs []any
+		for _, f := range fields {
+			fs = append(fs, f)
+		}
+		spec[rule] = fs
+	}
+	u.Object["spec"] = spec
+	return u
+}
+
+// fakeChain fails rule R on each field listed in spec[R] (R1 is a Deny
+// rule, any other an Audit rule), and counts its calls.
+type fakeChain struct{ calls int }
+
+func (f *fakeChain) validate(_ context.Context, req *webhook.Request) *webhook.Verdict {
+	f.calls++
+	v := &webhook.Verdict{Allowed: true}
+	if req.Operation != "CREATE" || !req.DryRun {
+		panic(fmt.Sprintf("audited as %s dryRun=%t", req.Operation, req.DryRun))
+	}
+	spec, _ := req.ObjectValue["spec"].(map[string]any)
+	for _, rule := range []string{"R1", "R2"} {
+		fields, _ := spec[rule].([]any)
+		for _, fld := range fields {
+			action := webhook.ActionAudit
+			if rule == "R1" {
+				action = webhook.ActionDeny
+			}
+			v.Violations = append(v.Violations, webhook.Violation{Rule: rule, Field: fld.(string), Message: rule + " failed", Action: action})
+		}
+	}
+	return v
+}
+
+// counts is a pass's result reduced to rule -> violating objects.
+func counts(r *Results) map[string]int {
+	out := map[string]int{}
+	for rule, rr := range r.Rules {
+		out[rule] = rr.Objects
+	}
+	return out
+}
+
+func TestPassReusesVerdictsPerGenerationAndRuleSet(t *testing.T) {
+	a := obj("ns", "a", 1, map[string][]string{"R1": {"spec.x"}})
+	b := obj("ns", "b", 1, nil)
+	statusWrite := a.DeepCopy()
+	statusWrite.SetResourceVersion("1b") // same generation, labels, annotations
+	relabelled := a.DeepCopy()
+	relabelled.SetResourceVersion("1c")
+	relabelled.SetLabels(map[string]string{"team": "x"})
+	fixed := obj("ns", "a", 2, nil)
+	for _, tc := range []struct {
+		name      string
+		steps     [][]*unstructured.Unstructured // each a pass's objects
+		versions  []string
+		evaluated []int
+		last      map[string]int
+	}{
+		{"unchanged objects are judged once", [][]*unstructured.Unstructured{{a, b}, {a, b}}, []string{"1", "1"}, []int{2, 0}, map[string]int{"R1": 1}},
+		{"a new rule set judges every object again", [][]*unstructured.Unstructured{{a, b}, {a, b}}, []string{"1", "2"}, []int{2, 2}, map[string]int{"R1": 1}},
+		{"a status write is no change", [][]*unstructured.Unstructured{{a, b}, {statusWrite, b}}, []string{"1", "1"}, []int{2, 0}, map[string]int{"R1": 1}},
+		{"new labels are a change", [][]*unstructured.Unstructured{{a, b}, {relabelled, b}}, []string{"1", "1"}, []int{2, 1}, map[string]int{"R1": 1}},
+		{"a fixed object is cleared", [][]*unstructured.Unstructured{{a, b}, {fixed, b}}, []string{"1", "1"}, []int{2, 1}, map[string]int{}},
+		{"a deleted object is cleared", [][]*unstructured.Unstructured{{a, b}, {b}}, []string{"1", "1"}, []int{2, 0}, map[string]int{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Core{}
+			f := &fakeChain{}
+			var last *Results
+			for i, objs := range tc.steps {
+				before := f.calls
+				r, _, st, err := c.Pass(context.Background(), objs, tc.versions[i], f.validate, t0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := f.calls - before; got != tc.evaluated[i] || st.Evaluated != got {
+					t.Errorf("pass %d: %d evaluations (stats %d), want %d", i, got, st.Evaluated, tc.evaluated[i])
+				}
+				last = r
+			}
+			if diff := cmp.Diff(tc.last, counts(last)); diff != "" {
+				t.Errorf("last pass (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPassCountsObjectsAndKeepsTheFirstSamples(t *testing.T) {
+	var objs []*unstructured.Unstructured
+	// Seven objects fail R1, listed out of order; "m" fails it twice.
+	for _, name := range []string{"g", "c", "a", "f", "e", "d"} {
+		objs = append(objs, obj("ns2", name, 1, map[string][]string{"R1": {"spec.x"}}))
+	}
+	objs = append(objs, obj("ns1", "m", 1, map[string][]string{"R1": {"spec.z", "spec.y"}, "R2": {"spec.q"}}))
+	objs = append(objs, obj("ns1", "ok", 1, nil))
+	pcs := obj("ns1", "pcs", 1, map[string][]string{"R2": {"spec.q"}})
+	pcs.SetKind("PodCliqueSet")
+	pcs.SetAPIVersion("grove.io/v1alpha1")
+	objs = append(objs, pcs)
+	// Being deleted, or in an excluded namespace: not audited.
+	gone := obj("ns1", "gone", 1, map[string][]string{"R1": {"spec.x"}})
+	gone.SetDeletionTimestamp(&metav1.Time{Time: t0})
+	objs = append(objs, gone, obj("kube-system", "sys", 1, map[string][]string{"R1": {"spec.x"}}))
+
+	c := &Core{ExcludedNamespaces: map[string]bool{"kube-system": true}}
+	r, fresh, st, err := c.Pass(context.Background(), objs, "1", (&fakeChain{}).validate, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Skipped != 2 || r.Objects != 9 || r.Violating != 8 {
+		t.Errorf("skipped %d, objects %d, violating %d; want 2, 9, 8", st.Skipped, r.Objects, r.Violating)
+	}
+	r1 := r.Rules["R1"]
+	if r1.Objects != 7 || r1.Action != "Deny" || !cmp.Equal(r1.ByKind, map[string]int{"TrainJob": 7}) {
+		t.Errorf("R1: %d objects, action %s, by kind %v", r1.Objects, r1.Action, r1.ByKind)
+	}
+	var got []string
+	for _, s := range r1.Samples {
+		got = append(got, s.Namespace+"/"+s.Name+" "+s.Field)
+	}
+	want := []string{"ns1/m spec.y", "ns1/m spec.z", "ns2/a spec.x", "ns2/c spec.x", "ns2/d spec.x"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("R1 samples (-want +got):\n%s", diff)
+	}
+	if r2 := r.Rules["R2"]; r2.Objects != 2 || !cmp.Equal(r2.ByKind, map[string]int{"TrainJob": 1, "PodCliqueSet": 1}) {
+		t.Errorf("R2: %d objects, by kind %v", r2.Objects, r2.ByKind)
+	}
+	// Per namespace, by kind then name: what an OpenReports writer reads.
+	var ns1 []string
+	for _, o := range r.Namespaces["ns1"] {
+		ns1 = append(ns1, fmt.Sprintf("%s/%s:%d", o.Kind, o.Name, len(o.Findings)))
+	}
+	if diff := cmp.Diff([]string{"PodCliqueSet/pcs:1", "TrainJob/m:3"}, ns1); diff != "" {
+		t.Errorf("namespace ns1 (-want +got):\n%s", diff)
+	}
+	if len(fresh) != 10 {
+		t.Errorf("%d new findings on the first pass, want 10 (every violation)", len(fresh))
+	}
+}
+
+// Only what an object's previous verdict lacked is new: a second pass
+// under a new rule set that finds the same violations reports nothing, a
+// newly broken field is reported alone.
+func TestPassReportsOnlyNewFindings(t *testing.T) {
+	c := &Core{}
+	f := &fakeChain{}
+	a := obj("ns", "a", 1, map[string][]string{"R1": {"spec.x"}})
+	if _, fresh, _, _ := c.Pass(context.Background(), []*unstructured.Unstructured{a}, "1", f.validate, t0); len(fresh) != 1 {
+		t.Fatalf("first pass: %d new findings, want 1", len(fresh))
+	}
+	if _, fresh, _, _ := c.Pass(context.Background(), []*unstructured.Unstructured{a}, "2", f.validate, t0); len(fresh) != 0 {
+		t.Errorf("same violations under a new rule set: %v, want none new", fresh)
+	}
+	a2 := obj("ns", "a", 2, map[string][]string{"R1": {"spec.x"}, "R2": {"spec.y"}})
+	_, fresh, _, _ := c.Pass(context.Background(), []*unstructured.Unstructured{a2}, "2", f.validate, t0)
+	if len(fresh) != 1 || fresh[0].Rule != "R2" || fresh[0].Name != "a" || fresh[0].Field != "spec.y" {
+		t.Errorf("new generation: %+v, want only R2 spec.y", fresh)
+	}
+}
+
+func TestPassStopsWhenCancelled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, _, err := (&Core{}).Pass(ctx, []*unstructured.Unstructured{obj("ns", "a", 1, nil)}, "1", (&fakeChain{}).validate, t0); err == nil {
+		t.Error("a cancelled pass returned no error")
+	}
+}
+
+// The audit hands the chain the informer's cached object itself: the
+// chain's Validate must never change it (Default does; the audit never
+// calls it).
+func TestTheChainLeavesTheStoredObjectAlone(t *testing.T) {
+	chain, err := webhook.NewChain(webhook.ChainOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet",
+		"metadata": map[string]any{"name": "p", "namespace": "ns", "uid": "u1", "generation": int64(1),
+			"annotations": map[string]any{"shepherd.dev/workload-type": "Training"}},
+		"spec": map[string]any{"replicas": int64(1), "template": map[string]any{"cliques": []any{map[string]any{
+			"name": "w", "spec": map[string]any{"roleName": "w", "replicas": int64(2), "minAvailable": int64(5),
+				"podSpec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "i"}}}},
+		}}}},
+	}}
+	before := runtime.DeepCopyJSON(u.Object)
+	c := &Core{}
+	r, _, _, err := c.Pass(context.Background(), []*unstructured.Unstructured{u}, "1", chain.Validate, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Violating != 1 {
+		t.Errorf("the PodCliqueSet violates %d times, want once (minAvailable above replicas): %+v", r.Violating, r.Rules)
+	}
+	if diff := cmp.Diff(before, u.Object); diff != "" {
+		t.Errorf("Validate changed the stored object (-before +after):\n%s", diff)
+	}
+}

@@ -1,0 +1,196 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/policytest"
+	"github.com/shepherd-k8s/shepherd/webhook"
+)
+
+type testOptions struct {
+	output  string
+	verbose bool
+	rules   ruleConfigFlags
+	timeout time.Duration
+}
+
+func init() {
+	subcommands = append(subcommands, newTestCommand)
+}
+
+func newTestCommand() *cobra.Command {
+	o := &testOptions{}
+	cmd := &cobra.Command{
+		Use:   "test PATH... [-o text|json|junit] [-v] [--crd FILE|DIR ...] [--disable-rule ID ...] [--timeout 10s]",
+		Short: "Run declarative policy test suites (*-test.yaml) through the admission chain, without a cluster",
+		Long: `test runs the suites in the given files and directories (directories are
+searched recursively for files named *-test.yaml; testdata and hidden
+directories below them are skipped). A suite names WorkloadPolicy files and
+context objects and lists cases: an object (and for an UPDATE its stored
+version) and the expected result — allowed or denied, the exact set of
+violations (rule and field), warnings, values after defaulting. Each suite
+runs through the chain ` + "`shepherd check`" + ` builds from the same
+policies and context; the built-in rules are always on. The format is in
+policytest/FORMAT.md.
+
+Exit status: 0 when every case passes, 1 when any case does not (every
+mismatch is listed), 2 on a usage error or a suite that cannot be loaded
+(file and line).`,
+		Example: `  shepherd test examples/policies/
+  shepherd test policies/ -o junit > report.xml`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runTest(cmd.Context(), o, args, cmd.OutOrStdout())
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&o.output, "output", "o", "text", "output format: text, json or junit")
+	f.BoolVarP(&o.verbose, "verbose", "v", false, "text output lists passing cases too")
+	f.StringSliceVar(&o.rules.disabled, "disable-rule", nil, "rule IDs to switch off (repeatable or comma-separated): which cases would then fail")
+	f.StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage+"; a suite's crds take precedence")
+	f.DurationVar(&o.timeout, "timeout", defaultCheckTimeout, "wall-clock limit for admitting one case's object; a case that takes longer fails with an error")
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: 2, Err: err} })
+	return cmd
+}
+
+// preparedSuite is a loaded suite with the chain it runs against.
+type preparedSuite struct {
+	suite   *policytest.Suite
+	chain   *webhook.Chain
+	schemas *celrules.Schemas
+}
+
+func runTest(ctx context.Context, o *testOptions, paths []string, out io.Writer) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	if len(paths) == 0 {
+		return usageError("test needs at least one suite file or directory (suites are files named *%s)", policytest.SuffixTest)
+	}
+	switch o.output {
+	case "text", "json", "junit":
+	default:
+		return usageError("-o must be text, json or junit, got %q", o.output)
+	}
+	if o.timeout <= 0 {
+		return usageError("--timeout must be positive, got %v", o.timeout)
+	}
+	files, err := policytest.Discover(paths)
+	if err != nil {
+		return &ExitError{Code: 2, Err: err}
+	}
+	cfg, err := o.rules.config()
+	if err != nil {
+		return err
+	}
+	// Load every suite before running any: a run reports every broken
+	// suite at once, and runs nothing from a half-valid set.
+	var prepared []preparedSuite
+	var errs []error
+	for _, file := range files {
+		p, err := prepareSuite(file, cfg)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		prepared = append(prepared, p)
+	}
+	if len(errs) > 0 {
+		return &ExitError{Code: 2, Err: errors.Join(errs...)}
+	}
+
+	results := make([]policytest.SuiteResult, 0, len(prepared))
+	for _, p := range prepared {
+		validation := p.suite.FieldValidation
+		if validation == "" {
+			validation = metav1.FieldValidationStrict
+		}
+		chain, schemas := p.chain, p.schemas
+		admit := func(ctx context.Context, op string, obj, old *unstructured.Unstructured) (*webhook.Verdict, error) {
+			return admitOffline(ctx, chain, schemas, op, obj, old, validation, o.timeout)
+		}
+		results = append(results, policytest.Run(ctx, p.suite, admit))
+	}
+
+	switch o.output {
+	case "json":
+		err = policytest.WriteJSON(out, results)
+	case "junit":
+		err = policytest.WriteJUnit(out, results)
+	default:
+		err = policytest.WriteText(out, results, o.verbose)
+	}
+	if err != nil {
+		return err
+	}
+	if _, failed := policytest.Summary(results); failed > 0 {
+		return &ExitError{Code: 1}
+	}
+	return nil
+}
+
+// prepareSuite loads a suite, reads its policies and context with check's
+// readers, builds its chain as check does, and puts its objects in their
+// namespaces. Every error names the file and line.
+func prepareSuite(file string, cfg celrules.Config) (preparedSuite, error) {
+	s, err := policytest.Load(file)
+	if err != nil {
+		return preparedSuite{}, err
+	}
+	resolved := func(ps []policytest.Path) []string {
+		out := make([]string, 0, len(ps))
+		for _, p := range ps {
+			out = append(out, p.Resolved)
+		}
+		return out
+	}
+	if len(s.CRDs) > 0 {
+		// The suite's own cluster schemas, as check --crd would take them.
+		if cfg, err = (&ruleConfigFlags{disabled: cfg.DisabledRules, crds: resolved(s.CRDs)}).config(); err != nil {
+			var exit *ExitError
+			if errors.As(err, &exit) && exit.Err != nil {
+				err = exit.Err
+			}
+			return preparedSuite{}, fmt.Errorf("%s: crds: %w", file, err)
+		}
+	}
+	ctxObjs, err := readManifestsFrom(resolved(s.Context), nil)
+	if err != nil {
+		return preparedSuite{}, fmt.Errorf("%s: context: %w", file, err)
+	}
+	policies, err := readPoliciesFrom(resolved(s.Policies), nil)
+	if err != nil {
+		return preparedSuite{}, fmt.Errorf("%s: policies: %w", file, err)
+	}
+	chain, err := newOfflineChain(cfg, ctxObjs, policies, !s.NoWorkloadAPI)
+	if err != nil {
+		var exit *ExitError
+		if errors.As(err, &exit) && exit.Err != nil {
+			err = exit.Err
+		}
+		return preparedSuite{}, fmt.Errorf("%s: %w", file, err)
+	}
+	for i := range s.Cases {
+		c := &s.Cases[i]
+		defaultNamespace(cfg.Schemas, &c.Object.Unstructured)
+		if c.OldObject == nil {
+			continue
+		}
+		defaultNamespace(cfg.Schemas, &c.OldObject.Unstructured)
+		// As check's --old: judging an UPDATE from another object would
+		// report every differing field as a change.
+		if diff := objectDiff(&c.Object.Unstructured, &c.OldObject.Unstructured); diff != "" {
+			return preparedSuite{}, &policytest.Error{File: file, Line: c.Line, Msg: fmt.Sprintf("case %q: the old object is another object (%s); it must be the stored version of the same object (same group, kind, namespace and name)", c.Name, diff)}
+		}
+	}
+	return preparedSuite{suite: s, chain: chain, schemas: cfg.Schemas}, nil
+}
