@@ -20,6 +20,8 @@ import (
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 )
 
+// reportPolicy applies to the test's namespace only: the suite's other
+// tests leave violating objects behind in theirs.
 const reportPolicy = `apiVersion: shepherd.dev/v1alpha1
 kind: WorkloadPolicy
 metadata: {name: audit-report-team}
@@ -27,6 +29,8 @@ spec:
   action: Deny
   match:
     resources: [{apiGroups: [grove.io], kinds: [PodCliqueSet]}]
+    namespaceSelector:
+      matchLabels: {kubernetes.io/metadata.name: NAMESPACE}
   validations:
   - expression: "has(object.metadata.labels) && 'team' in object.metadata.labels"
     message: a team label is required
@@ -42,7 +46,7 @@ func TestAuditWritesOpenReports(t *testing.T) {
 	ns := env.Namespace(t)
 	serve(t)
 	pcs := apply(t, podCliqueSet(ns, "pcs-unlabelled"))
-	apply(t, reportPolicy)
+	apply(t, strings.ReplaceAll(reportPolicy, "NAMESPACE", ns))
 	t.Cleanup(func() {
 		_ = env.Client.Delete(ctx, &shepherdv1alpha1.WorkloadPolicy{ObjectMeta: metav1.ObjectMeta{Name: "audit-report-team"}})
 	})
