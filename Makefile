@@ -113,7 +113,7 @@ bench-audit: controlplane pinned-crds ## Background audit at scale: 10,000 Train
 	KUBEBUILDER_ASSETS="$$(./hack/build-controlplane.sh)" go test -count=1 -run '^$$' -bench '^BenchmarkAudit$$' -benchtime 1x -timeout 60m ./test/perf/
 
 .PHONY: bench-admission
-bench-admission: controlplane pinned-crds ## Admission cost through a real kube-apiserver: no policy, exported VAPs, serve, an empty webhook (ADMISSION_N, ADMISSION_CLIENTS, SHEPHERD_BASELINE_BIN).
+bench-admission: controlplane pinned-crds ## Admission cost through a real kube-apiserver, modes interleaved in rounds: none, exported VAPs+MAPs, an empty webhook, serve (webhook), serve (native); TrainJob, PodCliqueSet, JobSet; dry-run and stored creates (ADMISSION_N, ADMISSION_CLIENTS, ADMISSION_ROUNDS, ADMISSION_KINDS, ADMISSION_STORED, ADMISSION_MODES, ADMISSION_WARMUP, SHEPHERD_BASELINE_BIN).
 	KUBEBUILDER_ASSETS="$$(./hack/build-controlplane.sh)" go test -count=1 -run '^$$' -bench '^BenchmarkAdmission$$' -benchtime 1x -timeout 60m ./test/perf/
 
 .PHONY: run

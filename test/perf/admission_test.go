@@ -2,27 +2,19 @@ package perf
 
 import (
 	"context"
-	"crypto/tls"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"net"
-	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
-	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"text/tabwriter"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,54 +31,99 @@ import (
 	"github.com/shepherd-k8s/shepherd/webhook"
 )
 
-// admissionExample is the object every measured request creates: a
-// two-clique Training PodCliqueSet that shepherd admits as written (every
-// default is already set, so the mutating webhook answers with no patch and
-// each mode judges the same object).
-const admissionExample = "examples/valid/podcliqueset-training.yaml"
+// admissionKinds are the measured objects: each is admitted as written in
+// every mode (the defaults shepherd would set on the PodCliqueSet are
+// already there), so every mode judges the same object.
+var admissionKinds = []struct{ name, file string }{
+	{"TrainJob", "examples/valid/trainjob.yaml"},
+	{"PodCliqueSet", "examples/valid/podcliqueset-training.yaml"},
+	{"JobSet", "examples/valid/jobset.yaml"},
+}
 
-// probeRule is the one rule the deny probe breaks (a clique's minAvailable
-// above its replicas); its policy and binding are created last, so once the
-// probe is denied by it the apiserver has every earlier one too.
-const probeRule = "V-PCS-4"
+// admissionRuntime is the ClusterTrainingRuntime the TrainJob refers to:
+// created once, before any measurement (V-TJ-3 looks it up).
+const admissionRuntime = "examples/valid/clustertrainingruntime.yaml"
 
-// admissionWarmup is how many requests each mode sends, at full
-// concurrency, before it is measured: connections, caches, compiled CEL.
-const admissionWarmup = 200
+// probeRule is the one rule the deny probe (a PodCliqueSet whose first
+// clique's minAvailable is above its replicas) breaks; probeDefault is the
+// default the mutate probe (the same PodCliqueSet without the clique's
+// restartPolicy) gets, from shepherd's mutating webhook or from its
+// MutatingAdmissionPolicy. Their policies and bindings are created last
+// and deleted last, so once the probes see them the apiserver has every
+// other one too (one watch per resource delivers changes in order).
+const (
+	probeRule    = "V-PCS-4"
+	probeDefault = "D-PCS-3"
+)
 
 // settle bounds every wait for a configuration change to take effect.
 const settle = 2 * time.Minute
 
-// BenchmarkAdmission measures what admission costs a PodCliqueSet create
-// through a real kube-apiserver, one mode after the other on one control
-// plane: `none` (no policy, no webhook), `vap` (shepherd's exported
-// ValidatingAdmissionPolicies), `webhook` (`shepherd serve`, built from this
-// tree, with the webhook configurations of deploy/webhook), `empty-webhook`
-// (an in-test TLS server that allows everything, registered the same way:
-// the price of two webhook calls alone) and, when SHEPHERD_BASELINE_BIN
-// names another shepherd binary, `webhook-baseline` (the same as `webhook`
-// with that binary, to compare two builds in one run). Every request is a
-// dry-run create (client.DryRunAll) of examples/valid/podcliqueset-training
-// under a fresh name. Each mode warms up, then sends ADMISSION_N requests
-// (default 2000) from one client, then from ADMISSION_CLIENTS concurrent
-// clients (default 32; goroutines sharing one client, i.e. one HTTP/2
-// connection, as a controller does). It reports per mode and concurrency
-// the median and p99 latency, creates/s, the overhead over `none` (median
-// minus none's median), the kube-apiserver's and shepherd's CPU per create,
-// and shepherd serve's RSS at the end of its mode. Any request that is not
-// allowed fails the benchmark; timings are never asserted (the machine is
-// shared: compare modes within one run, not runs).
+// BenchmarkAdmission measures what admission adds to a create through a
+// real kube-apiserver, for each admission mode, on one control plane:
+//
+//   - none: no policy, no webhook.
+//   - vap: deploy/native's ValidatingAdmissionPolicies and
+//     MutatingAdmissionPolicies (what `shepherd export vap --audit` and
+//     `shepherd export map` generate), no webhook.
+//   - empty-webhook: deploy/webhook's two configurations pointed at an
+//     in-test TLS server that allows everything: the floor of the webhook
+//     hop (the apiserver's calls, TLS, JSON) with no work behind it.
+//   - webhook: `shepherd serve` built from this tree behind deploy/webhook's
+//     configurations.
+//   - webhook-baseline, when SHEPHERD_BASELINE_BIN names another shepherd
+//     binary: the same with that binary, to compare two builds in one run.
+//   - native: `shepherd serve --admission-mode=native` with deploy/native's
+//     policies and narrowed webhook configurations (the audit sink is left
+//     unconfigured: recording verdicts happens after admission).
+//
+// Every webhook configuration also carries the UPDATE matchCondition serve
+// keeps in it (--skip-unread-updates), as in a cluster: a create evaluates
+// it too.
+//
+// The modes are measured in ADMISSION_ROUNDS rounds (default 3), each
+// visiting every mode in turn, in reverse order every other round, so
+// that a drift of the shared machine weighs on every mode alike. Each
+// visit switches the configuration (and starts that mode's serve, stopping
+// the previous one: one shepherd runs at a time, as in a cluster, and only
+// that one's informers see the stored creates) and
+// waits until probes show it in effect: the deny and mutate probes
+// answered as the mode must, and one create of each kind reaching exactly
+// the webhooks it must (counted by the empty webhook and by serve's
+// shepherd_admission_requests_total). Then, for each kind of
+// ADMISSION_KINDS (default TrainJob,PodCliqueSet,JobSet; the TrainJob's
+// ClusterTrainingRuntime is created once beforehand), it warms up with
+// ADMISSION_WARMUP dry-run creates at full concurrency (default 200) and
+// sends ADMISSION_N creates (default 500) under fresh names from one
+// client, then from ADMISSION_CLIENTS concurrent clients (default 32;
+// goroutines sharing one client, i.e. one HTTP/2 connection, as a
+// controller does): dry runs (client.DryRunAll), then, unless
+// ADMISSION_STORED=false, stored creates. The stored objects are deleted
+// (DeleteAllOf, not timed) after each measurement; no controller runs, so
+// until then they only sit in etcd.
+//
+// A cell is (mode, kind, dry-run or stored, clients). Its latencies are
+// pooled over the rounds: every round adds the same N, so each weighs
+// alike, and the p99 rests on R×N samples rather than N (the per-round
+// medians are printed beside it, to show the drift). creates/s is all the
+// cell's creates over all its wall time. Per cell the benchmark reports
+// p50, p99, creates/s, the overhead over none (p50 minus none's p50 in the
+// same kind, operation and concurrency), the CPU per create of
+// kube-apiserver, etcd and shepherd serve, and serve's RSS; then the
+// issue's ratios: webhook overhead / empty-webhook overhead (target ≤ 1.1),
+// native overhead / vap overhead (≤ 1.2), both at one client, and each
+// mode's rate at ADMISSION_CLIENTS over none's (≥ 0.9). Any create that is
+// not allowed fails the benchmark; timings and targets are reported, never
+// asserted (the machine is shared: compare modes within one run).
+//
+// At the defaults a run is 3 rounds × 5 modes × 3 kinds × 2 operations × 2
+// concurrencies = 180 cells of 500 creates, plus the warm-ups: about a
+// quarter of an hour on a 2-core VM. ADMISSION_MODES (comma-separated; none
+// is always measured) narrows the modes, for a quick look at one.
 func BenchmarkAdmission(b *testing.B) {
-	n := envInt(b, "ADMISSION_N", 2000)
-	clients := envInt(b, "ADMISSION_CLIENTS", 32)
-	baseline := os.Getenv("SHEPHERD_BASELINE_BIN")
-	if baseline != "" {
-		if st, err := os.Stat(baseline); err != nil || st.IsDir() {
-			b.Fatalf("SHEPHERD_BASELINE_BIN=%q: want a shepherd binary (%v)", baseline, err)
-		}
-	}
+	cfg := admissionConfigFromEnv(b)
 	// The binary, not serve in this process: shepherd then has its own
-	// runtime and RSS, as deployed, and compares like for like with a
+	// runtime, CPU and RSS, as deployed, and compares like for like with a
 	// baseline binary.
 	bin := filepath.Join(b.TempDir(), "shepherd")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/shepherd")
@@ -102,144 +139,176 @@ func BenchmarkAdmission(b *testing.B) {
 			LocalServingHost: "127.0.0.1",
 		},
 	})
-	a := newAdmissionBench(b, c, n, clients)
+	a := newAdmissionBench(b, c, cfg)
 	ctx := context.Background()
-	b.Logf("ADMISSION_N=%d ADMISSION_CLIENTS=%d, warm-up %d; load average at start: %s", n, clients, admissionWarmup, loadavg())
+	start := time.Now()
+	b.Logf("ADMISSION_N=%d ADMISSION_CLIENTS=%d ADMISSION_ROUNDS=%d ADMISSION_WARMUP=%d ADMISSION_STORED=%t kinds %v, modes %v; load average at start: %s",
+		cfg.n, cfg.clients, cfg.rounds, cfg.warmup, cfg.stored, a.kindNames(), cfg.modes, loadavg())
 
-	// none: envtest registered shepherd's webhooks at start; nothing serves
-	// them yet, so until both are gone every create fails.
-	a.removeWebhooks(ctx)
-	a.waitFor(ctx, "no webhook and no policy in effect", a.denyProbeAllowed)
-	a.measure(ctx, "none", nil)
-
-	// vap: every exported policy and binding, the probe rule's last.
-	vaps, bindings := a.exportedPolicies()
-	for _, p := range vaps {
-		a.create(ctx, p)
+	a.setUp(ctx, bin)
+	modes := a.modes(bin)
+	for round := range cfg.rounds {
+		order := slices.Clone(modes)
+		if round%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, m := range order {
+			a.enter(ctx, m)
+			a.measureMode(ctx, round, m)
+		}
 	}
-	for _, bd := range bindings {
-		a.create(ctx, bd)
-	}
-	a.waitFor(ctx, "the exported policies in effect", a.denyProbeDeniedByPolicy)
-	a.measure(ctx, "vap", nil)
-	for _, bd := range bindings {
-		a.delete(ctx, bd)
-	}
-	a.waitFor(ctx, "the exported policies out of effect", a.denyProbeAllowed)
-	for _, p := range vaps {
-		a.delete(ctx, p)
-	}
-
-	// webhook: shepherd serve of this tree, its configurations as
-	// deploy/webhook has them (pointed at it by envtest).
-	s := a.startServe(bin)
-	a.setWebhooks(ctx, a.shepherdAddr)
-	a.waitFor(ctx, "shepherd's webhooks in effect", a.shepherdAnswers)
-	a.measure(ctx, "webhook", s)
-
-	// empty-webhook: the same two configurations pointed at a server that
-	// allows everything.
-	empty := a.startEmptyWebhook()
-	a.setWebhooks(ctx, empty.addr)
-	a.waitFor(ctx, "the empty webhooks in effect", empty.answersBoth(a))
-	a.stopServe(s)
-	before := empty.calls()
-	a.measure(ctx, "empty-webhook", nil)
-	// Every create of the mode (warm-up, one client, many) reached both
-	// webhooks, once each.
-	if got, want := empty.calls().sub(before), admissionWarmup+2*n; got.mutate != want || got.validate != want {
-		b.Errorf("empty-webhook: %d mutate and %d validate calls for %d creates: want one of each per create", got.mutate, got.validate, want)
-	}
-
-	if baseline != "" {
-		s := a.startServe(baseline)
-		a.setWebhooks(ctx, a.shepherdAddr)
-		a.waitFor(ctx, "the baseline's webhooks in effect", a.shepherdAnswers)
-		empty.stop()
-		a.measure(ctx, "webhook-baseline", s)
-		a.stopServe(s)
-	} else {
-		empty.stop()
-	}
-	b.Logf("load average at end: %s (the machine is shared: compare modes within one run)", loadavg())
+	a.leave()
+	b.Logf("load average at end: %s; %s in all (the machine is shared: compare modes within one run)", loadavg(), time.Since(start).Round(time.Second))
 	a.report()
+}
+
+// admissionConfig is the benchmark's size, from the environment.
+type admissionConfig struct {
+	n, clients, rounds, warmup int
+	stored                     bool
+	kinds, modes               []string
+	baseline                   string
+}
+
+// The modes, in the order a round visits them: the ones with policies last
+// and next to each other, so that the policies go on and off once per two
+// rounds.
+const (
+	modeNone     = "none"
+	modeEmpty    = "empty-webhook"
+	modeWebhook  = "webhook"
+	modeBaseline = "webhook-baseline"
+	modeNative   = "native"
+	modeVAP      = "vap"
+)
+
+var admissionModeOrder = []string{modeNone, modeEmpty, modeWebhook, modeBaseline, modeNative, modeVAP}
+
+func admissionConfigFromEnv(b *testing.B) admissionConfig {
+	cfg := admissionConfig{
+		n:        envInt(b, "ADMISSION_N", 500),
+		clients:  envInt(b, "ADMISSION_CLIENTS", 32),
+		rounds:   envInt(b, "ADMISSION_ROUNDS", 3),
+		warmup:   envInt(b, "ADMISSION_WARMUP", 200),
+		stored:   true,
+		baseline: os.Getenv("SHEPHERD_BASELINE_BIN"),
+	}
+	if v := os.Getenv("ADMISSION_STORED"); v != "" {
+		s, err := strconv.ParseBool(v)
+		if err != nil {
+			b.Fatalf("ADMISSION_STORED=%q: want true or false", v)
+		}
+		cfg.stored = s
+	}
+	if cfg.baseline != "" {
+		if st, err := os.Stat(cfg.baseline); err != nil || st.IsDir() {
+			b.Fatalf("SHEPHERD_BASELINE_BIN=%q: want a shepherd binary (%v)", cfg.baseline, err)
+		}
+	}
+	for _, k := range admissionKinds {
+		cfg.kinds = append(cfg.kinds, k.name)
+	}
+	if v := os.Getenv("ADMISSION_KINDS"); v != "" {
+		cfg.kinds = nil
+		for _, name := range strings.Split(v, ",") {
+			i := slices.IndexFunc(admissionKinds, func(k struct{ name, file string }) bool {
+				return strings.EqualFold(k.name, strings.TrimSpace(name))
+			})
+			if i < 0 {
+				b.Fatalf("ADMISSION_KINDS=%q: %q is none of TrainJob, PodCliqueSet, JobSet", v, name)
+			}
+			if !slices.Contains(cfg.kinds, admissionKinds[i].name) {
+				cfg.kinds = append(cfg.kinds, admissionKinds[i].name)
+			}
+		}
+	}
+	want := map[string]bool{}
+	if v := os.Getenv("ADMISSION_MODES"); v != "" {
+		for _, m := range strings.Split(v, ",") {
+			m = strings.TrimSpace(m)
+			if !slices.Contains(admissionModeOrder, m) {
+				b.Fatalf("ADMISSION_MODES=%q: %q is none of %v", v, m, admissionModeOrder)
+			}
+			want[m] = true
+		}
+	}
+	for _, m := range admissionModeOrder {
+		switch {
+		case m == modeNone: // every overhead is over it
+		case m == modeBaseline && cfg.baseline == "":
+			continue
+		case len(want) > 0 && !want[m]:
+			continue
+		}
+		cfg.modes = append(cfg.modes, m)
+	}
+	return cfg
 }
 
 // admissionBench is the state of one BenchmarkAdmission run.
 type admissionBench struct {
-	b       *testing.B
-	c       *cluster.Cluster
-	ns      string
-	n       int
-	clients int
+	b   *testing.B
+	c   *cluster.Cluster
+	cfg admissionConfig
+	ns  string
 	// k is the measured client: no client-side rate limit, its warnings
 	// collected.
 	k        client.Client
 	warnings *cluster.Warnings
-	// pcs is the measured object; denyProbe breaks probeRule alone;
-	// mutateProbe leaves a default (restartPolicy) to the mutating webhook.
+	kinds    []*admissionKind
+	// pcs is the PodCliqueSet the probes are made of; denyProbe breaks
+	// probeRule alone; mutateProbe leaves probeDefault's restartPolicy
+	// unset.
 	pcs, denyProbe, mutateProbe *unstructured.Unstructured
 	names                       atomic.Int64
-	// The webhook configurations as envtest registered them from
-	// deploy/webhook, and the host:port they point at.
-	mutating     []*admissionregistrationv1.MutatingWebhookConfiguration
-	validating   []*admissionregistrationv1.ValidatingWebhookConfiguration
-	shepherdAddr string
-	apiserverPID int
-	results      []admissionResult
+	// webhookSet is deploy/webhook's configurations, nativeSet
+	// deploy/native's; policies deploy/native's admission policies.
+	webhookSet, nativeSet *webhookSet
+	policies              *policySet
+	empty                 *emptyWebhook
+	apiserverPID, etcdPID int
+	// The configuration in effect now, and the serve running (nil: none).
+	state admissionState
+	serve *serveProcess
+	cells map[admissionCellKey]*admissionCell
 }
 
-// admissionResult is one mode at one concurrency.
-type admissionResult struct {
-	mode          string
-	clients       int
-	requests      int
-	p50, p99      float64 // ms
-	rate          float64 // creates/s
-	apiserverCPU  float64 // ms of kube-apiserver CPU per create
-	shepherdCPU   float64 // ms of shepherd serve CPU per create; NaN without it
-	shepherdRSS   float64 // MiB at the end of the mode; NaN without it
-	shepherdPeak  float64 // MiB, VmHWM at the end of the mode; NaN without it
-	warnings      int
-	load          string
-	overhead      float64 // ms, p50 minus none's p50 at the same concurrency
-	overheadValid bool
+// admissionKind is one measured kind and its object.
+type admissionKind struct {
+	name string
+	file string
+	obj  *unstructured.Unstructured
 }
 
-func newAdmissionBench(b *testing.B, c *cluster.Cluster, n, clients int) *admissionBench {
-	a := &admissionBench{b: b, c: c, ns: c.Namespace(b), n: n, clients: clients, warnings: &cluster.Warnings{}}
-	cfg := rest.CopyConfig(c.Config)
+func newAdmissionBench(b *testing.B, c *cluster.Cluster, cfg admissionConfig) *admissionBench {
+	a := &admissionBench{b: b, c: c, cfg: cfg, ns: c.Namespace(b), warnings: &cluster.Warnings{}, cells: map[admissionCellKey]*admissionCell{}}
+	rc := rest.CopyConfig(c.Config)
 	// A negative QPS turns client-go's rate limiter off: the benchmark
 	// measures the apiserver, not the limiter.
-	cfg.QPS, cfg.Burst = -1, 0
-	cfg.WarningHandler = a.warnings
+	rc.QPS, rc.Burst = -1, 0
+	rc.WarningHandler = a.warnings
 	var err error
-	if a.k, err = client.New(cfg, client.Options{Scheme: c.Client.Scheme()}); err != nil {
+	if a.k, err = client.New(rc, client.Options{Scheme: c.Client.Scheme()}); err != nil {
 		b.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), admissionExample))
-	if err != nil {
-		b.Fatal(err)
+	for _, k := range admissionKinds {
+		obj := readAdmissionObject(b, k.file)
+		obj.SetNamespace(a.ns)
+		if k.name == "PodCliqueSet" {
+			a.pcs = obj
+		}
+		if slices.Contains(cfg.kinds, k.name) {
+			a.kinds = append(a.kinds, &admissionKind{name: k.name, file: k.file, obj: obj})
+		}
 	}
-	// Through JSON into unstructured, so numbers are int64 as the client
-	// would send them.
-	js, err := yaml.YAMLToJSON(raw)
-	if err != nil {
-		b.Fatalf("%s: %v", admissionExample, err)
-	}
-	a.pcs = &unstructured.Unstructured{}
-	if err := a.pcs.UnmarshalJSON(js); err != nil {
-		b.Fatalf("%s: %v", admissionExample, err)
-	}
-	a.pcs.SetNamespace(a.ns)
 	cliques, _, err := unstructured.NestedSlice(a.pcs.Object, "spec", "template", "cliques")
 	if err != nil || len(cliques) == 0 {
-		b.Fatalf("%s: spec.template.cliques: want a list of cliques (%v)", admissionExample, err)
+		b.Fatalf("PodCliqueSet: spec.template.cliques: want a list of cliques (%v)", err)
 	}
 	a.denyProbe = a.withClique0(func(clique map[string]any) {
 		replicas, ok, err := unstructured.NestedInt64(clique, "spec", "replicas")
 		if !ok || err != nil {
-			b.Fatalf("%s: spec.template.cliques[0].spec.replicas: want an integer (%v)", admissionExample, err)
+			b.Fatalf("PodCliqueSet: spec.template.cliques[0].spec.replicas: want an integer (%v)", err)
 		}
 		if err := unstructured.SetNestedField(clique, replicas+1, "spec", "minAvailable"); err != nil {
 			b.Fatal(err)
@@ -249,28 +318,48 @@ func newAdmissionBench(b *testing.B, c *cluster.Cluster, n, clients int) *admiss
 		unstructured.RemoveNestedField(clique, "spec", "podSpec", "restartPolicy")
 	})
 
-	wh := c.Env.WebhookInstallOptions
-	a.mutating, a.validating = wh.MutatingWebhooks, wh.ValidatingWebhooks
-	if len(a.mutating) == 0 || len(a.validating) == 0 {
-		b.Fatal("deploy/webhook: want a mutating and a validating webhook configuration")
+	pids, err := proc.Children("kube-apiserver", "etcd")
+	if err != nil || pids["kube-apiserver"] == 0 || pids["etcd"] == 0 {
+		b.Fatalf("finding the kube-apiserver and etcd processes: %v (found %v)", err, pids)
 	}
-	a.shepherdAddr = net.JoinHostPort(wh.LocalServingHost, fmt.Sprint(wh.LocalServingPort))
-	pids, err := proc.Children("kube-apiserver")
-	if err != nil || pids["kube-apiserver"] == 0 {
-		b.Fatalf("finding the kube-apiserver process: %v", err)
-	}
-	a.apiserverPID = pids["kube-apiserver"]
+	a.apiserverPID, a.etcdPID = pids["kube-apiserver"], pids["etcd"]
 	return a
 }
 
-// withClique0 is a copy of the measured object with its first clique
+func readAdmissionObject(b *testing.B, file string) *unstructured.Unstructured {
+	raw, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), file))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Through JSON into unstructured, so numbers are int64 as the client
+	// would send them.
+	js, err := yaml.YAMLToJSON(raw)
+	if err != nil {
+		b.Fatalf("%s: %v", file, err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(js); err != nil {
+		b.Fatalf("%s: %v", file, err)
+	}
+	return u
+}
+
+func (a *admissionBench) kindNames() []string {
+	var out []string
+	for _, k := range a.kinds {
+		out = append(out, k.name)
+	}
+	return out
+}
+
+// withClique0 is a copy of the probe PodCliqueSet with its first clique
 // changed by f.
 func (a *admissionBench) withClique0(f func(map[string]any)) *unstructured.Unstructured {
 	u := a.pcs.DeepCopy()
 	cliques, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "cliques")
 	clique, ok := cliques[0].(map[string]any)
 	if !ok {
-		a.b.Fatalf("%s: spec.template.cliques[0] is not an object", admissionExample)
+		a.b.Fatal("PodCliqueSet: spec.template.cliques[0] is not an object")
 	}
 	f(clique)
 	if err := unstructured.SetNestedSlice(u.Object, cliques, "spec", "template", "cliques"); err != nil {
@@ -279,16 +368,38 @@ func (a *admissionBench) withClique0(f func(map[string]any)) *unstructured.Unstr
 	return u
 }
 
-// dryRun creates a copy of u under a fresh name with dryRun=All and returns
-// what the apiserver answered.
-func (a *admissionBench) dryRun(ctx context.Context, u *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	obj := u.DeepCopy()
-	obj.SetName(fmt.Sprintf("pcs-%07d", a.names.Add(1)))
-	err := a.k.Create(ctx, obj, client.DryRunAll)
-	return obj, err
+// setUp reads the configurations and policies of the modes, learns the
+// UPDATE matchCondition serve keeps in its webhooks, creates the
+// TrainJob's runtime and starts the empty webhook. It leaves the cluster
+// in the webhook mode, with serve running.
+func (a *admissionBench) setUp(ctx context.Context, bin string) {
+	a.webhookSet, a.nativeSet, a.policies = a.readConfigurations()
+	// serve on the port envtest registered deploy/webhook's configurations
+	// for: its leader adds the UPDATE matchCondition to them, and every
+	// configuration the benchmark installs carries the same one.
+	port := a.c.Env.WebhookInstallOptions.LocalServingPort
+	s := a.startServe(modeWebhook, bin, port)
+	cond := a.updateMatchCondition(ctx)
+	a.webhookSet.addCondition(cond)
+	a.nativeSet.addCondition(cond)
+	a.serve = s
+	a.state = admissionState{hooks: a.webhookSet, server: s}
+
+	runtime := readAdmissionObject(a.b, admissionRuntime)
+	a.waitFor(ctx, "the TrainJob's ClusterTrainingRuntime created", func(ctx context.Context) error {
+		err := a.c.Client.Create(ctx, runtime.DeepCopy())
+		if apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		return err
+	})
+	a.empty = a.startEmptyWebhook()
 }
 
-func (a *admissionBench) exportedPolicies() ([]*admissionregistrationv1.ValidatingAdmissionPolicy, []*admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+// updateMatchCondition waits until serve's leader has put the UPDATE
+// matchCondition into every webhook of deploy/webhook's configurations and
+// returns it; nil when the rules want every UPDATE (no condition).
+func (a *admissionBench) updateMatchCondition(ctx context.Context) *admissionregistrationv1.MatchCondition {
 	schemas, err := celrules.PinnedSchemas()
 	if err != nil {
 		a.b.Fatal(err)
@@ -297,88 +408,209 @@ func (a *admissionBench) exportedPolicies() ([]*admissionregistrationv1.Validati
 	if err != nil {
 		a.b.Fatal(err)
 	}
-	vaps, bindings := chain.Engine().Export()
-	last := celrules.PolicyName(probeRule, celrules.SourceBuiltin)
-	i := slices.IndexFunc(vaps, func(p *admissionregistrationv1.ValidatingAdmissionPolicy) bool { return p.Name == last })
-	if i < 0 || len(bindings) != len(vaps) {
-		a.b.Fatalf("export: want a policy %s and one binding per policy (%d policies, %d bindings)", last, len(vaps), len(bindings))
+	if _, ok := chain.Engine().UpdateReads().UpdateMatchCondition(); !ok {
+		a.b.Log("the built-in rules read the whole object: serve keeps no UPDATE matchCondition")
+		return nil
 	}
-	vaps = append(slices.Delete(slices.Clone(vaps), i, i+1), vaps[i])
-	bindings = append(slices.Delete(slices.Clone(bindings), i, i+1), bindings[i])
-	a.b.Logf("vap: %d exported policies and bindings", len(vaps))
-	return vaps, bindings
+	var cond *admissionregistrationv1.MatchCondition
+	a.waitFor(ctx, "serve's UPDATE matchCondition in deploy/webhook's configurations", func(ctx context.Context) error {
+		var err error
+		cond, err = a.liveUpdateCondition(ctx, a.webhookSet)
+		return err
+	})
+	return cond
 }
 
-func (a *admissionBench) create(ctx context.Context, obj client.Object) {
-	if err := a.c.Client.Create(ctx, obj); err != nil {
-		a.b.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
-	}
+// admissionState is a configuration of the cluster: the policies on or
+// off, which webhook configurations are installed (nil: none) and the
+// server they point at.
+type admissionState struct {
+	policies bool
+	hooks    *webhookSet
+	server   admissionServer
 }
 
-func (a *admissionBench) delete(ctx context.Context, obj client.Object) {
-	if err := a.c.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
-		a.b.Fatalf("deleting %T %s: %v", obj, obj.GetName(), err)
-	}
+// admissionServer is what the webhook configurations can point at: the
+// empty webhook or a shepherd serve.
+type admissionServer interface {
+	name() string
+	addr() string
+	// shepherd reports whether it runs shepherd's chain (it denies the
+	// deny probe and defaults the mutate probe in the webhook mode).
+	shepherd() bool
+	// calls is how many requests each webhook has answered so far; false
+	// when it cannot say (a baseline build whose metrics are not served
+	// in plain HTTP).
+	calls() (webhookCalls, bool)
 }
 
-func (a *admissionBench) removeWebhooks(ctx context.Context) {
-	for _, m := range a.mutating {
-		a.delete(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: m.Name}})
-	}
-	for _, v := range a.validating {
-		a.delete(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: v.Name}})
-	}
+// admissionMode is one measured mode.
+type admissionMode struct {
+	name     string
+	policies bool
+	hooks    *webhookSet
+	// bin and args run a serve for the mode; empty uses the empty webhook
+	// (when hooks is set).
+	bin  string
+	args []string
 }
 
-// setWebhooks installs deploy/webhook's configurations as envtest rendered
-// them, every URL pointed at hostPort: created, or updated in place so no
-// request slips through with no webhook.
-func (a *admissionBench) setWebhooks(ctx context.Context, hostPort string) {
-	retarget := func(cc *admissionregistrationv1.WebhookClientConfig) {
-		if cc.URL == nil {
-			a.b.Fatalf("deploy/webhook: a webhook without a URL after envtest: %+v", cc)
+func (a *admissionBench) modes(bin string) []*admissionMode {
+	var out []*admissionMode
+	for _, name := range a.cfg.modes {
+		m := &admissionMode{name: name}
+		switch name {
+		case modeVAP:
+			m.policies = true
+		case modeEmpty:
+			m.hooks = a.webhookSet
+		case modeWebhook:
+			m.hooks, m.bin = a.webhookSet, bin
+		case modeBaseline:
+			m.hooks, m.bin = a.webhookSet, a.cfg.baseline
+		case modeNative:
+			m.policies, m.hooks, m.bin = true, a.nativeSet, bin
+			m.args = []string{"--admission-mode=native"}
 		}
-		u, err := url.Parse(*cc.URL)
-		if err != nil {
-			a.b.Fatal(err)
-		}
-		u.Host = hostPort
-		s := u.String()
-		cc.URL = &s
+		out = append(out, m)
 	}
-	for _, m := range a.mutating {
-		want := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: m.Name, Labels: m.Labels}}
-		want.Webhooks = slices.Clone(m.DeepCopy().Webhooks)
-		for i := range want.Webhooks {
-			retarget(&want.Webhooks[i].ClientConfig)
-		}
-		a.put(ctx, want, &admissionregistrationv1.MutatingWebhookConfiguration{})
-	}
-	for _, v := range a.validating {
-		want := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: v.Name, Labels: v.Labels}}
-		want.Webhooks = slices.Clone(v.DeepCopy().Webhooks)
-		for i := range want.Webhooks {
-			retarget(&want.Webhooks[i].ClientConfig)
-		}
-		a.put(ctx, want, &admissionregistrationv1.ValidatingWebhookConfiguration{})
-	}
+	return out
 }
 
-// put creates want, or replaces the live object of its name (read into
-// live) with it.
-func (a *admissionBench) put(ctx context.Context, want, live client.Object) {
-	err := a.c.Client.Get(ctx, client.ObjectKeyFromObject(want), live)
+// enter switches the cluster to m, waiting until each step is in effect:
+// the policies come off first (while the webhooks in place are the
+// previous mode's, which the probes tell apart), then the webhook
+// configurations change, then the policies go on. A mode with a serve gets
+// a new one, started before its configurations point at it; the previous
+// serve stops only once nothing is sent to it any more.
+func (a *admissionBench) enter(ctx context.Context, m *admissionMode) {
+	a.b.Helper()
+	var s *serveProcess
+	var target admissionServer
 	switch {
-	case apierrors.IsNotFound(err):
-		a.create(ctx, want)
-	case err != nil:
-		a.b.Fatal(err)
+	case m.bin != "":
+		s = a.startServe(m.name, m.bin, 0, m.args...)
+		target = s
+	case m.hooks != nil:
+		target = a.empty
+	}
+	running := []admissionServer{a.empty}
+	if a.serve != nil {
+		running = append(running, a.serve)
+	}
+	if s != nil {
+		running = append(running, s)
+	}
+	step := func(what string, next admissionState) {
+		a.waitFor(ctx, m.name+": "+what, func(ctx context.Context) error { return a.inEffect(ctx, next, running) })
+		a.state = next
+	}
+	st := a.state
+	if st.policies && !m.policies {
+		a.policies.remove(ctx, a)
+		st.policies = false
+		step("the policies out of effect", st)
+	}
+	if st.hooks != m.hooks || st.server != target {
+		if m.hooks == nil {
+			a.removeWebhooks(ctx)
+		} else {
+			a.putWebhooks(ctx, m.hooks, target.addr())
+		}
+		st.hooks, st.server = m.hooks, target
+		step("its webhook configurations in effect", st)
+	}
+	if !st.policies && m.policies {
+		a.policies.create(ctx, a)
+		st.policies = true
+		step("the policies in effect", st)
+	}
+	if a.serve != nil && a.serve != s {
+		a.stopServe(a.serve)
+	}
+	a.serve = s
+}
+
+// leave stops the last mode's serve.
+func (a *admissionBench) leave() {
+	if a.serve != nil {
+		a.stopServe(a.serve)
+		a.serve = nil
+	}
+}
+
+// inEffect holds when the cluster answers as st must: the deny probe
+// denied by the policy or by shepherd's validating webhook, or allowed;
+// the mutate probe defaulted by the policy or by shepherd's mutating
+// webhook, or not; and one create of each measured kind allowed, having
+// reached the webhooks of st's configurations at st's server the expected
+// number of times, and no other server at all.
+func (a *admissionBench) inEffect(ctx context.Context, st admissionState, running []admissionServer) error {
+	shepherdWebhooks := st.hooks == a.webhookSet && st.server != nil && st.server.shepherd()
+	_, err := a.create(ctx, a.denyProbe, true)
+	switch {
+	case st.policies:
+		want := fmt.Sprintf("ValidatingAdmissionPolicy '%s'", celrules.PolicyName(probeRule, celrules.SourceBuiltin))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			return fmt.Errorf("the deny probe (%s) answered %v, want a denial by %s", probeRule, err, want)
+		}
+	case shepherdWebhooks:
+		want := fmt.Sprintf("admission webhook %q denied the request", a.webhookSet.validating[0].Webhooks[0].Name)
+		if err == nil || !strings.Contains(err.Error(), want) {
+			return fmt.Errorf("the deny probe (%s) answered %v, want %q", probeRule, err, want)
+		}
 	default:
-		want.SetResourceVersion(live.GetResourceVersion())
-		if err := a.c.Client.Update(ctx, want); err != nil {
-			a.b.Fatalf("updating %T %s: %v", want, want.GetName(), err)
+		if err != nil {
+			return fmt.Errorf("the deny probe (%s) answered %v, want it allowed", probeRule, err)
 		}
 	}
+	got, err := a.create(ctx, a.mutateProbe, true)
+	if err != nil {
+		return fmt.Errorf("the mutate probe: %w", err)
+	}
+	cliques, _, _ := unstructured.NestedSlice(got.Object, "spec", "template", "cliques")
+	var policy string
+	if len(cliques) > 0 {
+		if clique, ok := cliques[0].(map[string]any); ok {
+			policy, _, _ = unstructured.NestedString(clique, "spec", "podSpec", "restartPolicy")
+		}
+	}
+	if wantDefault := st.policies || shepherdWebhooks; wantDefault != (policy == "Never") {
+		return fmt.Errorf("the mutate probe came back with restartPolicy %q; want %s's default Never: %t", policy, probeDefault, wantDefault)
+	}
+	for _, k := range a.kinds {
+		before := a.allCalls(running)
+		if _, err := a.create(ctx, k.obj, true); err != nil {
+			return fmt.Errorf("a dry-run create of the %s: %w", k.name, err)
+		}
+		after := a.allCalls(running)
+		for i, s := range running {
+			if !before[i].ok || !after[i].ok {
+				continue
+			}
+			var want webhookCalls
+			if st.hooks != nil && s == st.server {
+				want = st.hooks.perCreate[k.name]
+			}
+			if got := after[i].calls.sub(before[i].calls); got != want {
+				return fmt.Errorf("a create of the %s reached %s's webhooks %+v times, want %+v", k.name, s.name(), got, want)
+			}
+		}
+	}
+	return nil
+}
+
+type countedCalls struct {
+	calls webhookCalls
+	ok    bool
+}
+
+func (a *admissionBench) allCalls(servers []admissionServer) []countedCalls {
+	out := make([]countedCalls, len(servers))
+	for i, s := range servers {
+		out[i].calls, out[i].ok = s.calls()
+	}
+	return out
 }
 
 // waitFor polls cond until it holds, failing the benchmark with cond's last
@@ -391,85 +623,160 @@ func (a *admissionBench) waitFor(ctx context.Context, what string, cond func(con
 		return last == nil, nil
 	})
 	if err != nil {
-		a.b.Fatalf("waiting for %s: %v (last: %v)", what, err, last)
+		msg := fmt.Sprintf("waiting for %s: %v (last: %v)", what, err, last)
+		if a.serve != nil {
+			log, _ := os.ReadFile(a.serve.log)
+			msg += "\nshepherd serve's log:\n" + string(log)
+		}
+		a.b.Fatal(msg)
 	}
 	a.warnings.Take()
 }
 
-func (a *admissionBench) denyProbeAllowed(ctx context.Context) error {
-	_, err := a.dryRun(ctx, a.denyProbe)
-	return err
+// create creates a copy of u under a fresh name, a dry run or stored, and
+// returns what the apiserver answered.
+func (a *admissionBench) create(ctx context.Context, u *unstructured.Unstructured, dryRun bool) (*unstructured.Unstructured, error) {
+	obj := u.DeepCopy()
+	obj.SetName(fmt.Sprintf("bench-%07d", a.names.Add(1)))
+	var opts []client.CreateOption
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	err := a.k.Create(ctx, obj, opts...)
+	return obj, err
 }
 
-func (a *admissionBench) denyProbeDeniedByPolicy(ctx context.Context) error {
-	_, err := a.dryRun(ctx, a.denyProbe)
-	want := fmt.Sprintf("ValidatingAdmissionPolicy '%s'", celrules.PolicyName(probeRule, celrules.SourceBuiltin))
-	if err == nil || !strings.Contains(err.Error(), want) {
-		return fmt.Errorf("the deny probe (%s) answered %v, want a denial by %s", probeRule, err, want)
-	}
-	return nil
-}
-
-// shepherdAnswers holds when shepherd's validating webhook denies the deny
-// probe and its mutating webhook defaults the mutate probe.
-func (a *admissionBench) shepherdAnswers(ctx context.Context) error {
-	_, err := a.dryRun(ctx, a.denyProbe)
-	want := fmt.Sprintf("admission webhook %q denied the request", a.validating[0].Webhooks[0].Name)
-	if err == nil || !strings.Contains(err.Error(), want) {
-		return fmt.Errorf("the deny probe (%s) answered %v, want %q", probeRule, err, want)
-	}
-	got, err := a.dryRun(ctx, a.mutateProbe)
-	if err != nil {
-		return fmt.Errorf("the mutate probe: %w", err)
-	}
-	cliques, _, _ := unstructured.NestedSlice(got.Object, "spec", "template", "cliques")
-	var policy string
-	if len(cliques) > 0 {
-		if clique, ok := cliques[0].(map[string]any); ok {
-			policy, _, _ = unstructured.NestedString(clique, "spec", "podSpec", "restartPolicy")
-		}
-	}
-	if policy != "Never" {
-		return fmt.Errorf("the mutate probe came back with restartPolicy %q, want shepherd's default Never", policy)
-	}
-	return nil
-}
-
-// measure warms mode up, then sends n creates from one client and n from
-// a.clients, and records both; s is the shepherd serve the mode runs, if
-// any.
-func (a *admissionBench) measure(ctx context.Context, mode string, s *serveProcess) {
+// measureMode measures every cell of mode m in this round.
+func (a *admissionBench) measureMode(ctx context.Context, round int, m *admissionMode) {
 	a.b.Helper()
-	a.b.Logf("%s: warming up", mode)
-	a.run(ctx, mode+" warm-up", admissionWarmup, a.clients)
-	a.warnings.Take()
-	for _, cl := range []int{1, a.clients} {
-		load := loadavg()
-		api0 := a.cpu(a.apiserverPID)
-		sh0 := math.NaN()
-		if s != nil {
-			sh0 = a.cpu(s.cmd.Process.Pid)
-		}
-		lat, wall := a.run(ctx, mode, a.n, cl)
-		r := admissionResult{
-			mode: mode, clients: cl, requests: a.n,
-			p50: quantile(lat, 0.5), p99: quantile(lat, 0.99),
-			rate:         float64(a.n) / wall.Seconds(),
-			apiserverCPU: (a.cpu(a.apiserverPID) - api0) / float64(a.n),
-			shepherdCPU:  math.NaN(), shepherdRSS: math.NaN(), shepherdPeak: math.NaN(),
-			warnings: len(a.warnings.Take()),
-			load:     load,
-		}
-		if s != nil {
-			r.shepherdCPU = (a.cpu(s.cmd.Process.Pid) - sh0) / float64(a.n)
-			var err error
-			if r.shepherdRSS, r.shepherdPeak, err = proc.Memory(s.cmd.Process.Pid); err != nil {
-				a.b.Fatalf("reading shepherd serve's memory: %v", err)
+	rvs := a.webhookVersions(ctx)
+	var line []string
+	for _, k := range a.kinds {
+		a.run(ctx, m.name+" "+k.name+" warm-up", k, true, a.cfg.warmup, a.cfg.clients)
+		for _, dryRun := range a.dryRuns() {
+			for _, cl := range a.concurrencies() {
+				p50 := a.measureCell(ctx, round, m, k, dryRun, cl)
+				line = append(line, fmt.Sprintf("%s %s c%d %.2f ms", k.name, admissionOp(dryRun), cl, p50))
 			}
 		}
-		a.results = append(a.results, r)
-		a.b.Logf("%s, %d client(s): p50 %.2f ms, p99 %.2f ms, %.0f creates/s", mode, cl, r.p50, r.p99, r.rate)
 	}
+	// Nothing may rewrite the configurations while a mode is measured
+	// (serve's leader writes its matchCondition only when the rules
+	// change).
+	if got := a.webhookVersions(ctx); got != rvs {
+		a.b.Errorf("%s, round %d: the webhook configurations changed during the measurement (resourceVersions %s, then %s)", m.name, round+1, rvs, got)
+	}
+	a.b.Logf("round %d, %s: p50 %s", round+1, m.name, strings.Join(line, ", "))
+}
+
+// dryRuns are the operations measured, as create's dryRun: dry runs, then
+// stored creates.
+func (a *admissionBench) dryRuns() []bool {
+	if a.cfg.stored {
+		return []bool{true, false}
+	}
+	return []bool{true}
+}
+
+func (a *admissionBench) concurrencies() []int {
+	if a.cfg.clients == 1 {
+		return []int{1}
+	}
+	return []int{1, a.cfg.clients}
+}
+
+// measureCell sends N creates of k from clients clients, records them in
+// the cell and returns their median (ms).
+func (a *admissionBench) measureCell(ctx context.Context, round int, m *admissionMode, k *admissionKind, dryRun bool, clients int) float64 {
+	a.b.Helper()
+	a.warnings.Take()
+	api0, etcd0 := a.cpu(a.apiserverPID), a.cpu(a.etcdPID)
+	sh0 := math.NaN()
+	if a.serve != nil {
+		sh0 = a.cpu(a.serve.pid())
+	}
+	var server admissionServer
+	if a.state.hooks != nil {
+		server = a.state.server
+	}
+	var calls0 webhookCalls
+	counted := false
+	if server != nil {
+		calls0, counted = server.calls()
+	}
+	what := fmt.Sprintf("%s %s %s, %d client(s)", m.name, k.name, admissionOp(dryRun), clients)
+	lat, wall := a.run(ctx, what, k, dryRun, a.cfg.n, clients)
+
+	key := admissionCellKey{mode: m.name, kind: k.name, stored: !dryRun, clients: clients}
+	c := a.cells[key]
+	if c == nil {
+		c = &admissionCell{shepherdRSS: math.NaN(), shepherdPeak: math.NaN()}
+		a.cells[key] = c
+	}
+	c.lats = append(c.lats, lat...)
+	c.wall += wall
+	c.creates += len(lat)
+	c.roundP50 = append(c.roundP50, quantile(lat, 0.5))
+	c.apiserverCPU += a.cpu(a.apiserverPID) - api0
+	c.etcdCPU += a.cpu(a.etcdPID) - etcd0
+	c.warnings += len(a.warnings.Take())
+	if a.serve != nil {
+		c.hasShepherd = true
+		c.shepherdCPU += a.cpu(a.serve.pid()) - sh0
+		rss, peak, err := proc.Memory(a.serve.pid())
+		if err != nil {
+			a.b.Fatalf("reading shepherd serve's memory: %v", err)
+		}
+		c.shepherdRSS, c.shepherdPeak = rss, max(peak, admissionNaNToZero(c.shepherdPeak))
+	}
+	if counted {
+		if calls1, ok := server.calls(); ok {
+			got, want := calls1.sub(calls0), a.state.hooks.perCreate[k.name].times(a.cfg.n)
+			if got != want {
+				a.b.Errorf("%s: %s's webhooks answered %+v calls for %d creates, want %+v", what, server.name(), got, a.cfg.n, want)
+			}
+		}
+	}
+	if !dryRun {
+		a.deleteAll(ctx, k)
+	}
+	return quantile(lat, 0.5)
+}
+
+func admissionNaNToZero(v float64) float64 {
+	if math.IsNaN(v) {
+		return 0
+	}
+	return v
+}
+
+func admissionOp(dryRun bool) string {
+	if dryRun {
+		return "dry-run"
+	}
+	return "stored"
+}
+
+// deleteAll deletes every object of k's kind in the namespace (only the
+// benchmark's stored creates live there) and waits until they are gone.
+func (a *admissionBench) deleteAll(ctx context.Context, k *admissionKind) {
+	a.b.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(k.obj.GroupVersionKind())
+	if err := a.c.Client.DeleteAllOf(ctx, u, client.InNamespace(a.ns)); err != nil {
+		a.b.Fatalf("deleting the stored %ss: %v", k.name, err)
+	}
+	a.waitFor(ctx, "the stored "+k.name+"s deleted", func(ctx context.Context) error {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(k.obj.GroupVersionKind().GroupVersion().WithKind(k.obj.GetKind() + "List"))
+		if err := a.c.Client.List(ctx, list, client.InNamespace(a.ns)); err != nil {
+			return err
+		}
+		if n := len(list.Items); n > 0 {
+			return fmt.Errorf("%d left", n)
+		}
+		return nil
+	})
 }
 
 // cpu is a process's CPU time so far, in ms.
@@ -481,10 +788,10 @@ func (a *admissionBench) cpu(pid int) float64 {
 	return float64(d) / float64(time.Millisecond)
 }
 
-// run sends total dry-run creates of the measured object from clients
-// goroutines and returns their sorted latencies in ms and the wall time.
-// Any create that is not allowed fails the benchmark.
-func (a *admissionBench) run(ctx context.Context, what string, total, clients int) ([]float64, time.Duration) {
+// run sends total creates of k from clients goroutines, dry runs or
+// stored, and returns their sorted latencies in ms and the wall time. Any
+// create that is not allowed fails the benchmark.
+func (a *admissionBench) run(ctx context.Context, what string, k *admissionKind, dryRun bool, total, clients int) ([]float64, time.Duration) {
 	var (
 		next   atomic.Int64
 		failed atomic.Int64
@@ -499,7 +806,7 @@ func (a *admissionBench) run(ctx context.Context, what string, total, clients in
 			mine := make([]float64, 0, total/clients+1)
 			for next.Add(1) <= int64(total) {
 				t0 := time.Now()
-				_, err := a.dryRun(ctx, a.pcs)
+				_, err := a.create(ctx, k.obj, dryRun)
 				d := time.Since(t0)
 				if err != nil {
 					failed.Add(1)
@@ -514,234 +821,9 @@ func (a *admissionBench) run(ctx context.Context, what string, total, clients in
 	wg.Wait()
 	wall := time.Since(start)
 	if f := failed.Load(); f > 0 {
-		a.b.Fatalf("%s: %d of %d creates of %s not allowed; the first: %v", what, f, total, admissionExample, ferr)
+		a.b.Fatalf("%s: %d of %d creates of %s not allowed; the first: %v", what, f, total, k.file, ferr)
 	}
 	all := slices.Concat(lats...)
 	slices.Sort(all)
 	return all, wall
-}
-
-// report prints the table and reports every figure with b.ReportMetric.
-func (a *admissionBench) report() {
-	none := map[int]float64{}
-	for _, r := range a.results {
-		if r.mode == "none" {
-			none[r.clients] = r.p50
-		}
-	}
-	var sb strings.Builder
-	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tclients\tcreates\tp50 ms\tp99 ms\tcreates/s\toverhead ms\tapiserver CPU ms/create\tshepherd CPU ms/create\tshepherd RSS MiB (peak)\twarnings\tload avg\t")
-	for i := range a.results {
-		r := &a.results[i]
-		if base, ok := none[r.clients]; ok {
-			r.overhead, r.overheadValid = r.p50-base, true
-		}
-		shCPU, shRSS := "-", "-"
-		if !math.IsNaN(r.shepherdCPU) {
-			shCPU = fmt.Sprintf("%.3f", r.shepherdCPU)
-			shRSS = fmt.Sprintf("%.0f (%.0f)", r.shepherdRSS, r.shepherdPeak)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.2f\t%.2f\t%.0f\t%+.2f\t%.3f\t%s\t%s\t%d\t%s\t\n",
-			r.mode, r.clients, r.requests, r.p50, r.p99, r.rate, r.overhead, r.apiserverCPU, shCPU, shRSS, r.warnings, r.load)
-
-		key := fmt.Sprintf("%s-c%d-", r.mode, r.clients)
-		a.b.ReportMetric(r.p50, key+"p50-ms")
-		a.b.ReportMetric(r.p99, key+"p99-ms")
-		a.b.ReportMetric(r.rate, key+"creates/s")
-		a.b.ReportMetric(r.overhead, key+"overhead-ms")
-		a.b.ReportMetric(r.apiserverCPU, key+"apiserver-cpu-ms/create")
-		if !math.IsNaN(r.shepherdCPU) {
-			a.b.ReportMetric(r.shepherdCPU, key+"shepherd-cpu-ms/create")
-			a.b.ReportMetric(r.shepherdRSS, key+"shepherd-rss-MiB")
-			a.b.ReportMetric(r.shepherdPeak, key+"shepherd-peak-rss-MiB")
-		}
-	}
-	_ = tw.Flush()
-	fmt.Printf("\nBenchmarkAdmission: dry-run creates of %s through kube-apiserver %s (overhead = p50 - none's p50 at the same concurrency; load avg = 1/5/15 min at the start of the row)\n%s\n",
-		admissionExample, cluster.K8sVersion, sb.String())
-}
-
-// serveProcess is a `shepherd serve` binary running against the cluster.
-type serveProcess struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan error
-}
-
-// flagsKnownTo drops the flags bin's `serve --help` does not list: the
-// baseline may be an older build than the harness's ServeArgs.
-func (a *admissionBench) flagsKnownTo(bin string, args []string) []string {
-	a.b.Helper()
-	help, err := exec.Command(bin, "serve", "--help").CombinedOutput()
-	if err != nil {
-		a.b.Fatalf("%s serve --help: %v\n%s", bin, err, help)
-	}
-	out := args[:0:0]
-	for _, arg := range args {
-		name, _, _ := strings.Cut(arg, "=")
-		if strings.HasPrefix(name, "--") && !strings.Contains(string(help), name+" ") {
-			a.b.Logf("%s does not know %s: left out", bin, name)
-			continue
-		}
-		out = append(out, arg)
-	}
-	return out
-}
-
-// startServe runs bin as `shepherd serve` on the port envtest registered the
-// webhooks for, with its certificate, and waits until /readyz answers 200.
-// Leader election and the reconcilers are off: only admission is measured.
-func (a *admissionBench) startServe(bin string) *serveProcess {
-	a.b.Helper()
-	dir := a.b.TempDir()
-	health := cluster.FreeAddr()
-	args, err := a.c.ServeArgs(dir, health, cluster.FreeAddr(), "--leader-elect=false", "--disable-reconcilers")
-	if err != nil {
-		a.b.Fatal(err)
-	}
-	args = a.flagsKnownTo(bin, args)
-	s := &serveProcess{cmd: exec.Command(bin, args...), log: filepath.Join(dir, "shepherd.log"), done: make(chan error, 1)}
-	logf, err := os.Create(s.log)
-	if err != nil {
-		a.b.Fatal(err)
-	}
-	defer logf.Close()
-	s.cmd.Stdout, s.cmd.Stderr = logf, logf
-	if err := s.cmd.Start(); err != nil {
-		a.b.Fatalf("starting %s serve: %v", bin, err)
-	}
-	go func() { s.done <- s.cmd.Wait() }()
-	a.b.Cleanup(func() { _ = a.stopProcess(s) })
-	ready := func(context.Context) error {
-		select {
-		case err := <-s.done:
-			s.done <- err
-			return fmt.Errorf("%s serve exited: %v", bin, err)
-		default:
-		}
-		resp, err := http.Get("http://" + health + "/readyz") //nolint:gosec // local test URL
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz: %s", resp.Status)
-		}
-		return nil
-	}
-	var last error
-	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, settle, true, func(ctx context.Context) (bool, error) {
-		last = ready(ctx)
-		return last == nil, nil
-	}); err != nil {
-		log, _ := os.ReadFile(s.log)
-		a.b.Fatalf("%s serve was not ready: %v (last: %v)\n%s", bin, err, last, log)
-	}
-	return s
-}
-
-func (a *admissionBench) stopServe(s *serveProcess) {
-	if err := a.stopProcess(s); err != nil {
-		log, _ := os.ReadFile(s.log)
-		a.b.Errorf("stopping shepherd serve: %v\n%s", err, log)
-	}
-}
-
-// stopProcess interrupts s and waits for it to exit (killing it after a
-// minute); stopping an exited process is a no-op.
-func (a *admissionBench) stopProcess(s *serveProcess) error {
-	select {
-	case err := <-s.done:
-		s.done <- err
-		return nil
-	default:
-	}
-	_ = s.cmd.Process.Signal(os.Interrupt)
-	select {
-	case err := <-s.done:
-		s.done <- err
-		var exit *exec.ExitError
-		if errors.As(err, &exit) && !exit.Exited() {
-			return nil // ended by the signal
-		}
-		return err
-	case <-time.After(time.Minute):
-		_ = s.cmd.Process.Kill()
-		return fmt.Errorf("shepherd serve did not exit within a minute of SIGINT; killed")
-	}
-}
-
-// emptyWebhook is a TLS admission webhook server that allows every request
-// unchanged, on envtest's serving certificate: the cost of a webhook call
-// with no work behind it. Like shepherd it speaks HTTP/1.1 only.
-type emptyWebhook struct {
-	addr             string
-	srv              *http.Server
-	mutate, validate atomic.Int64
-}
-
-type webhookCalls struct{ mutate, validate int }
-
-func (c webhookCalls) sub(o webhookCalls) webhookCalls {
-	return webhookCalls{c.mutate - o.mutate, c.validate - o.validate}
-}
-
-func (e *emptyWebhook) calls() webhookCalls {
-	return webhookCalls{int(e.mutate.Load()), int(e.validate.Load())}
-}
-
-func (a *admissionBench) startEmptyWebhook() *emptyWebhook {
-	dir := a.c.Env.WebhookInstallOptions.LocalServingCertDir
-	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
-	if err != nil {
-		a.b.Fatalf("envtest's serving certificate: %v", err)
-	}
-	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
-		Certificates: []tls.Certificate{cert},
-		NextProtos:   []string{"http/1.1"},
-		MinVersion:   tls.VersionTLS12,
-	})
-	if err != nil {
-		a.b.Fatal(err)
-	}
-	e := &emptyWebhook{addr: l.Addr().String()}
-	e.srv = &http.Server{Handler: http.HandlerFunc(e.serveHTTP), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = e.srv.Serve(l) }()
-	a.b.Cleanup(e.stop)
-	return e
-}
-
-func (e *emptyWebhook) stop() { _ = e.srv.Close() }
-
-func (e *emptyWebhook) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	var review admissionv1.AdmissionReview
-	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-		http.Error(w, fmt.Sprintf("want an AdmissionReview with a request: %v", err), http.StatusBadRequest)
-		return
-	}
-	switch path.Base(r.URL.Path) {
-	case "mutate":
-		e.mutate.Add(1)
-	case "validate":
-		e.validate.Add(1)
-	}
-	review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-	review.Request = nil
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(&review)
-}
-
-// answersBoth holds when one create reaches both of e's webhooks.
-func (e *emptyWebhook) answersBoth(a *admissionBench) func(context.Context) error {
-	return func(ctx context.Context) error {
-		before := e.calls()
-		if _, err := a.dryRun(ctx, a.pcs); err != nil {
-			return err
-		}
-		if got := e.calls().sub(before); got.mutate != 1 || got.validate != 1 {
-			return fmt.Errorf("one create reached the empty webhook's /mutate %d and /validate %d times, want once each", got.mutate, got.validate)
-		}
-		return nil
-	}
 }

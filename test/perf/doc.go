@@ -9,12 +9,10 @@
 // figures with b.ReportMetric.
 //
 // BenchmarkAdmission (`make bench-admission`) is the end-to-end cost of
-// admission: dry-run creates of a PodCliqueSet through the apiserver with
-// no policy, with shepherd's exported ValidatingAdmissionPolicies, with
-// `shepherd serve` (built from this tree) behind its webhook configurations,
-// and with an empty webhook registered the same way, one after the other on
-// one control plane, and prints a table of latency, throughput and overhead
-// over no policy. ADMISSION_N (default 2000) and ADMISSION_CLIENTS (default
-// 32) size it; SHEPHERD_BASELINE_BIN=path/to/old/shepherd adds the same
-// webhook run with another build, to compare two builds in one run.
+// admission per mode — none, deploy/native's VAPs and MAPs alone, an empty
+// webhook registered like shepherd's, `shepherd serve` in webhook mode and
+// in native mode — interleaved in ADMISSION_ROUNDS rounds, for TrainJobs,
+// PodCliqueSets and JobSets, dry-run and stored creates, from one client
+// and from ADMISSION_CLIENTS; see its doc comment for the other knobs.
+// BenchmarkAudit (`make bench-audit`) is the background audit at scale.
 package perf
