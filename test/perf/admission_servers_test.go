@@ -445,6 +445,9 @@ func (a *admissionBench) startServe(mode, bin string, port int, extra ...string)
 	}
 	host := a.c.Env.WebhookInstallOptions.LocalServingHost
 	health, metrics := cluster.FreeAddr(), cluster.FreeAddr()
+	// ADMISSION_SERVE_ARGS adds flags to every serve, for diagnosis: e.g.
+	// --pprof-bind-address=127.0.0.1:6060 to take a CPU profile mid-run.
+	extra = append(extra, strings.Fields(os.Getenv("ADMISSION_SERVE_ARGS"))...)
 	args, err := a.c.ServeArgs(dir, health, metrics, append([]string{
 		"--leader-elect=false", "--disable-reconcilers", "--audit-interval=0", "--metrics-secure=false",
 		"--webhook-port=" + strconv.Itoa(port),
