@@ -56,6 +56,8 @@ var eventSeries = map[string]string{
 	"shepherd_workloads_created_total":      "first Workload created",
 	"shepherd_admission_panics_total":       "first recovered panic",
 	"shepherd_builtin_rule_inactive":        "first built-in rule switched off by the cluster's schemas",
+	"shepherd_audit_violations":             "first stored object the background audit finds violating a rule",
+	"shepherd_audit_sink_requests_total":    "first audit EventList posted to the sink (native mode)",
 }
 
 // TestPanelsAndAlertsUseExportedMetrics drives admission (one JobSet
