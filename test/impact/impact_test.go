@@ -1,6 +1,8 @@
-// Package impact tests `shepherd audit --policy` against a real
-// kube-apiserver with the upstream CRDs: the dry run of a policy that is
-// not applied yet, over the objects the cluster already stores.
+// Package impact tests the commands that read a cluster through a
+// kubeconfig, against a real kube-apiserver with the upstream CRDs: `shepherd
+// audit --policy` (the dry run of a policy that is not applied yet, over the
+// objects the cluster already stores) and `shepherd export --kubeconfig`
+// (policies type-checked against the CRDs the cluster serves).
 package impact
 
 import (
@@ -9,10 +11,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/shepherd-k8s/shepherd/cmd/shepherd/app"
@@ -143,5 +147,57 @@ spec:
 		if !bytes.Contains(errOut.Bytes(), []byte(want)) {
 			t.Errorf("stderr lacks %q:\n%s", want, errOut.String())
 		}
+	}
+}
+
+// TestExportTypeChecksAgainstTheCluster: `shepherd export --kubeconfig`
+// type-checks against the CRDs the cluster serves, so what it writes is
+// what the apiserver there accepts, and a policy on a field the served
+// schema lacks is refused, naming the cluster.
+func TestExportTypeChecksAgainstTheCluster(t *testing.T) {
+	dir := t.TempDir()
+	kubeconfig := writeFile(t, dir, "kubeconfig", string(env.Env.KubeConfig))
+	for _, sub := range []string{"vap", "map"} {
+		var out, errOut bytes.Buffer
+		if code := app.Main([]string{"export", sub, "--kubeconfig", kubeconfig}, &out, &errOut); code != 0 {
+			t.Fatalf("export %s: exit %d\n%s", sub, code, errOut.String())
+		}
+		// Every policy it writes, the apiserver accepts (server-side dry
+		// run: it type-checks them against what it serves too).
+		n := 0
+		for _, doc := range strings.Split(out.String(), "\n---\n") {
+			u := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil || len(u.Object) == 0 {
+				continue
+			}
+			if err := env.Client.Create(context.Background(), u, client.DryRunAll); err != nil {
+				t.Errorf("export %s wrote %s %s, which the apiserver refuses: %v", sub, u.GetKind(), u.GetName(), err)
+			}
+			n++
+		}
+		if n < 10 {
+			t.Errorf("export %s wrote %d objects", sub, n)
+		}
+	}
+	broken := writeFile(t, dir, "broken.yaml", `apiVersion: shepherd.dev/v1alpha1
+kind: WorkloadPolicy
+metadata: {name: broken}
+spec:
+  match:
+    resources:
+    - apiGroups: [trainer.kubeflow.org]
+      kinds: [TrainJob]
+  validations:
+  - expression: "object.spec.noSuchField > 1"
+`)
+	var out, errOut bytes.Buffer
+	if code := app.Main([]string{"export", "vap", "--kubeconfig", kubeconfig, "--policy", broken}, &out, &errOut); code != 2 {
+		t.Fatalf("export of a policy on a field the cluster lacks: exit %d, want 2\n%s", code, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), `"broken" does not compile`) {
+		t.Errorf("stderr: %s", errOut.String())
+	}
+	if code := app.Main([]string{"export", "vap", "--kubeconfig", kubeconfig, "--crd", dir}, &out, &errOut); code != 2 {
+		t.Errorf("--kubeconfig with --crd: exit %d, want 2", code)
 	}
 }

@@ -13,20 +13,16 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	"github.com/shepherd-k8s/shepherd/api/install"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
-	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
 )
@@ -280,43 +276,11 @@ func policyKinds(s *celrules.Schemas, p *shepherdv1alpha1.WorkloadPolicy) map[sc
 // admits and the namespaces, and whether it serves the Workload API. Lists
 // are paged; nothing is watched.
 func readCluster(ctx context.Context, o *auditOptions) (objs []*unstructured.Unstructured, schemas *celrules.Schemas, source string, workloadAPI bool, err error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if o.kubeconfig != "" {
-		rules.ExplicitPath = o.kubeconfig
-	}
-	restCfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	c, restCfg, err := clusterClient(o.kubeconfig, o.timeout)
 	if err != nil {
 		return nil, nil, "", false, &ExitError{Code: 2, Err: fmt.Errorf("audit --policy reads the cluster of a kubeconfig (--kubeconfig, $KUBECONFIG or ~/.kube/config), or the manifests of -f: %w", err)}
 	}
-	restCfg.Timeout = o.timeout
-	scheme := install.NewScheme()
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		return nil, nil, "", false, err
-	}
-	c, err := client.New(restCfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, nil, "", false, fmt.Errorf("connecting to %s: %w", restCfg.Host, err)
-	}
-
-	var crdList apiextensionsv1.CustomResourceDefinitionList
-	if err := c.List(ctx, &crdList); err != nil {
-		return nil, nil, "", false, fmt.Errorf("reading the CRDs of %s (the rules are type-checked against them; needs list on customresourcedefinitions): %w", restCfg.Host, err)
-	}
-	var crds []*apiextensionsv1.CustomResourceDefinition
-	storage := map[schema.GroupKind]string{}
-	for i := range crdList.Items {
-		crd := &crdList.Items[i]
-		if _, ok := integrations.Of(crd.Spec.Group); !ok || !integrations.Established(crd) {
-			continue
-		}
-		crds = append(crds, crd)
-		for _, v := range crd.Spec.Versions {
-			if v.Storage && v.Served {
-				storage[schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}] = v.Name
-			}
-		}
-	}
-	schemas, err = celrules.NewSchemas(crds, "the CRDs "+restCfg.Host+" serves")
+	schemas, storage, err := servedSchemas(ctx, c, restCfg.Host)
 	if err != nil {
 		return nil, nil, "", false, err
 	}

@@ -48,6 +48,7 @@ func newExportCommand() *cobra.Command {
 	cmd.PersistentFlags().StringArrayVar(&o.policies, "policy", nil, "file or directory of WorkloadPolicies to export with the built-in rules (repeatable)")
 	cmd.PersistentFlags().StringSliceVar(&o.rules.disabled, "disable-rule", nil, "rule IDs to leave out (repeatable or comma-separated)")
 	cmd.PersistentFlags().StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage)
+	cmd.PersistentFlags().StringVar(&o.rules.kubeconfig, "kubeconfig", "", "kubeconfig of the target cluster: type-check against the Trainer, JobSet and Grove CRDs it serves (instead of --crd; needs list on customresourcedefinitions)")
 	cmd.PersistentFlags().StringVar(&o.namespace, "namespace", api.DefaultNamespace, "shepherd's namespace: exported bindings leave it and kube-system out, as shepherd's webhooks do")
 
 	vap := &cobra.Command{

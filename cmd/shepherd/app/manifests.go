@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -357,6 +359,9 @@ func readPoliciesFrom(paths []string, stdin io.Reader) ([]*shepherdv1alpha1.Work
 type ruleConfigFlags struct {
 	disabled []string
 	crds     []string
+	// kubeconfig (export only): type-check against the CRDs the cluster
+	// of this kubeconfig serves instead.
+	kubeconfig string
 }
 
 // crdFlagUsage is --crd's help, shared by check and export.
@@ -367,6 +372,17 @@ const crdFlagUsage = "CRD file or directory of the target cluster to type-check 
 func (f *ruleConfigFlags) config() (celrules.Config, error) {
 	cfg := celrules.Config{DisabledRules: f.disabled}
 	var err error
+	if f.kubeconfig != "" {
+		if len(f.crds) > 0 {
+			return cfg, usageError("give --crd or --kubeconfig, not both: both name the schemas to type-check against")
+		}
+		c, restCfg, err := clusterClient(f.kubeconfig, 30*time.Second)
+		if err != nil {
+			return cfg, &ExitError{Code: 2, Err: fmt.Errorf("--kubeconfig %s: %w", f.kubeconfig, err)}
+		}
+		cfg.Schemas, _, err = servedSchemas(context.Background(), c, restCfg.Host)
+		return cfg, err
+	}
 	if len(f.crds) == 0 {
 		cfg.Schemas, err = celrules.PinnedSchemas()
 		return cfg, err
