@@ -11,9 +11,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -69,10 +69,9 @@ type Options struct {
 type Auditor struct {
 	opts Options
 
-	mu      sync.Mutex
-	kinds   []schema.GroupVersionKind
-	objects map[types.UID]*unstructured.Unstructured // the current term's view of the caches
-	kick    chan struct{}
+	mu    sync.Mutex
+	kinds []schema.GroupVersionKind
+	kick  chan struct{}
 
 	// passMu serializes passes (terms never overlap; this is for safety).
 	passMu sync.Mutex
@@ -100,12 +99,11 @@ func New(opts Options) *Auditor {
 		excluded[ns] = true
 	}
 	return &Auditor{
-		opts:    opts,
-		objects: map[types.UID]*unstructured.Unstructured{},
-		kick:    make(chan struct{}, 1),
-		core:    Core{Samples: opts.Samples, ExcludedNamespaces: excluded},
-		series:  map[[2]string]bool{},
-		seen:    firstSeen{},
+		opts:   opts,
+		kick:   make(chan struct{}, 1),
+		core:   Core{Samples: opts.Samples, ExcludedNamespaces: excluded},
+		series: map[[2]string]bool{},
+		seen:   firstSeen{},
 	}
 }
 
@@ -134,12 +132,12 @@ func (a *Auditor) trigger() {
 }
 
 // Runnable is the audit of one leadership term, run by the term's manager
-// mgr over its cache (the serving manager's informers: the term's event
-// handlers leave with it) and client.
+// mgr with its client, over informers of its own that run as long as the
+// term (newInformer).
 func (a *Auditor) Runnable(mgr manager.Manager) manager.Runnable {
 	return manager.RunnableFunc(func(ctx context.Context) error {
 		log := mgr.GetLogger().WithName("audit")
-		(&term{a: a, mgr: mgr, hooked: map[schema.GroupVersionKind]toolscache.ResourceEventHandlerRegistration{}}).run(ctrl.LoggerInto(ctx, log))
+		(&term{a: a, mgr: mgr, informers: map[schema.GroupVersionKind]*kindInformer{}}).run(ctrl.LoggerInto(ctx, log))
 		return nil
 	})
 }
@@ -147,17 +145,22 @@ func (a *Auditor) Runnable(mgr manager.Manager) manager.Runnable {
 // term is one leadership term's audit loop.
 type term struct {
 	// reported: the term has handed its first pass to the reports.
-	reported bool
-	a        *Auditor
-	mgr      manager.Manager
-	hooked   map[schema.GroupVersionKind]toolscache.ResourceEventHandlerRegistration
+	reported  bool
+	a         *Auditor
+	mgr       manager.Manager
+	dyn       dynamic.Interface
+	informers map[schema.GroupVersionKind]*kindInformer
+}
+
+// kindInformer is the informer of one audited kind and the registration
+// of the handler that asks for passes.
+type kindInformer struct {
+	inf toolscache.SharedIndexInformer
+	reg toolscache.ResourceEventHandlerRegistration
 }
 
 func (t *term) run(ctx context.Context) {
 	a := t.a
-	a.mu.Lock()
-	a.objects = map[types.UID]*unstructured.Unstructured{}
-	a.mu.Unlock()
 	defer a.endTerm()
 
 	var interval <-chan time.Time
@@ -212,15 +215,17 @@ func (t *term) pass(ctx context.Context, periodic bool) (uint64, bool) {
 		a.epoch++
 	}
 	version := fmt.Sprintf("%d.%d", chainVersion, a.epoch)
-	a.mu.Lock()
-	objs := make([]*unstructured.Unstructured, 0, len(a.objects))
-	for _, o := range a.objects {
-		objs = append(objs, o)
+	var objs []*Object
+	for _, k := range t.informers {
+		for _, o := range k.inf.GetStore().List() {
+			if o, ok := o.(*Object); ok {
+				objs = append(objs, o)
+			}
+		}
 	}
-	a.mu.Unlock()
 
 	start := a.opts.Clock.Now()
-	res, fresh, st, err := a.core.Pass(ctx, objs, version, a.opts.Chain.Validate, start)
+	res, fresh, st, err := a.core.Pass(ctx, objs, version, paced(a.opts.Chain.Validate), start)
 	if err != nil {
 		return 0, false
 	}
@@ -251,21 +256,46 @@ func (t *term) pass(ctx context.Context, periodic bool) (uint64, bool) {
 	return chainVersion, true
 }
 
-// hook makes sure every kind to audit is watched in this term and its
-// handler has seen every stored object; a kind whose informer cannot start
-// (its CRD gone) is tried again at the next pass. False when ctx ended.
+// paced is validate run at most half the time: after every pacedBatch
+// evaluations it waits as long as they took. Judging an object allocates
+// tens of kilobytes (the CEL activations of every rule); flat out, a pass
+// allocates so fast that what it allocates while the collector marks
+// counts as live, and the heap grows to twice that. At half speed, 12,000
+// objects take about 3 s instead of 1.4 s and shepherd's peak RSS was
+// about 10% lower (make bench-audit, Go defaults: 299-308 MiB against
+// 331-336 MiB), and admission shares the CPU with less of the audit.
+func paced(validate ValidateFunc) ValidateFunc {
+	n := 0
+	var from time.Time
+	return func(ctx context.Context, req *webhook.Request) *webhook.Verdict {
+		if n%pacedBatch == 0 {
+			if n > 0 {
+				time.Sleep(time.Since(from))
+			}
+			from = time.Now()
+		}
+		n++
+		return validate(ctx, req)
+	}
+}
+
+// pacedBatch is how many evaluations run between pauses: short pauses, a
+// few milliseconds each, so a pass still ends soon after its context does.
+const pacedBatch = 32
+
+// hook makes sure every kind to audit has its informer running in this
+// term and synced; a kind whose informer cannot start (its CRD gone) is
+// tried again at the next pass. False when ctx ended.
 func (t *term) hook(ctx context.Context) bool {
 	a, log := t.a, ctrl.LoggerFrom(ctx)
 	a.mu.Lock()
 	kinds := slices.Clone(a.kinds)
 	a.mu.Unlock()
 	for _, gvk := range kinds {
-		if _, ok := t.hooked[gvk]; ok {
+		if _, ok := t.informers[gvk]; ok {
 			continue
 		}
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(gvk)
-		inf, err := t.mgr.GetCache().GetInformer(ctx, u)
+		k, err := t.start(ctx, gvk)
 		if err != nil {
 			if ctx.Err() != nil {
 				return false
@@ -273,21 +303,12 @@ func (t *term) hook(ctx context.Context) bool {
 			log.Error(err, "watching a kind to audit; trying again at the next pass", "kind", gvk.String())
 			continue
 		}
-		reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-			AddFunc:    a.onAdd,
-			UpdateFunc: a.onUpdate,
-			DeleteFunc: a.onDelete,
-		})
-		if err != nil {
-			log.Error(err, "watching a kind to audit; trying again at the next pass", "kind", gvk.String())
-			continue
-		}
-		t.hooked[gvk] = reg
+		t.informers[gvk] = k
 	}
 	for {
 		synced := true
-		for _, reg := range t.hooked {
-			synced = synced && reg.HasSynced()
+		for _, k := range t.informers {
+			synced = synced && k.reg.HasSynced()
 		}
 		if synced {
 			return true
@@ -298,51 +319,51 @@ func (t *term) hook(ctx context.Context) bool {
 	}
 }
 
-// The handlers keep a.objects in step with the caches: the cached objects
-// themselves, shared and never changed. A change that cannot change a
-// verdict (a status write: same generation, labels and annotations) does
-// not ask for a pass.
-func (a *Auditor) onAdd(obj any) {
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		a.mu.Lock()
-		a.objects[u.GetUID()] = u
-		a.mu.Unlock()
-		a.trigger()
+// start runs the informer of gvk until the term ends.
+func (t *term) start(ctx context.Context, gvk schema.GroupVersionKind) (*kindInformer, error) {
+	if t.dyn == nil {
+		dyn, err := dynamic.NewForConfigAndClient(t.mgr.GetConfig(), t.mgr.GetHTTPClient())
+		if err != nil {
+			return nil, err
+		}
+		t.dyn = dyn
 	}
+	m, err := t.mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return nil, err
+	}
+	inf, err := newInformer(t.dyn, gvk, m.Resource)
+	if err != nil {
+		return nil, err
+	}
+	a := t.a
+	reg, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { a.trigger() },
+		UpdateFunc: a.onUpdate,
+		DeleteFunc: func(any) { a.trigger() },
+	})
+	if err != nil {
+		return nil, err
+	}
+	go inf.RunWithContext(ctx)
+	return &kindInformer{inf: inf, reg: reg}, nil
 }
 
+// onUpdate asks for a pass unless the change cannot change a verdict (a
+// status write: same generation, labels and annotations).
 func (a *Auditor) onUpdate(oldObj, obj any) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return
-	}
-	a.mu.Lock()
-	a.objects[u.GetUID()] = u
-	a.mu.Unlock()
-	if old, ok := oldObj.(*unstructured.Unstructured); !ok || old.GetGeneration() != u.GetGeneration() ||
-		metaFingerprint(old) != metaFingerprint(u) || (old.GetDeletionTimestamp() == nil) != (u.GetDeletionTimestamp() == nil) {
+	old, ok1 := oldObj.(*Object)
+	o, ok2 := obj.(*Object)
+	if !ok1 || !ok2 || old.Generation != o.Generation || old.meta != o.meta ||
+		(old.DeletionTimestamp == nil) != (o.DeletionTimestamp == nil) {
 		a.trigger()
 	}
 }
 
-func (a *Auditor) onDelete(obj any) {
-	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	if u, ok := obj.(*unstructured.Unstructured); ok {
-		a.mu.Lock()
-		delete(a.objects, u.GetUID())
-		a.mu.Unlock()
-		a.trigger()
-	}
-}
-
-// endTerm forgets the term's view: a standby neither audits nor exports
-// the gauge (the next leader does), but the verdicts stay for the next term.
+// endTerm forgets the term's results (its informers stop with it): a
+// standby neither audits nor exports the gauge (the next leader does), but
+// the verdicts stay for the next term.
 func (a *Auditor) endTerm() {
-	a.mu.Lock()
-	a.objects = map[types.UID]*unstructured.Unstructured{}
-	a.mu.Unlock()
 	a.passMu.Lock()
 	defer a.passMu.Unlock()
 	a.results.Store(nil)

@@ -10,7 +10,6 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/shepherd-k8s/shepherd/webhook"
@@ -141,7 +140,7 @@ type Core struct {
 // pass early with ctx's error; the verdicts found so far are kept.
 //
 // objs are read, never changed: they are the informers' cached objects.
-func (c *Core) Pass(ctx context.Context, objs []*unstructured.Unstructured, version string, validate ValidateFunc, now time.Time) (*Results, []NewFinding, Stats, error) {
+func (c *Core) Pass(ctx context.Context, objs []*Object, version string, validate ValidateFunc, now time.Time) (*Results, []NewFinding, Stats, error) {
 	if c.entries == nil {
 		c.entries = map[types.UID]*entry{}
 	}
@@ -164,7 +163,7 @@ func (c *Core) Pass(ctx context.Context, objs []*unstructured.Unstructured, vers
 			st.Reused++
 			continue
 		}
-		s.generation, s.meta = o.GetGeneration(), metaFingerprint(o)
+		s.generation, s.meta = o.GetGeneration(), o.meta
 		if old != nil && old.stamp.rules == version && old.stamp.generation == s.generation && old.stamp.meta == s.meta {
 			old.stamp = s // a status write: the same verdict
 			st.Reused++
@@ -197,18 +196,20 @@ func (c *Core) Forget() { c.entries = nil }
 
 // judge runs validate on o as a dry-run CREATE of it and returns every
 // violation, deduplicated (a rule reporting the same field twice counts
-// once).
-func judge(ctx context.Context, o *unstructured.Unstructured, validate ValidateFunc) []Finding {
+// once). The chain decodes o's JSON as it decodes a webhook request's: the
+// decoded object is garbage once judged, and o stays as it is whatever
+// validate does with it.
+func judge(ctx context.Context, o *Object, validate ValidateFunc) []Finding {
 	gvk := o.GroupVersionKind()
 	req := &webhook.Request{
-		UID:         types.UID("audit-" + string(o.GetUID())),
-		Operation:   admissionv1.Create,
-		Kind:        metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
-		Resource:    metav1.GroupVersionResource{Group: gvk.Group, Version: gvk.Version},
-		Namespace:   o.GetNamespace(),
-		Name:        o.GetName(),
-		ObjectValue: o.Object,
-		DryRun:      true,
+		UID:       types.UID("audit-" + string(o.GetUID())),
+		Operation: admissionv1.Create,
+		Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
+		Resource:  metav1.GroupVersionResource{Group: gvk.Group, Version: gvk.Version},
+		Namespace: o.GetNamespace(),
+		Name:      o.GetName(),
+		Object:    o.raw,
+		DryRun:    true,
 	}
 	v := validate(ctx, req)
 	if v == nil || len(v.Violations) == 0 {
@@ -224,16 +225,16 @@ func judge(ctx context.Context, o *unstructured.Unstructured, validate ValidateF
 	return out
 }
 
-func refOf(o *unstructured.Unstructured) ObjectRef {
-	return ObjectRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), UID: o.GetUID()}
+func refOf(o *Object) ObjectRef {
+	return ObjectRef{APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, UID: o.UID}
 }
 
-// metaFingerprint hashes o's labels and annotations: a change to either
-// leaves a custom resource's generation as it is, yet labels decide what
-// an objectSelector matches and annotations carry seed knobs.
-func metaFingerprint(o *unstructured.Unstructured) uint64 {
+// metaFingerprint hashes an object's labels and annotations: a change to
+// either leaves a custom resource's generation as it is, yet labels decide
+// what an objectSelector matches and annotations carry seed knobs.
+func metaFingerprint(labels, annotations map[string]string) uint64 {
 	h := fnv.New64a()
-	for _, m := range []map[string]string{o.GetLabels(), o.GetAnnotations()} {
+	for _, m := range []map[string]string{labels, annotations} {
 		keys := make([]string, 0, len(m))
 		for k := range m {
 			keys = append(keys, k)

@@ -2,6 +2,7 @@ package background
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"testing"
@@ -51,7 +52,11 @@ func (f *fakeChain) validate(_ context.Context, req *webhook.Request) *webhook.V
 	if req.Operation != "CREATE" || !req.DryRun {
 		panic(fmt.Sprintf("audited as %s dryRun=%t", req.Operation, req.DryRun))
 	}
-	spec, _ := req.ObjectValue["spec"].(map[string]any)
+	var o map[string]any
+	if err := json.Unmarshal(req.Object, &o); err != nil {
+		panic(err)
+	}
+	spec, _ := o["spec"].(map[string]any)
 	for _, rule := range []string{"R1", "R2"} {
 		fields, _ := spec[rule].([]any)
 		for _, fld := range fields {
@@ -63,6 +68,20 @@ func (f *fakeChain) validate(_ context.Context, req *webhook.Request) *webhook.V
 		}
 	}
 	return v
+}
+
+// stored is us as the audit's informers keep them.
+func stored(t *testing.T, us ...*unstructured.Unstructured) []*Object {
+	t.Helper()
+	out := make([]*Object, 0, len(us))
+	for _, u := range us {
+		o, err := NewObject(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, o)
+	}
+	return out
 }
 
 // counts is a pass's result reduced to rule -> violating objects.
@@ -103,7 +122,7 @@ func TestPassReusesVerdictsPerGenerationAndRuleSet(t *testing.T) {
 			var last *Results
 			for i, objs := range tc.steps {
 				before := f.calls
-				r, _, st, err := c.Pass(context.Background(), objs, tc.versions[i], f.validate, t0)
+				r, _, st, err := c.Pass(context.Background(), stored(t, objs...), tc.versions[i], f.validate, t0)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -137,7 +156,7 @@ func TestPassCountsObjectsAndKeepsTheFirstSamples(t *testing.T) {
 	objs = append(objs, gone, obj("kube-system", "sys", 1, map[string][]string{"R1": {"spec.x"}}))
 
 	c := &Core{ExcludedNamespaces: map[string]bool{"kube-system": true}}
-	r, fresh, st, err := c.Pass(context.Background(), objs, "1", (&fakeChain{}).validate, t0)
+	r, fresh, st, err := c.Pass(context.Background(), stored(t, objs...), "1", (&fakeChain{}).validate, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,14 +198,14 @@ func TestPassReportsOnlyNewFindings(t *testing.T) {
 	c := &Core{}
 	f := &fakeChain{}
 	a := obj("ns", "a", 1, map[string][]string{"R1": {"spec.x"}})
-	if _, fresh, _, _ := c.Pass(context.Background(), []*unstructured.Unstructured{a}, "1", f.validate, t0); len(fresh) != 1 {
+	if _, fresh, _, _ := c.Pass(context.Background(), stored(t, a), "1", f.validate, t0); len(fresh) != 1 {
 		t.Fatalf("first pass: %d new findings, want 1", len(fresh))
 	}
-	if _, fresh, _, _ := c.Pass(context.Background(), []*unstructured.Unstructured{a}, "2", f.validate, t0); len(fresh) != 0 {
+	if _, fresh, _, _ := c.Pass(context.Background(), stored(t, a), "2", f.validate, t0); len(fresh) != 0 {
 		t.Errorf("same violations under a new rule set: %v, want none new", fresh)
 	}
 	a2 := obj("ns", "a", 2, map[string][]string{"R1": {"spec.x"}, "R2": {"spec.y"}})
-	_, fresh, _, _ := c.Pass(context.Background(), []*unstructured.Unstructured{a2}, "2", f.validate, t0)
+	_, fresh, _, _ := c.Pass(context.Background(), stored(t, a2), "2", f.validate, t0)
 	if len(fresh) != 1 || fresh[0].Rule != "R2" || fresh[0].Name != "a" || fresh[0].Field != "spec.y" {
 		t.Errorf("new generation: %+v, want only R2 spec.y", fresh)
 	}
@@ -195,14 +214,14 @@ func TestPassReportsOnlyNewFindings(t *testing.T) {
 func TestPassStopsWhenCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, _, _, err := (&Core{}).Pass(ctx, []*unstructured.Unstructured{obj("ns", "a", 1, nil)}, "1", (&fakeChain{}).validate, t0); err == nil {
+	if _, _, _, err := (&Core{}).Pass(ctx, stored(t, obj("ns", "a", 1, nil)), "1", (&fakeChain{}).validate, t0); err == nil {
 		t.Error("a cancelled pass returned no error")
 	}
 }
 
-// The audit hands the chain the informer's cached object itself: the
-// chain's Validate must never change it (Default does; the audit never
-// calls it).
+// The audit judges a stored PodCliqueSet as the webhook judges a create
+// of it, and no pass changes what the informer keeps: the chain decodes
+// its own copy of the object.
 func TestTheChainLeavesTheStoredObjectAlone(t *testing.T) {
 	chain, err := webhook.NewChain(webhook.ChainOptions{})
 	if err != nil {
@@ -217,16 +236,52 @@ func TestTheChainLeavesTheStoredObjectAlone(t *testing.T) {
 				"podSpec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "i"}}}},
 		}}}},
 	}}
-	before := runtime.DeepCopyJSON(u.Object)
+	objs := stored(t, u)
+	before := string(objs[0].Raw())
 	c := &Core{}
-	r, _, _, err := c.Pass(context.Background(), []*unstructured.Unstructured{u}, "1", chain.Validate, t0)
+	r, _, _, err := c.Pass(context.Background(), objs, "1", chain.Validate, t0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Violating != 1 {
 		t.Errorf("the PodCliqueSet violates %d times, want once (minAvailable above replicas): %+v", r.Violating, r.Rules)
 	}
+	if after := string(objs[0].Raw()); after != before {
+		t.Errorf("the pass changed the stored object:\n%s\nwas\n%s", after, before)
+	}
+}
+
+// NewObject keeps the object as the webhook would decode it, without
+// managedFields, and leaves the informer's decoded object as it is.
+func TestNewObjectKeepsTheObjectWithoutManagedFields(t *testing.T) {
+	u := obj("ns", "a", 3, map[string][]string{"R1": {"spec.x"}})
+	u.SetLabels(map[string]string{"team": "ml"})
+	u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}})
+	unstructured.SetNestedField(u.Object, int64(1)<<53+1, "spec", "big")
+	unstructured.SetNestedField(u.Object, 2.5, "spec", "ratio")
+	before := runtime.DeepCopyJSON(u.Object)
+	o, err := NewObject(u)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if diff := cmp.Diff(before, u.Object); diff != "" {
-		t.Errorf("Validate changed the stored object (-before +after):\n%s", diff)
+		t.Errorf("NewObject changed its input (-before +after):\n%s", diff)
+	}
+	chain, err := webhook.NewChain(webhook.ChainOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := chain.Validate(context.Background(), &webhook.Request{Operation: "CREATE", Object: o.Raw(),
+		Kind: metav1.GroupVersionKind{Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob"}})
+	want := runtime.DeepCopyJSON(u.Object)
+	unstructured.RemoveNestedField(want, "metadata", "managedFields")
+	if diff := cmp.Diff(want, v.Object); diff != "" {
+		t.Errorf("the stored object as the chain decodes it (-want +got):\n%s", diff)
+	}
+	if o.GetGeneration() != 3 || o.GetResourceVersion() != "3" || o.GetUID() != "uid-ns/a" || o.GroupVersionKind().Kind != "TrainJob" {
+		t.Errorf("identity: %+v %v", o.ObjectMeta, o.GroupVersionKind())
+	}
+	if o.meta != metaFingerprint(map[string]string{"team": "ml"}, nil) {
+		t.Error("the fingerprint is not the labels'")
 	}
 }

@@ -19,9 +19,9 @@
 // objectSelectors match.
 //
 // Auditor runs Core on the leader replica only (one per leadership term,
-// like the reconcilers), from the serving manager's informer caches — never
-// by listing the apiserver — with one worker, so admission never waits on
-// it. A pass runs when a term starts, when the chain's rule set changes (a
+// like the reconcilers), from informers of its own that run as long as the
+// term — one list and a watch per kind, never a list per pass — with one
+// worker, so admission never waits on it. A pass runs when a term starts, when the chain's rule set changes (a
 // WorkloadPolicy set, changed or deleted, new schemas), after objects
 // change (informer events, debounced so a burst of creates is one pass, not
 // one per object) and every interval. The interval pass also starts a new
@@ -38,9 +38,13 @@
 // /audit ring; no Event per object). Results are served as JSON
 // (Auditor.ServeHTTP, at /audit/violations on the metrics server).
 //
-// The stored objects are read from unstructured informers of the serving
-// manager's cache whose managedFields are dropped (TransformStripManagedFields
-// in cmd/shepherd/app): a rule that reads object.metadata.managedFields sees
-// none in the audit. Objects being deleted and objects in the namespaces the
-// webhooks exclude (kube-system, shepherd's own) are not audited.
+// The informers keep each object as its JSON (Object), without
+// managedFields, and a pass hands that JSON to the chain, which decodes it
+// as it decodes a webhook request: kept decoded, the objects took four
+// times the memory, and the typed objects the reconcilers and lookups
+// cache cannot stand in for them (their types know only the fields
+// shepherd reads; a rule may read any). A rule that reads
+// object.metadata.managedFields sees none in the audit. Objects being
+// deleted and objects in the namespaces the webhooks exclude (kube-system,
+// shepherd's own) are not audited.
 package background

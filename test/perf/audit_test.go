@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -40,7 +41,10 @@ import (
 // peak RSS, and the latency of dry-run creates through the apiserver and
 // shepherd's webhooks, one client, while a pass runs and while none does.
 // serve inherits the environment: GOMEMLIMIT=230MiB runs it as the chart
-// does under a 256 MiB limit (goMemLimitPercent 90).
+// does under a 256 MiB limit (goMemLimitPercent 90). AUDIT_PPROF=DIR
+// serves serve's pprof and writes its heap profile to DIR when it is
+// ready, after the first pass and after the second (go tool pprof
+// -sample_index=inuse_space DIR/heap-first.pb.gz): where the memory goes.
 func BenchmarkAudit(b *testing.B) {
 	nTJ := envInt(b, "AUDIT_TRAINJOBS", 10000)
 	nPCS := envInt(b, "AUDIT_PODCLIQUESETS", 2000)
@@ -151,6 +155,11 @@ spec:
 	if err != nil {
 		b.Fatal(err)
 	}
+	heap := heapProfiles{dir: os.Getenv("AUDIT_PPROF")}
+	if heap.dir != "" {
+		heap.addr = cluster.FreeAddr()
+		args = append(args, "--pprof-bind-address="+heap.addr)
+	}
 	logPath := filepath.Join(dir, "shepherd.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -178,12 +187,22 @@ spec:
 		b.Fatalf("serve was not ready: %v\n%s", err, log)
 	}
 	readyAfter := time.Since(serveStart)
+	memAt := func(when string) {
+		rss, peak, err := proc.Memory(s.cmd.Process.Pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Logf("shepherd RSS %s: %.0f MiB, peak so far %.0f MiB (%s)", when, rss, peak, rssParts(s.cmd.Process.Pid))
+		heap.write(b, when)
+	}
+	memAt("ready")
 	probe := startProbe(b, k, "audit-00")
 	passes := &passWatch{path: logPath}
 
 	first := passes.wait(b, 1, 5*time.Minute)
 	firstDone := time.Now()
 	b.Logf("first pass: %+v, %s after serve started (ready after %s)", first, firstDone.Sub(serveStart).Round(time.Millisecond), readyAfter.Round(time.Millisecond))
+	memAt("first")
 	time.Sleep(15 * time.Second) // idle: no pass runs
 	idleFrom, idleTo := firstDone.Add(2*time.Second), time.Now()
 	// A changed policy: every object judged again.
@@ -196,6 +215,7 @@ spec:
 	secondDone := time.Now()
 	time.Sleep(2 * time.Second)
 	lat := probe.stop()
+	memAt("second")
 	rss, peak, err := proc.Memory(s.cmd.Process.Pid)
 	if err != nil {
 		b.Fatal(err)
@@ -220,6 +240,7 @@ spec:
 	b.Logf("admission (dry-run create of a PodCliqueSet, 1 client): idle p50 %.2f ms p99 %.2f ms (n=%d); during a pass p50 %.2f ms p99 %.2f ms (n=%d)",
 		quantile(idle, .5), quantile(idle, .99), len(idle), quantile(during, .5), quantile(during, .99), len(during))
 	b.Logf("load average at end: %s", loadavg())
+	heap.keepLog(b, logPath)
 	b.ReportMetric(first.took.Seconds(), "first-pass-s")
 	b.ReportMetric(firstDone.Sub(serveStart).Seconds(), "start-to-figures-s")
 	b.ReportMetric(second.took.Seconds(), "second-pass-s")
@@ -307,6 +328,60 @@ func parallel(b *testing.B, k client.Client, n, clients int, mk func(i int) clie
 	if f := failed.Load(); f > 0 {
 		b.Fatalf("%d of %d creates failed; the first: %v", f, n, first)
 	}
+}
+
+// heapProfiles fetches serve's in-use heap profile from its pprof server
+// (AUDIT_PPROF); a zero one fetches nothing.
+type heapProfiles struct {
+	dir, addr string
+}
+
+func (h heapProfiles) write(b *testing.B, name string) {
+	b.Helper()
+	if h.dir == "" {
+		return
+	}
+	// gc=1: the live heap after a collection, not what awaits one.
+	resp, err := http.Get("http://" + h.addr + "/debug/pprof/heap?gc=1") //nolint:gosec // local test URL
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(h.dir, "heap-"+name+".pb.gz")
+	must(b, os.WriteFile(path, body, 0o644))
+	b.Logf("heap profile: %s", path)
+}
+
+// rssParts says how much of a process's RSS is its heap and stacks
+// (RssAnon) and how much the pages of its binary (RssFile): GOMEMLIMIT
+// bounds only the first.
+func rssParts(pid int) string {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return err.Error()
+	}
+	var parts []string
+	for _, l := range strings.Split(string(status), "\n") {
+		if strings.HasPrefix(l, "RssAnon:") || strings.HasPrefix(l, "RssFile:") {
+			parts = append(parts, strings.Join(strings.Fields(l), " "))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// keepLog copies serve's log beside the profiles (with GODEBUG=gctrace=1
+// in the environment it says when the heap peaked).
+func (h heapProfiles) keepLog(b *testing.B, path string) {
+	if h.dir == "" {
+		return
+	}
+	log, err := os.ReadFile(path)
+	must(b, err)
+	must(b, os.WriteFile(filepath.Join(h.dir, "shepherd.log"), log, 0o644))
 }
 
 // passInfo is one "audit pass" log line.

@@ -104,11 +104,12 @@ func setupBackgroundAudit(mgr ctrl.Manager, o *serveOptions, frameworks *integra
 	return nil
 }
 
-// stripUnstructuredManagedFields is the cache's transform: the background
-// audit's informers, the only unstructured ones that keep objects in
-// bulk, hold their objects without managedFields, often the largest part
-// of a small object; nothing reads them there. Typed objects keep theirs
-// (the TTL and gang-termination decisions read them).
+// stripUnstructuredManagedFields is the cache's transform: unstructured
+// objects (the Workloads and PodGroups the workload reconciler watches)
+// are held without managedFields, often the largest part of a small
+// object; nothing reads them there. Typed objects keep theirs (the TTL and
+// gang-termination decisions read them). The background audit runs
+// informers of its own, which drop them too (background.NewObject).
 func stripUnstructuredManagedFields() toolscache.TransformFunc {
 	return func(in any) (any, error) {
 		if u, ok := in.(*unstructured.Unstructured); ok && u.GetManagedFields() != nil {
