@@ -163,12 +163,12 @@ func Replay(t *testing.T, env ReplayEnv, c *Case, opts ReplayOptions) {
 		for i, o := range contexts {
 			contexts[i] = ToCarriers(o)
 		}
-		object, oldObject = upstreamRequired(object), upstreamRequired(oldObject)
+		object, oldObject = UpstreamRequired(object), UpstreamRequired(oldObject)
 		for i, o := range contexts {
-			contexts[i] = upstreamRequired(o)
+			contexts[i] = UpstreamRequired(o)
 		}
 	}
-	if rt := runtimeForOldTrainJob(oldObject, contexts); rt != nil {
+	if rt := RuntimeForOldTrainJob(oldObject, contexts); rt != nil {
 		contexts = append(contexts, rt)
 	}
 	sort.SliceStable(contexts, func(i, j int) bool {
@@ -418,11 +418,11 @@ func ShepherdCauses(t *testing.T, err error) []metav1.StatusCause {
 	return st.Details.Causes
 }
 
-// runtimeForOldTrainJob is a minimal runtime for an UPDATE case of a
+// RuntimeForOldTrainJob is a minimal runtime for an UPDATE case of a
 // TrainJob that names no runtime in its context: the old object must first
 // be created through the webhook, whose V-TJ-3 wants the runtime to exist.
 // The runtime has no podGroupPolicy, so it changes no UPDATE verdict.
-func runtimeForOldTrainJob(old *unstructured.Unstructured, contexts []*unstructured.Unstructured) *unstructured.Unstructured {
+func RuntimeForOldTrainJob(old *unstructured.Unstructured, contexts []*unstructured.Unstructured) *unstructured.Unstructured {
 	if old == nil || old.GetKind() != "TrainJob" {
 		return nil
 	}
@@ -451,12 +451,12 @@ func runtimeForOldTrainJob(old *unstructured.Unstructured, contexts []*unstructu
 	return rt
 }
 
-// upstreamRequired returns u with the fields the upstream CRDs require
+// UpstreamRequired returns u with the fields the upstream CRDs require
 // and the seed-shaped ones do not, which the corpus leaves out: Grove's
 // roleName of a PodClique's spec (in a PodCliqueSet's cliques too), set to
 // the clique's name as Grove's operator names roles. No rule of shepherd
 // reads it; the chain's verdict is computed on the same object.
-func upstreamRequired(u *unstructured.Unstructured) *unstructured.Unstructured {
+func UpstreamRequired(u *unstructured.Unstructured) *unstructured.Unstructured {
 	if u == nil || u.GroupVersionKind().Group != "grove.io" {
 		return u
 	}

@@ -116,14 +116,14 @@ func replay(t *testing.T, k client.Client, warned *cluster.Warnings, c *corpus.C
 		if u == nil {
 			return nil
 		}
-		return upstreamRequired(corpus.ToCarriers(u))
+		return corpus.UpstreamRequired(corpus.ToCarriers(u))
 	}
 	obj, old := prep(c.Object), prep(c.OldObject)
 	var contexts []*unstructured.Unstructured
 	for _, o := range c.Context {
 		contexts = append(contexts, prep(o))
 	}
-	if rt := runtimeFor(old, contexts); rt != nil {
+	if rt := corpus.RuntimeForOldTrainJob(old, contexts); rt != nil {
 		contexts = append(contexts, rt)
 	}
 	order := map[string]int{"ClusterTrainingRuntime": 0, "TrainingRuntime": 1, "PodCliqueSet": 2, "TrainJob": 3}
@@ -328,71 +328,6 @@ func seedOnly(c *corpus.Case, schemas *celrules.Schemas) bool {
 		}
 	}
 	return false
-}
-
-// runtimeFor is a minimal runtime for an UPDATE of a TrainJob whose
-// runtime the case does not give: the old object must first be created,
-// and V-TJ-3 wants its runtime to exist. It has no podGroupPolicy, so it
-// changes no UPDATE verdict (as test/corpus's replay does).
-func runtimeFor(old *unstructured.Unstructured, contexts []*unstructured.Unstructured) *unstructured.Unstructured {
-	if old == nil || old.GetKind() != "TrainJob" {
-		return nil
-	}
-	name, _, _ := unstructured.NestedString(old.Object, "spec", "runtimeRef", "name")
-	kind, _, _ := unstructured.NestedString(old.Object, "spec", "runtimeRef", "kind")
-	if kind == "" {
-		kind = "ClusterTrainingRuntime"
-	}
-	for _, o := range contexts {
-		if o.GetKind() == kind && o.GetName() == name {
-			return nil
-		}
-	}
-	rt := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": kind, "metadata": map[string]any{"name": name},
-		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"replicatedJobs": []any{
-			map[string]any{"name": "node", "template": map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
-				"containers": []any{map[string]any{"name": "c", "image": "i"}}}}}}},
-		}}}},
-	}}
-	if kind == "TrainingRuntime" {
-		rt.SetNamespace(old.GetNamespace())
-	}
-	return rt
-}
-
-// upstreamRequired sets what Grove's CRDs require and the corpus leaves
-// out: a clique's roleName (its name, as Grove's operator names roles). No
-// rule reads it.
-func upstreamRequired(u *unstructured.Unstructured) *unstructured.Unstructured {
-	if u == nil || u.GroupVersionKind().Group != "grove.io" {
-		return u
-	}
-	u = u.DeepCopy()
-	setRole := func(spec map[string]any, name string) {
-		if _, ok := spec["roleName"]; !ok && name != "" {
-			spec["roleName"] = name
-		}
-	}
-	switch u.GetKind() {
-	case "PodCliqueSet":
-		cliques, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "cliques")
-		for _, c := range cliques {
-			cm, _ := c.(map[string]any)
-			if spec, ok := cm["spec"].(map[string]any); ok {
-				name, _ := cm["name"].(string)
-				setRole(spec, name)
-			}
-		}
-		if cliques != nil {
-			_ = unstructured.SetNestedSlice(u.Object, cliques, "spec", "template", "cliques")
-		}
-	case "PodClique":
-		if spec, ok := u.Object["spec"].(map[string]any); ok {
-			setRole(spec, u.GetName())
-		}
-	}
-	return u
 }
 
 func keys(m map[string]bool) []string {
