@@ -2,8 +2,6 @@ package audit
 
 import (
 	"context"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
@@ -53,19 +50,14 @@ func TestAuditWritesOpenReports(t *testing.T) {
 	// Audited before any report can be written: the CRDs are not served.
 	waitViolations(t, "audit-report-team", 1)
 
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openreports/reports-api").Output()
-	if err != nil {
-		t.Fatalf("locating the openreports module: %v", err)
-	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd")
-	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true}); err != nil {
-		t.Fatalf("installing the OpenReports CRDs: %v", err)
+	if err := env.InstallOpenReportsCRDs(); err != nil {
+		t.Fatal(err)
 	}
 
 	// The periodic pass (every 4 s) writes the report.
 	var report openreportsv1alpha1.Report
 	key := client.ObjectKey{Namespace: ns, Name: api.ReportName}
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		if err := env.Client.Get(ctx, key, &report); err != nil {
 			return false, nil
 		}

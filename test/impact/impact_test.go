@@ -61,6 +61,19 @@ spec:
     fieldPath: metadata.labels
 `
 
+// brokenPolicy reads a field the served TrainJob schema does not have.
+const brokenPolicy = `apiVersion: shepherd.dev/v1alpha1
+kind: WorkloadPolicy
+metadata: {name: broken}
+spec:
+  match:
+    resources:
+    - apiGroups: [trainer.kubeflow.org]
+      kinds: [TrainJob]
+  validations:
+  - expression: "object.spec.noSuchField > 1"
+`
+
 // TestImpactAgainstTheCluster stores TrainJobs with no shepherd in the
 // way, then asks what a policy not yet applied would deny: exactly the
 // stored objects that break it, judged with the cluster's lookups (the
@@ -128,17 +141,7 @@ spec: {runtimeRef: {name: `+tj.runtime+`}}`)
 
 	// Type-checked against the served CRDs: a field the served TrainJob
 	// schema does not have is a compile error, exit 2, naming it.
-	broken := writeFile(t, dir, "broken.yaml", `apiVersion: shepherd.dev/v1alpha1
-kind: WorkloadPolicy
-metadata: {name: broken}
-spec:
-  match:
-    resources:
-    - apiGroups: [trainer.kubeflow.org]
-      kinds: [TrainJob]
-  validations:
-  - expression: "object.spec.noSuchField > 1"
-`)
+	broken := writeFile(t, dir, "broken.yaml", brokenPolicy)
 	var out, errOut bytes.Buffer
 	if code := app.Main([]string{"audit", "--kubeconfig", kubeconfig, "--policy", broken}, &out, &errOut); code != 2 {
 		t.Fatalf("exit %d, want 2\n%s%s", code, out.String(), errOut.String())
@@ -179,17 +182,7 @@ func TestExportTypeChecksAgainstTheCluster(t *testing.T) {
 			t.Errorf("export %s wrote %d objects", sub, n)
 		}
 	}
-	broken := writeFile(t, dir, "broken.yaml", `apiVersion: shepherd.dev/v1alpha1
-kind: WorkloadPolicy
-metadata: {name: broken}
-spec:
-  match:
-    resources:
-    - apiGroups: [trainer.kubeflow.org]
-      kinds: [TrainJob]
-  validations:
-  - expression: "object.spec.noSuchField > 1"
-`)
+	broken := writeFile(t, dir, "broken.yaml", brokenPolicy)
 	var out, errOut bytes.Buffer
 	if code := app.Main([]string{"export", "vap", "--kubeconfig", kubeconfig, "--policy", broken}, &out, &errOut); code != 2 {
 		t.Fatalf("export of a policy on a field the cluster lacks: exit %d, want 2\n%s", code, errOut.String())

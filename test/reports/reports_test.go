@@ -8,8 +8,6 @@ package reports
 import (
 	"context"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +16,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/reports"
@@ -33,20 +30,6 @@ var t0 = time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)
 
 func finding(ns, name, rule string) reports.Finding {
 	return reports.Finding{APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob", Namespace: ns, Name: name, Rule: rule, Action: "Deny", Field: "spec.activeDeadlineSeconds", Message: "too long", Found: t0}
-}
-
-// installCRDs installs the OpenReports CRDs of the module version go.mod
-// pins, from the module itself.
-func installCRDs(t *testing.T) {
-	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/openreports/reports-api").Output()
-	if err != nil {
-		t.Fatalf("locating the openreports module: %v", err)
-	}
-	dir := filepath.Join(strings.TrimSpace(string(out)), "config", "crd")
-	if _, err := envtest.InstallCRDs(env.Config, envtest.CRDInstallOptions{Paths: []string{dir}, ErrorIfPathMissing: true}); err != nil {
-		t.Fatalf("installing the OpenReports CRDs: %v", err)
-	}
 }
 
 func report(t *testing.T, ns string) *openreportsv1alpha1.Report {
@@ -69,7 +52,9 @@ func TestReports(t *testing.T) {
 		t.Fatalf("without the OpenReports CRDs Sync = %+v, %v; want nothing and no error", c, err)
 	}
 
-	installCRDs(t)
+	if err := env.InstallOpenReportsCRDs(); err != nil {
+		t.Fatal(err)
+	}
 
 	// 25 violations in a (over the cap of 10), one in b, one cluster-scoped.
 	var fs []reports.Finding
