@@ -27,6 +27,7 @@ import (
 var env *cluster.Cluster
 
 func TestMain(m *testing.M) {
+	cluster.RunReplicaIfChild()
 	cluster.RunMain(m, cluster.Options{
 		Webhooks: envtest.WebhookInstallOptions{
 			Paths:            []string{filepath.Join(cluster.RepoRoot(), "deploy", "webhook")},
@@ -162,7 +163,7 @@ func update(t *testing.T, pcs *unstructured.Unstructured, f func(*unstructured.U
 }
 
 func TestMetadataOnlyUpdatesSkipTheWebhooks(t *testing.T) {
-	s, err := env.Serve("--leader-elect=false", "--audit-interval=0")
+	s, err := env.Serve("--leader-elect=false", "--audit-interval=0", "--skip-unread-updates")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -226,4 +227,18 @@ spec:
 	}); n != 2 {
 		t.Errorf("without a condition, an UPDATE cost %v webhook calls, want 2", n)
 	}
+}
+
+// TestOffByDefault: the condition is opt-in (it changes verdicts against
+// the exported policies), and a serve without the flag removes the one an
+// earlier run with it left. Both serves are child processes, one after
+// the other; nothing is admitted meanwhile.
+func TestOffByDefault(t *testing.T) {
+	on := env.StartReplica(t, "--leader-elect=false", "--audit-interval=0", "--skip-unread-updates")
+	waitCondition(t, "appear", func(c string) bool { return c != "" })
+	if err := on.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	env.StartReplica(t, "--leader-elect=false", "--audit-interval=0")
+	waitCondition(t, "be removed by a serve without --skip-unread-updates", func(c string) bool { return c == "" })
 }

@@ -13,8 +13,9 @@
 // whole object, no condition is kept and every UPDATE is sent. The leader
 // re-derives it whenever the rule set changes.
 //
-// What this changes, on purpose: an object stored before a rule existed
-// that breaks it can still get its finalizers removed (the operators'
-// metadata-only UPDATEs are not judged), where a ValidatingAdmissionPolicy
-// would deny them. Such objects are what the background audit reports.
+// What this changes, and why it is opt-in (serve --skip-unread-updates): an
+// object stored before a rule existed that breaks it can still get its
+// finalizers removed (the operators' metadata-only UPDATEs are not judged),
+// where the exported ValidatingAdmissionPolicy, native mode and `shepherd
+// check` deny them. Such objects are what the background audit reports.
 package updatefilter

@@ -16,10 +16,11 @@ type updateFilterOptions struct {
 }
 
 func (u *updateFilterOptions) addFlags(fs *pflag.FlagSet) {
-	fs.BoolVar(&u.enabled, "skip-unread-updates", true,
+	fs.BoolVar(&u.enabled, "skip-unread-updates", false,
 		"Keep a matchCondition in shepherd's webhook configurations (--mutating-/--validating-webhook-configuration) so that an UPDATE reaches the webhooks only when it changes a part of the object some active rule reads "+
 			"(the spec, labels, annotations, ownerReferences, and whatever WorkloadPolicies read): operators' finalizer and other metadata-only UPDATEs then cost no webhook call. "+
-			"Derived from the active rules by the leader and re-derived when they change; no condition while a rule reads the request's user or the whole object. false removes it.")
+			"Derived from the active rules by the leader and re-derived when they change; no condition while a rule reads the request's user or the whole object. "+
+			"Off by default because it changes verdicts: an UPDATE that changes nothing a rule reads is admitted even when the stored object breaks the rule, where an exported ValidatingAdmissionPolicy (and `shepherd check`) denies it. Off, any condition an earlier run left is removed.")
 }
 
 // setupUpdateFilter has the leader of each term keep (or, when disabled,
