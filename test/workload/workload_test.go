@@ -454,11 +454,16 @@ func testServedVersion(t *testing.T, setting cluster.WorkloadAPI, crds cluster.C
 
 		// Play the garbage collector (the old PodGroup stays terminating
 		// behind its protection finalizer): the new job then gets its own.
+		// The old objects are listed before any is deleted: once the old
+		// Workload is gone shepherd creates the new job's at once, and a
+		// list after that would delete those too.
+		var olds []unstructured.Unstructured
 		for _, kind := range []string{api.KindWorkload, api.KindPodGroup} {
-			for _, o := range list(t, c, version, kind, ns) {
-				if err := c.Client.Delete(ctx, &o); err != nil {
-					t.Fatalf("deleting %s %s: %v", kind, o.GetName(), err)
-				}
+			olds = append(olds, list(t, c, version, kind, ns)...)
+		}
+		for _, o := range olds {
+			if err := c.Client.Delete(ctx, &o); err != nil {
+				t.Fatalf("deleting %s %s: %v", o.GetKind(), o.GetName(), err)
 			}
 		}
 		assertWorkload(t, c, version, fresh, rt, []wantTemplate{{name: "trainer", minCount: 3}})
