@@ -3,14 +3,12 @@ package app
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -344,41 +342,6 @@ func listAll(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, 
 		if cont = list.GetContinue(); cont == "" {
 			return out, nil
 		}
-	}
-}
-
-// runWithin runs f on req with a deadline of timeout. f gets a context
-// carrying the deadline, so expressions stop at it; should one not, the
-// caller still returns at the deadline: f runs in a goroutine that is left
-// behind (the command is about to exit).
-func runWithin(ctx context.Context, timeout time.Duration, f func(context.Context, *webhook.Request) *webhook.Verdict, req *webhook.Request) (*webhook.Verdict, error) {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	type answer struct {
-		v *webhook.Verdict
-		// late: the deadline passed while f ran, so its verdict may hold
-		// the errors of interrupted expressions, not a judgement.
-		late bool
-	}
-	done := make(chan answer, 1)
-	go func() {
-		v := f(ctx, req)
-		done <- answer{v: v, late: ctx.Err() != nil}
-	}()
-	timedOut := func() error {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return fmt.Errorf("%w=%v: a rule takes too long on this object (or the object is very large); simplify the rule, or raise --timeout", errTimeout, timeout)
-		}
-		return ctx.Err() // the caller's context ended (interrupted)
-	}
-	select {
-	case a := <-done:
-		if a.late {
-			return nil, timedOut()
-		}
-		return a.v, nil
-	case <-ctx.Done():
-		return nil, timedOut()
 	}
 }
 

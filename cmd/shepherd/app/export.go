@@ -138,18 +138,7 @@ func runExportVAP(o *exportOptions, out, errOut io.Writer) error {
 			b.Spec.ValidationActions = withAudit(b.Spec.ValidationActions)
 		}
 	}
-	var sb strings.Builder
-	for i := range vaps {
-		for _, obj := range []any{vaps[i], bindings[i]} {
-			b, err := yaml.Marshal(obj)
-			if err != nil {
-				return err
-			}
-			sb.WriteString("---\n")
-			sb.Write(b)
-		}
-	}
-	if _, err := io.WriteString(out, sb.String()); err != nil {
+	if err := writePolicies(out, vaps, bindings); err != nil {
 		return err
 	}
 	for _, r := range chain.Rules() {
@@ -166,6 +155,24 @@ func runExportVAP(o *exportOptions, out, errOut io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// writePolicies writes each policy followed by its binding, as
+// multi-document YAML, in one write.
+func writePolicies[P, B any](out io.Writer, policies []P, bindings []B) error {
+	var sb strings.Builder
+	for i := range policies {
+		for _, obj := range []any{policies[i], bindings[i]} {
+			b, err := yaml.Marshal(obj)
+			if err != nil {
+				return err
+			}
+			sb.WriteString("---\n")
+			sb.Write(b)
+		}
+	}
+	_, err := io.WriteString(out, sb.String())
+	return err
 }
 
 // actionDefault is the action of the defaulting rules in listings.
@@ -188,18 +195,7 @@ func runExportMAP(o *exportOptions, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var sb strings.Builder
-	for i := range policies {
-		for _, obj := range []any{policies[i], bindings[i]} {
-			b, err := yaml.Marshal(obj)
-			if err != nil {
-				return err
-			}
-			sb.WriteString("---\n")
-			sb.Write(b)
-		}
-	}
-	if _, err := io.WriteString(out, sb.String()); err != nil {
+	if err := writePolicies(out, policies, bindings); err != nil {
 		return err
 	}
 	// The defaulters a policy cannot express (the listing's), then the

@@ -13,12 +13,15 @@ import (
 	"syscall"
 	"time"
 
+	toolscache "k8s.io/client-go/tools/cache"
+
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
@@ -438,4 +441,19 @@ func cacheOptions() cache.Options {
 		&corev1.Pod{}: {Label: labels.NewSelector().Add(*groveReq)},
 		&apiextensionsv1.CustomResourceDefinition{}: integrations.CacheByObject(),
 	}}
+}
+
+// stripUnstructuredManagedFields is the cache's transform: unstructured
+// objects (the Workloads and PodGroups the workload reconciler watches)
+// are held without managedFields, often the largest part of a small
+// object; nothing reads them there. Typed objects keep theirs (the TTL and
+// gang-termination decisions read them). The background audit runs
+// informers of its own, which drop them too (background.NewObject).
+func stripUnstructuredManagedFields() toolscache.TransformFunc {
+	return func(in any) (any, error) {
+		if u, ok := in.(*unstructured.Unstructured); ok && u.GetManagedFields() != nil {
+			u.SetManagedFields(nil)
+		}
+		return in, nil
+	}
 }

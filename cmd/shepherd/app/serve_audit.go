@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -102,19 +100,4 @@ func setupBackgroundAudit(mgr ctrl.Manager, o *serveOptions, frameworks *integra
 		return fmt.Errorf("serving %s: %w", AuditViolationsPath, err)
 	}
 	return nil
-}
-
-// stripUnstructuredManagedFields is the cache's transform: unstructured
-// objects (the Workloads and PodGroups the workload reconciler watches)
-// are held without managedFields, often the largest part of a small
-// object; nothing reads them there. Typed objects keep theirs (the TTL and
-// gang-termination decisions read them). The background audit runs
-// informers of its own, which drop them too (background.NewObject).
-func stripUnstructuredManagedFields() toolscache.TransformFunc {
-	return func(in any) (any, error) {
-		if u, ok := in.(*unstructured.Unstructured); ok && u.GetManagedFields() != nil {
-			u.SetManagedFields(nil)
-		}
-		return in, nil
-	}
 }
