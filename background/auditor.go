@@ -270,7 +270,14 @@ func paced(validate ValidateFunc) ValidateFunc {
 	return func(ctx context.Context, req *webhook.Request) *webhook.Verdict {
 		if n%pacedBatch == 0 {
 			if n > 0 {
-				time.Sleep(time.Since(from))
+				// The pause ends with the pass's context: a term that ends
+				// mid-pass must not hold up shutdown.
+				t := time.NewTimer(time.Since(from))
+				select {
+				case <-ctx.Done():
+				case <-t.C:
+				}
+				t.Stop()
 			}
 			from = time.Now()
 		}
