@@ -51,12 +51,17 @@ func (r *Replica) Log() string { return r.log.String() }
 // port) and waits until its /readyz answers 200. The control plane must
 // have been started with Options.Webhooks (for the serving certificate),
 // and TestMain must call RunReplicaIfChild. The replica is stopped when the
-// test ends; its log is printed if the test failed.
+// test ends; its log is printed if the test failed. The background audit
+// is off unless extra turns it on (--audit-interval): the suites that start
+// replicas time failovers and outages on a shared two-core machine, and a
+// full audit pass at the start of every leadership term, over everything
+// the suite left in the cluster, competes with the reconcilers they time
+// (test/audit is the audit's own suite).
 func (c *Cluster) StartReplica(t testing.TB, extra ...string) *Replica {
 	t.Helper()
 	webhook, health, metrics := FreeAddr(), FreeAddr(), FreeAddr()
 	_, port, _ := net.SplitHostPort(webhook)
-	args, err := c.ServeArgs(t.TempDir(), health, metrics, append([]string{"--webhook-port=" + port}, extra...)...)
+	args, err := c.ServeArgs(t.TempDir(), health, metrics, append([]string{"--webhook-port=" + port, "--audit-interval=0"}, extra...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
