@@ -72,6 +72,9 @@ func (e *Engine) useSchemas(s *Schemas) error {
 	if err != nil {
 		return err
 	}
+	// The configuration names the schemas in use, never the ones replaced:
+	// those and the rules compiled against them can then be freed.
+	e.cfg.Schemas = s
 	rules, err := BuiltinRules()
 	if err != nil {
 		return err

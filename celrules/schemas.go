@@ -3,6 +3,7 @@ package celrules
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 
@@ -44,6 +45,8 @@ type Schemas struct {
 	mapper     *meta.DefaultRESTMapper
 	// Source says where the schemas came from, for logs and messages.
 	Source string
+	// crds identifies the CRDs they were read from (Of).
+	crds string
 
 	// The built-in library compiled against these schemas, once.
 	builtinsOnce sync.Once
@@ -61,18 +64,41 @@ var (
 )
 
 // PinnedSchemas returns the schemas of the pinned upstream CRDs (Trainer and
-// JobSet of the versions go.mod pins, the Grove mirror), parsed once: what
-// `check` and `export` type-check against when given no --crd.
+// JobSet of the versions go.mod pins, the Grove mirror), parsed once and
+// kept for the life of the process: what `check` and `export` type-check
+// against when given no --crd.
 func PinnedSchemas() (*Schemas, error) {
-	schemasOnce.Do(func() {
-		crds, err := pinned.CRDs()
-		if err != nil {
-			schemasErr = err
-			return
-		}
-		schemasVal, schemasErr = NewSchemas(crds, fmt.Sprintf("pinned upstream CRDs (Trainer %s, JobSet %s, %s)", pinned.TrainerVersion, pinned.JobSetVersion, pinned.GroveAPI))
-	})
+	schemasOnce.Do(func() { schemasVal, schemasErr = LoadPinnedSchemas() })
 	return schemasVal, schemasErr
+}
+
+// LoadPinnedSchemas parses the pinned upstream CRDs anew, for a caller that
+// uses them only until it has the cluster's own (serve): unlike
+// PinnedSchemas nothing keeps them, so once the caller lets go they and
+// the built-ins compiled against them (some 20 MB) are freed.
+func LoadPinnedSchemas() (*Schemas, error) {
+	crds, err := pinned.CRDs()
+	if err != nil {
+		return nil, err
+	}
+	return NewSchemas(crds, fmt.Sprintf("pinned upstream CRDs (Trainer %s, JobSet %s, %s)", pinned.TrainerVersion, pinned.JobSetVersion, pinned.GroveAPI))
+}
+
+// Of reports whether s were read from exactly these CRDs, as they are now
+// (same objects, same generation: the schemas cannot differ), so that
+// reading them again can be skipped.
+func (s *Schemas) Of(crds []*apiextensionsv1.CustomResourceDefinition) bool {
+	return s != nil && s.crds == crdsKey(crds)
+}
+
+// crdsKey names each CRD by UID and generation, which changes with its spec.
+func crdsKey(crds []*apiextensionsv1.CustomResourceDefinition) string {
+	keys := make([]string, 0, len(crds))
+	for _, c := range crds {
+		keys = append(keys, fmt.Sprintf("%s/%s/%d", c.Name, c.UID, c.Generation))
+	}
+	sort.Strings(keys)
+	return strings.Join(keys, ",")
 }
 
 // NewSchemas indexes the served versions of crds; source names them.
@@ -87,6 +113,7 @@ func NewSchemas(crds []*apiextensionsv1.CustomResourceDefinition, source string)
 		structural: map[schema.GroupVersionKind]*structuralschema.Structural{},
 		mapper:     meta.NewDefaultRESTMapper(nil),
 		Source:     source,
+		crds:       crdsKey(crds),
 	}
 	for _, crd := range crds {
 		f := crd.Name

@@ -251,13 +251,7 @@ func (w *Watcher) look(ctx context.Context, initial bool) error {
 	if err := w.reader.List(ctx, &list); err != nil {
 		return fmt.Errorf("listing CustomResourceDefinitions: %w", err)
 	}
-	var crds []*apiextensionsv1.CustomResourceDefinition
-	for i := range list.Items {
-		if _, ok := Of(list.Items[i].Spec.Group); ok && Established(&list.Items[i]) {
-			crds = append(crds, &list.Items[i])
-		}
-	}
-	slices.SortFunc(crds, func(a, b *apiextensionsv1.CustomResourceDefinition) int { return strings.Compare(a.Name, b.Name) })
+	crds := FrameworkCRDs(list.Items)
 
 	var required, activate []string
 	retry := false
@@ -368,6 +362,19 @@ func fingerprintOf(crds []*apiextensionsv1.CustomResourceDefinition) string {
 		b.WriteByte(' ')
 	}
 	return b.String()
+}
+
+// FrameworkCRDs are the established CRDs of the frameworks' groups among
+// items, by name.
+func FrameworkCRDs(items []apiextensionsv1.CustomResourceDefinition) []*apiextensionsv1.CustomResourceDefinition {
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	for i := range items {
+		if _, ok := Of(items[i].Spec.Group); ok && Established(&items[i]) {
+			crds = append(crds, &items[i])
+		}
+	}
+	slices.SortFunc(crds, func(a, b *apiextensionsv1.CustomResourceDefinition) int { return strings.Compare(a.Name, b.Name) })
+	return crds
 }
 
 // CacheByObject is the manager cache's setting for CustomResourceDefinitions:

@@ -63,7 +63,12 @@ func NewChain(opts ChainOptions) (*Chain, error) {
 	if l == nil {
 		l = NewObjectLookups(nil, true)
 	}
-	return &Chain{lookups: l, cfg: opts.Rules, engine: e, checkSchemas: opts.CheckSchemas}, nil
+	// The chain's defaulters read the engine's schemas (they change with the
+	// cluster's CRDs); its copy of the configuration holds none, so the
+	// schemas it was built with are not kept once replaced.
+	cfg := opts.Rules
+	cfg.Schemas = nil
+	return &Chain{lookups: l, cfg: cfg, engine: e, checkSchemas: opts.CheckSchemas}, nil
 }
 
 // SetPolicy compiles and type-checks a WorkloadPolicy. When it compiles it
@@ -80,6 +85,9 @@ func (c *Chain) DeletePolicy(name string) { c.engine.DeletePolicy(name) }
 // SetSchemas type-checks every CEL rule again against s, the schemas the
 // cluster serves now.
 func (c *Chain) SetSchemas(s *celrules.Schemas) error { return c.engine.SetSchemas(s) }
+
+// Schemas returns the schemas the rules are compiled against.
+func (c *Chain) Schemas() *celrules.Schemas { return c.engine.Schemas() }
 
 // RuleSetVersion identifies the rules Validate applies: it changes when a
 // policy is set or deleted or the schemas change (celrules.Engine.Version).

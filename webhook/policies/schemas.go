@@ -17,12 +17,17 @@ import (
 )
 
 // SchemaSink is what type-checks rules: the admission chain. SetSchemas
-// compiles every rule again against the given schemas; InactiveRules lists
-// the built-in rules that do not type-check against them.
+// compiles every rule again against the given schemas, Schemas returns
+// the ones in use; InactiveRules lists the built-in rules that do not
+// type-check against them.
 type SchemaSink interface {
 	SetSchemas(s *celrules.Schemas) error
+	Schemas() *celrules.Schemas
 	InactiveRules() map[string]string
 }
+
+// ServedSchemasSource names the schemas read from the cluster's CRDs.
+const ServedSchemasSource = "the CRDs the cluster serves"
 
 var builtinInactive = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "shepherd_builtin_rule_inactive",
@@ -42,13 +47,18 @@ func init() {
 // enforced.
 func (r *Reconciler) ApplySchemas(ctx context.Context, sink SchemaSink, crds []*apiextensionsv1.CustomResourceDefinition) (*celrules.Schemas, error) {
 	log := ctrl.LoggerFrom(ctx).WithName("schemas")
-	s, err := celrules.NewSchemas(crds, "the CRDs the cluster serves")
-	if err != nil {
-		return nil, fmt.Errorf("reading the schemas of the cluster's CRDs: %w", err)
-	}
 	before := sink.InactiveRules()
-	if err := sink.SetSchemas(s); err != nil {
-		return nil, fmt.Errorf("type-checking the rules against the cluster's CRDs: %w", err)
+	// serve starts the chain on the CRDs it read itself, usually the ones
+	// of this first pass: the rules are then compiled against them already.
+	s := sink.Schemas()
+	if !s.Of(crds) || s.Source != ServedSchemasSource {
+		var err error
+		if s, err = celrules.NewSchemas(crds, ServedSchemasSource); err != nil {
+			return nil, fmt.Errorf("reading the schemas of the cluster's CRDs: %w", err)
+		}
+		if err := sink.SetSchemas(s); err != nil {
+			return nil, fmt.Errorf("type-checking the rules against the cluster's CRDs: %w", err)
+		}
 	}
 	after := sink.InactiveRules()
 	for _, id := range sortedKeys(after) {

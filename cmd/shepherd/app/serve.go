@@ -21,7 +21,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
@@ -37,7 +36,9 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/shepherd-k8s/shepherd/api"
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/api/install"
+	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/certs"
 	"github.com/shepherd-k8s/shepherd/events"
@@ -346,10 +347,11 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--feature: %w", err)}
 	}
 	enforcement := integrations.NewEnforcement(log.WithName("enforcement"), features)
-	live, err := newLiveSchemas()
-	if err != nil {
+	rules := o.rulesConfig()
+	if rules.Schemas, err = initialSchemas(ctx, mgr.GetAPIReader()); err != nil {
 		return err
 	}
+	live := newLiveSchemas(rules.Schemas)
 	leader := newLeaderTerms(mgr, evMgr, reconcile.Options{Clock: clock.RealClock{}, Enforcement: enforcement, Schemas: live}, o.shutdownTimeout,
 		func(term manager.Manager) error {
 			if _, err := certs.Setup(&runnableFilter{Manager: term, leader: true}, o.certs, clock.RealClock{}); err != nil {
@@ -361,7 +363,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	chain, err := newChain(mgr, probe, frameworks, o.rulesConfig())
+	chain, err := newChain(mgr, probe, frameworks, rules)
 	if err != nil {
 		return err
 	}
@@ -437,22 +439,29 @@ func cacheOptions() cache.Options {
 	if err != nil {
 		panic(err) // a constant label key; cannot fail
 	}
-	return cache.Options{DefaultTransform: stripUnstructuredManagedFields(), ByObject: map[client.Object]cache.ByObject{
+	return cache.Options{DefaultTransform: stripManagedFields(), ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {Label: labels.NewSelector().Add(*groveReq)},
 		&apiextensionsv1.CustomResourceDefinition{}: integrations.CacheByObject(),
 	}}
 }
 
-// stripUnstructuredManagedFields is the cache's transform: unstructured
-// objects (the Workloads and PodGroups the workload reconciler watches)
-// are held without managedFields, often the largest part of a small
-// object; nothing reads them there. Typed objects keep theirs (the TTL and
-// gang-termination decisions read them). The background audit runs
-// informers of its own, which drop them too (background.NewObject).
-func stripUnstructuredManagedFields() toolscache.TransformFunc {
+// stripManagedFields is the cache's transform: objects are held without
+// managedFields, often the largest part of an object and, across 10,000
+// TrainJobs, megabytes nothing reads. The kinds whose managedFields a
+// decision reads keep them: the Trainer runtimes (when a runtime's TTL
+// was set, trainjob.TTLSince) and the Grove PodCliques and scaling
+// groups (who writes MinAvailableBreached, gang.Sign). The background
+// audit runs informers of its own, which drop them too
+// (background.NewObject).
+func stripManagedFields() toolscache.TransformFunc {
 	return func(in any) (any, error) {
-		if u, ok := in.(*unstructured.Unstructured); ok && u.GetManagedFields() != nil {
-			u.SetManagedFields(nil)
+		switch in.(type) {
+		case *trainerv1alpha1.TrainingRuntime, *trainerv1alpha1.ClusterTrainingRuntime,
+			*grovev1alpha1.PodClique, *grovev1alpha1.PodCliqueScalingGroup:
+			return in, nil
+		}
+		if o, ok := in.(metav1.Object); ok && o.GetManagedFields() != nil {
+			o.SetManagedFields(nil)
 		}
 		return in, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/integrations"
@@ -74,6 +75,25 @@ func followSchemas(mgr ctrl.Manager, w *integrations.Watcher, r *policies.Reconc
 	return mgr.AddReadyzCheck("schemas", r.SchemasReadyChecker)
 }
 
+// initialSchemas are the schemas the rules are first compiled against: the
+// ones of the CRDs the cluster serves now, read once (followSchemas'
+// first pass finds the same CRDs and keeps them, SchemaSink.Schemas).
+// When the CRDs cannot be listed, the pinned upstream schemas stand in
+// until followSchemas has read them — parsed for this serve alone (not
+// celrules.PinnedSchemas, kept for the process), so they and the
+// built-ins compiled against them are freed once replaced. Either way
+// only one set of schemas is compiled at start: at scale it is the peak
+// of serve's memory.
+func initialSchemas(ctx context.Context, r client.Reader) (*celrules.Schemas, error) {
+	var list apiextensionsv1.CustomResourceDefinitionList
+	err := r.List(ctx, &list)
+	if err == nil {
+		return celrules.NewSchemas(integrations.FrameworkCRDs(list.Items), policies.ServedSchemasSource)
+	}
+	ctrl.LoggerFrom(ctx).Info("cannot list the cluster's CRDs yet; the rules start on the pinned upstream schemas", "reason", err.Error())
+	return celrules.LoadPinnedSchemas()
+}
+
 // liveSchemas are the schemas the cluster serves now, for the reconcilers'
 // knob forms (knob.FieldSchemas); the pinned upstream ones until the first
 // pass of followSchemas.
@@ -81,14 +101,10 @@ type liveSchemas struct {
 	p atomic.Pointer[celrules.Schemas]
 }
 
-func newLiveSchemas() (*liveSchemas, error) {
-	s, err := celrules.PinnedSchemas()
-	if err != nil {
-		return nil, err
-	}
+func newLiveSchemas(s *celrules.Schemas) *liveSchemas {
 	l := &liveSchemas{}
 	l.p.Store(s)
-	return l, nil
+	return l
 }
 
 func (l *liveSchemas) store(s *celrules.Schemas) { l.p.Store(s) }
