@@ -42,6 +42,9 @@ type compiledRule struct {
 	// which a ValidatingAdmissionPolicy does not have, evaluated only for a
 	// validation that failed.
 	fieldPaths []plugincel.ConditionEvaluator
+	// onUpdate is the rule's UPDATE condition (UpdateConditionName), nil
+	// when it has none.
+	onUpdate matchconditions.Matcher
 }
 
 // pathsExpr is a fieldPathsExpression: a list of strings.
@@ -122,12 +125,23 @@ func compileRule(r Rule, source Source, mode environment.Type, s *Schemas) (*com
 			errs = append(errs, field.Invalid(spec.Child("variables").Index(i).Child("expression"), v.Expression, compileMessage(res.Error)))
 		}
 	}
+	// The UPDATE condition (updateCondition, last when present) gets a
+	// matcher of its own, run on UPDATEs only: on every other request it
+	// is true, and evaluating it there would cost every rule a CEL
+	// activation per request for nothing.
 	var matcher matchconditions.Matcher
-	if n := len(vap.Spec.MatchConditions); n > 0 {
-		conds := make([]plugincel.ExpressionAccessor, n)
-		for i := range vap.Spec.MatchConditions {
-			conds[i] = (*matchconditions.MatchCondition)(&vap.Spec.MatchConditions[i])
+	conds := make([]plugincel.ExpressionAccessor, 0, len(vap.Spec.MatchConditions))
+	for i := range vap.Spec.MatchConditions {
+		mc := (*matchconditions.MatchCondition)(&vap.Spec.MatchConditions[i])
+		if mc.Name == UpdateConditionName {
+			filter := comp.CompileCondition([]plugincel.ExpressionAccessor{mc}, optionalVars, mode)
+			errs = append(errs, rec.errors(spec.Child("matchConditions").Index(i), "expression")...)
+			cr.onUpdate = matchconditions.NewMatcher(filter, vap.Spec.FailurePolicy, "policy", "validate", vap.Name)
+			continue
 		}
+		conds = append(conds, mc)
+	}
+	if len(conds) > 0 {
 		filter := comp.CompileCondition(conds, optionalVars, mode)
 		errs = append(errs, rec.errors(spec.Child("matchConditions"), "expression")...)
 		matcher = matchconditions.NewMatcher(filter, vap.Spec.FailurePolicy, "policy", "validate", vap.Name)
@@ -228,6 +242,14 @@ func validateShape(r Rule, spec *field.Path) field.ErrorList {
 	case shepherdv1alpha1.FailurePolicyFail, shepherdv1alpha1.FailurePolicyIgnore:
 	default:
 		errs = append(errs, field.NotSupported(spec.Child("failurePolicy"), r.FailurePolicy, []string{"Fail", "Ignore"}))
+	}
+	if len(r.MatchConditions) >= maxMatchConditions {
+		errs = append(errs, field.TooMany(spec.Child("matchConditions"), len(r.MatchConditions), maxMatchConditions-1))
+	}
+	for i, mc := range r.MatchConditions {
+		if mc.Name == UpdateConditionName {
+			errs = append(errs, field.Invalid(spec.Child("matchConditions").Index(i).Child("name"), mc.Name, "reserved: shepherd adds the condition of this name itself (the rule is evaluated on UPDATE only when the update changes what it reads); rename it"))
+		}
 	}
 	if len(r.Match.Resources) == 0 {
 		errs = append(errs, field.Required(spec.Child("match", "resources"), "list the kinds or resources the rule applies to"))

@@ -2,6 +2,7 @@ package celrules
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -334,7 +335,7 @@ func exportDefault(r defaultRule, body mapBody, s *Schemas, namespace string) (*
 				MatchPolicy:       &equivalent,
 			},
 			Variables:          body.variables,
-			MatchConditions:    body.matchConditions,
+			MatchConditions:    append(slices.Clone(body.matchConditions), GoUpdateCondition()),
 			FailurePolicy:      &fail,
 			ReinvocationPolicy: admissionregistrationv1.NeverReinvocationPolicy,
 		},

@@ -143,6 +143,15 @@ func (cr *compiledRule) evaluate(r *request) []Result {
 		return nil
 	}
 	va := r.versionedAttributes(gvk)
+	if cr.onUpdate != nil && r.attr.GetOperation() == admission.Update {
+		m := cr.onUpdate.Match(r.ctx, va, nil, nil)
+		if m.Error != nil {
+			return cr.evalError("", m.Error)
+		}
+		if !m.Matches {
+			return nil // the update changes nothing the rule reads
+		}
+	}
 	ns := r.namespaceObject()
 	res := cr.validator.Validate(r.ctx, gvr, va, nil, ns, celconfig.RuntimeCELCostBudget, nil)
 	var out []Result

@@ -75,6 +75,9 @@ func exportRule(r Rule, source Source, s *Schemas, excludeNamespace ...string) (
 	for _, c := range r.MatchConditions {
 		vap.Spec.MatchConditions = append(vap.Spec.MatchConditions, admissionregistrationv1.MatchCondition{Name: c.Name, Expression: c.Expression})
 	}
+	if c, ok := updateCondition(&r); ok {
+		vap.Spec.MatchConditions = append(vap.Spec.MatchConditions, c)
+	}
 	for _, v := range r.Variables {
 		vap.Spec.Variables = append(vap.Spec.Variables, admissionregistrationv1.Variable{Name: v.Name, Expression: v.Expression})
 	}

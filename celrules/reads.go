@@ -10,6 +10,9 @@ import (
 	celast "github.com/google/cel-go/common/ast"
 	"github.com/google/cel-go/common/operators"
 	"github.com/google/cel-go/common/types"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Reads is what the active rules read of an UPDATE: the parts ("regions")
@@ -254,4 +257,73 @@ func (r Reads) UpdateMatchCondition() (expr string, ok bool) {
 		terms = append(terms, fmt.Sprintf("object.%s != oldObject.%s", path, path))
 	}
 	return strings.Join(terms, " || "), true
+}
+
+// UpdateConditionName names the matchCondition every rule carries that
+// reads a part of the object (exportRule adds it; the engine evaluates
+// what it exports): on UPDATE the rule is evaluated only when the update
+// changes what the rule reads. It is the ratcheting CRD validation does
+// for unchanged fields: an object stored before a rule existed that breaks
+// it can still have its finalizers, status or owner references changed
+// (operators do it constantly, and an object being deleted must lose its
+// finalizers), while any change to what the rule judges is judged. The
+// background audit, which evaluates stored objects as CREATEs, reports
+// such objects.
+const UpdateConditionName = "shepherd.dev/update-changes-what-rule-reads"
+
+// maxMatchConditions is the most matchConditions a ValidatingAdmissionPolicy
+// may have; a rule may have one fewer (UpdateConditionName).
+const maxMatchConditions = 64
+
+// updateCondition is r's UpdateConditionName condition; ok is false when
+// the rule needs none: it reads nothing of the object (nothing an UPDATE
+// changes can change its verdict... unless it reads the request, the
+// authorizer or the object whole, which any UPDATE may change).
+func updateCondition(r *Rule) (admissionregistrationv1.MatchCondition, bool) {
+	regions := map[string]bool{}
+	for _, expr := range expressionsOf(r) {
+		if readsOf(expr, regions) != "" {
+			return admissionregistrationv1.MatchCondition{}, false
+		}
+	}
+	if len(regions) == 0 {
+		return admissionregistrationv1.MatchCondition{}, false
+	}
+	reads := Reads{}
+	for region := range regions {
+		reads.Regions = append(reads.Regions, region)
+	}
+	sort.Strings(reads.Regions)
+	expr, ok := reads.UpdateMatchCondition()
+	if !ok {
+		return admissionregistrationv1.MatchCondition{}, false
+	}
+	return admissionregistrationv1.MatchCondition{Name: UpdateConditionName, Expression: expr}, true
+}
+
+// GoUpdateCondition is the UPDATE condition of what shepherd's Go code
+// reads (GoReads), for the MutatingAdmissionPolicies exported from its Go
+// defaulters: the chain skips them on the same UPDATEs (GoReadsChanged).
+func GoUpdateCondition() admissionregistrationv1.MatchCondition {
+	expr, _ := Reads{Regions: GoReads}.UpdateMatchCondition()
+	return admissionregistrationv1.MatchCondition{Name: UpdateConditionName, Expression: expr}
+}
+
+// GoReadsChanged reports whether an UPDATE from old to obj changes a region
+// of GoReads: when it does not, the Go defaulters and checks have nothing
+// new to judge and are skipped, as GoUpdateCondition skips the exported
+// defaults.
+func GoReadsChanged(obj, old map[string]any) bool {
+	if obj == nil || old == nil {
+		return true
+	}
+	for _, region := range GoReads {
+		path := strings.Split(region, ".")
+		a, _, _ := unstructured.NestedFieldNoCopy(obj, path...)
+		b, _, _ := unstructured.NestedFieldNoCopy(old, path...)
+		if !equality.Semantic.DeepEqual(a, b) {
+			return true
+		}
+	}
+	return false
 }

@@ -224,6 +224,11 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 	if obj == nil {
 		return &Verdict{Allowed: true}
 	}
+	if req.Operation == admissionv1.Update && !celrules.GoReadsChanged(obj, old) {
+		// Nothing a defaulter reads changed (a finalizer, status): the
+		// exported defaults skip such UPDATEs too (GoUpdateCondition).
+		return &Verdict{Allowed: true, Object: obj}
+	}
 	// The defaulters change obj in place. The PodCliqueSet's record their
 	// patch; the JobSet's rewrite fields too, so their patch is the diff
 	// against original, a copy taken first.
@@ -295,7 +300,11 @@ func (c *Chain) Validate(ctx context.Context, req *Request) *Verdict {
 			v.Violations = append(v.Violations, Violation{Rule: r.Rule, Field: r.Field, Message: r.Message, Action: Action(r.Action), Reason: r.Reason})
 		}
 	}
-	v.Violations = append(v.Violations, c.goChecks(ctx, req, obj, old)...)
+	if req.Operation != admissionv1.Update || celrules.GoReadsChanged(obj, old) {
+		// Like the rules' UPDATE conditions: an UPDATE that changes
+		// nothing the Go checks read is not judged again.
+		v.Violations = append(v.Violations, c.goChecks(ctx, req, obj, old)...)
+	}
 	for _, viol := range v.Violations {
 		switch viol.Action {
 		case ActionDeny:

@@ -450,9 +450,6 @@ func (a *admissionBench) startServe(mode, bin string, port int, extra ...string)
 	extra = append(extra, strings.Fields(os.Getenv("ADMISSION_SERVE_ARGS"))...)
 	args, err := a.c.ServeArgs(dir, health, metrics, append([]string{
 		"--leader-elect=false", "--disable-reconcilers", "--audit-interval=0", "--metrics-secure=false",
-		// The UPDATE matchCondition as a cluster that turns it on has it;
-		// creates evaluate it too.
-		"--skip-unread-updates",
 		"--webhook-port=" + strconv.Itoa(port),
 	}, extra...)...)
 	if err != nil {

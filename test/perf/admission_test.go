@@ -78,8 +78,7 @@ const settle = 2 * time.Minute
 //     unconfigured: recording verdicts happens after admission).
 //
 // Every webhook configuration also carries the UPDATE matchCondition serve
-// keeps in it with --skip-unread-updates (each serve here runs with it), as
-// in a cluster that turns it on: a create evaluates it too.
+// keeps in it by default (--skip-unread-updates): a create evaluates it too.
 //
 // The modes are measured in ADMISSION_ROUNDS rounds (default 3), each
 // visiting every mode in turn, in reverse order every other round, so

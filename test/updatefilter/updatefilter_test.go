@@ -163,7 +163,7 @@ func update(t *testing.T, pcs *unstructured.Unstructured, f func(*unstructured.U
 }
 
 func TestMetadataOnlyUpdatesSkipTheWebhooks(t *testing.T) {
-	s, err := env.Serve("--leader-elect=false", "--audit-interval=0", "--skip-unread-updates")
+	s, err := env.Serve("--leader-elect=false", "--audit-interval=0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,16 +229,17 @@ spec:
 	}
 }
 
-// TestOffByDefault: the condition is opt-in (it changes verdicts against
-// the exported policies), and a serve without the flag removes the one an
-// earlier run with it left. Both serves are child processes, one after
-// the other; nothing is admitted meanwhile.
-func TestOffByDefault(t *testing.T) {
-	on := env.StartReplica(t, "--leader-elect=false", "--audit-interval=0", "--skip-unread-updates")
+// TestOnByDefaultAndRemovable: a serve keeps the condition by default
+// (it changes no verdict: the rules skip the same UPDATEs), and one run
+// with --skip-unread-updates=false removes the condition an earlier run
+// left. Both serves are child processes, one after the other; nothing is
+// admitted meanwhile.
+func TestOnByDefaultAndRemovable(t *testing.T) {
+	on := env.StartReplica(t, "--leader-elect=false", "--audit-interval=0")
 	waitCondition(t, "appear", func(c string) bool { return c != "" })
 	if err := on.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	env.StartReplica(t, "--leader-elect=false", "--audit-interval=0")
-	waitCondition(t, "be removed by a serve without --skip-unread-updates", func(c string) bool { return c == "" })
+	env.StartReplica(t, "--leader-elect=false", "--audit-interval=0", "--skip-unread-updates=false")
+	waitCondition(t, "be removed by a serve with --skip-unread-updates=false", func(c string) bool { return c == "" })
 }

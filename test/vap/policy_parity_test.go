@@ -163,15 +163,17 @@ func parityCases() []*parityCase {
 
 	// objectSelector: the apiserver matches the new object's labels or the
 	// old object's, and never an absent object (CREATE has no old object).
+	// Each UPDATE changes the spec too: one that changes nothing the rule
+	// reads is not judged at all (the case "ratchet").
 	add(&parityCase{name: "objsel-in",
 		policies: []*shepherdv1alpha1.WorkloadPolicy{policy("objsel-in", objectSelector(labelReq("env", metav1.LabelSelectorOpIn, "prod")), validations(maxFour))},
 		requests: []*parityRequest{
 			create("create-prod", trainJob(8, "env=prod"), "objsel-in"),
 			create("create-dev", trainJob(8, "env=dev")),
 			create("create-unlabelled", trainJob(8)),
-			update("update-prod-to-dev", trainJob(8, "env=prod"), trainJob(8, "env=dev"), "objsel-in"),
-			update("update-dev-to-prod", trainJob(8, "env=dev"), trainJob(8, "env=prod"), "objsel-in"),
-			update("update-dev-to-dev", trainJob(8, "env=dev"), trainJob(8, "env=dev")),
+			update("update-prod-to-dev", trainJob(3, "env=prod"), trainJob(8, "env=dev"), "objsel-in"),
+			update("update-dev-to-prod", trainJob(3, "env=dev"), trainJob(8, "env=prod"), "objsel-in"),
+			update("update-dev-to-dev", trainJob(3, "env=dev"), trainJob(8, "env=dev")),
 		}})
 	add(&parityCase{name: "objsel-notin",
 		policies: []*shepherdv1alpha1.WorkloadPolicy{policy("objsel-notin", objectSelector(labelReq("env", metav1.LabelSelectorOpNotIn, "prod")), validations(maxFour))},
@@ -179,27 +181,27 @@ func parityCases() []*parityCase {
 			create("create-prod", trainJob(8, "env=prod")),
 			create("create-dev", trainJob(8, "env=dev"), "objsel-notin"),
 			create("create-unlabelled", trainJob(8), "objsel-notin"),
-			update("update-prod-to-prod", trainJob(8, "env=prod"), trainJob(8, "env=prod")),
-			update("update-prod-to-dev", trainJob(8, "env=prod"), trainJob(8, "env=dev"), "objsel-notin"),
-			update("update-dev-to-prod", trainJob(8, "env=dev"), trainJob(8, "env=prod"), "objsel-notin"),
+			update("update-prod-to-prod", trainJob(3, "env=prod"), trainJob(8, "env=prod")),
+			update("update-prod-to-dev", trainJob(3, "env=prod"), trainJob(8, "env=dev"), "objsel-notin"),
+			update("update-dev-to-prod", trainJob(3, "env=dev"), trainJob(8, "env=prod"), "objsel-notin"),
 		}})
 	add(&parityCase{name: "objsel-exists",
 		policies: []*shepherdv1alpha1.WorkloadPolicy{policy("objsel-exists", objectSelector(labelReq("team", metav1.LabelSelectorOpExists)), validations(maxFour))},
 		requests: []*parityRequest{
 			create("create-team", trainJob(8, "team=a"), "objsel-exists"),
 			create("create-unlabelled", trainJob(8)),
-			update("update-none-to-team", trainJob(8), trainJob(8, "team=a"), "objsel-exists"),
-			update("update-team-to-none", trainJob(8, "team=a"), trainJob(8), "objsel-exists"),
-			update("update-none-to-none", trainJob(8), trainJob(8)),
+			update("update-none-to-team", trainJob(3), trainJob(8, "team=a"), "objsel-exists"),
+			update("update-team-to-none", trainJob(3, "team=a"), trainJob(8), "objsel-exists"),
+			update("update-none-to-none", trainJob(3), trainJob(8)),
 		}})
 	add(&parityCase{name: "objsel-doesnotexist",
 		policies: []*shepherdv1alpha1.WorkloadPolicy{policy("objsel-doesnotexist", objectSelector(labelReq("team", metav1.LabelSelectorOpDoesNotExist)), validations(maxFour))},
 		requests: []*parityRequest{
 			create("create-team", trainJob(8, "team=a")),
 			create("create-unlabelled", trainJob(8), "objsel-doesnotexist"),
-			update("update-team-to-team", trainJob(8, "team=a"), trainJob(8, "team=b")),
-			update("update-team-to-none", trainJob(8, "team=a"), trainJob(8), "objsel-doesnotexist"),
-			update("update-none-to-team", trainJob(8), trainJob(8, "team=a"), "objsel-doesnotexist"),
+			update("update-team-to-team", trainJob(3, "team=a"), trainJob(8, "team=b")),
+			update("update-team-to-none", trainJob(3, "team=a"), trainJob(8), "objsel-doesnotexist"),
+			update("update-none-to-team", trainJob(3), trainJob(8, "team=a"), "objsel-doesnotexist"),
 		}})
 
 	// namespaceSelector on the labels of the request's namespace.
@@ -209,15 +211,26 @@ func parityCases() []*parityCase {
 			create("create-system", trainJob(8)).in("tier=system"),
 			create("create-user", trainJob(8), "nssel-notin").in("tier=user"),
 			create("create-unlabelled", trainJob(8), "nssel-notin"),
-			update("update-system", trainJob(8), trainJob(8)).in("tier=system"),
-			update("update-unlabelled", trainJob(8), trainJob(8), "nssel-notin"),
+			update("update-system", trainJob(3), trainJob(8)).in("tier=system"),
+			update("update-unlabelled", trainJob(3), trainJob(8), "nssel-notin"),
 		}})
 	add(&parityCase{name: "nssel-doesnotexist",
 		policies: []*shepherdv1alpha1.WorkloadPolicy{policy("nssel-doesnotexist", namespaceSelector(labelReq("tier", metav1.LabelSelectorOpDoesNotExist)), validations(maxFour))},
 		requests: []*parityRequest{
 			create("create-labelled", trainJob(8)).in("tier=user"),
 			create("create-unlabelled", trainJob(8), "nssel-doesnotexist"),
-			update("update-unlabelled", trainJob(8), trainJob(8), "nssel-doesnotexist"),
+			update("update-unlabelled", trainJob(3), trainJob(8), "nssel-doesnotexist"),
+		}})
+
+	// An UPDATE is judged by a rule only when it changes what the rule reads
+	// (celrules.UpdateConditionName): a stored TrainJob that breaks the
+	// rule may have its labels changed, not its spec.
+	add(&parityCase{name: "ratchet",
+		policies: []*shepherdv1alpha1.WorkloadPolicy{policy("ratchet", validations(maxFour))},
+		requests: []*parityRequest{
+			update("update-labels-of-breaking", trainJob(8), trainJob(8, "env=dev")),
+			update("update-spec-of-breaking", trainJob(8), trainJob(6), "ratchet"),
+			update("update-spec-fixing", trainJob(8), trainJob(4)),
 		}})
 
 	// Budgets: each policy has its own 10M (its validations and
@@ -578,7 +591,12 @@ func (pc *preparedCase) offlineVerdict(t *testing.T, chain *webhook.Chain, pr *p
 	if pr.old != nil {
 		old = pr.stored[phaseVAP]
 	}
-	v := chain.Admit(context.Background(), request(t, pr.operation(), named(pr.object, pr.name, pr.ns[phaseVAP]), old))
+	// The object as the apiserver hands it to admission (and `shepherd
+	// check` judges it): pruned and defaulted by the CRD's schema, as the
+	// stored old object is.
+	obj := named(pr.object, pr.name, pr.ns[phaseVAP])
+	chain.Schemas().Prune(obj.GroupVersionKind(), obj.Object)
+	v := chain.Admit(context.Background(), request(t, pr.operation(), obj, old))
 	out := verdict{allowed: v.Allowed}
 	for _, viol := range v.Violations {
 		if viol.Action == webhook.ActionDeny {

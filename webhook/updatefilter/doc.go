@@ -13,9 +13,11 @@
 // whole object, no condition is kept and every UPDATE is sent. The leader
 // re-derives it whenever the rule set changes.
 //
-// What this changes, and why it is opt-in (serve --skip-unread-updates): an
-// object stored before a rule existed that breaks it can still get its
-// finalizers removed (the operators' metadata-only UPDATEs are not judged),
-// where the exported ValidatingAdmissionPolicy, native mode and `shepherd
-// check` deny them. Such objects are what the background audit reports.
+// It changes no verdict: every rule is evaluated on UPDATE only when the
+// update changes what that rule reads (celrules.UpdateConditionName, in
+// shepherd's engine, `shepherd check` and the exported policies alike), and
+// the Go checks only when it changes what they read (celrules.GoReads); the
+// configurations' condition is the union of those, so the UPDATEs it keeps
+// from the webhooks are ones they would admit unjudged. It is on by
+// default (serve --skip-unread-updates=false removes it).
 package updatefilter

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/pflag"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
+	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/updatefilter"
 )
@@ -16,11 +17,12 @@ type updateFilterOptions struct {
 }
 
 func (u *updateFilterOptions) addFlags(fs *pflag.FlagSet) {
-	fs.BoolVar(&u.enabled, "skip-unread-updates", false,
+	fs.BoolVar(&u.enabled, "skip-unread-updates", true,
 		"Keep a matchCondition in shepherd's webhook configurations (--mutating-/--validating-webhook-configuration) so that an UPDATE reaches the webhooks only when it changes a part of the object some active rule reads "+
 			"(the spec, labels, annotations, ownerReferences, and whatever WorkloadPolicies read): operators' finalizer and other metadata-only UPDATEs then cost no webhook call. "+
 			"Derived from the active rules by the leader and re-derived when they change; no condition while a rule reads the request's user or the whole object. "+
-			"Off by default because it changes verdicts: an UPDATE that changes nothing a rule reads is admitted even when the stored object breaks the rule, where an exported ValidatingAdmissionPolicy (and `shepherd check`) denies it. Off, any condition an earlier run left is removed.")
+			"It changes no verdict: each rule is evaluated on UPDATE only when the update changes what it reads, by shepherd, `shepherd check` and the exported policies alike (matchCondition "+celrules.UpdateConditionName+"). "+
+			"Set false to send every UPDATE; any condition an earlier run left is then removed.")
 }
 
 // setupUpdateFilter has the leader of each term keep (or, when disabled,
