@@ -61,7 +61,16 @@ type Options struct {
 	Clock   clock.WithTicker
 	// Reports, when set, receives every pass's findings (OpenReports).
 	Reports ReportSink
+	// CPUShare is the most of its time a pass spends judging objects
+	// (DefaultCPUShare if 0; 1: no pauses): after each batch it pauses so
+	// that the batch's work is at most this share of batch and pause.
+	CPUShare float64
 }
+
+// DefaultCPUShare keeps a pass to a quarter of its time: on a 2-vCPU
+// machine 12,000 objects take about 6 s, and admission beside a pass
+// stays near its idle latency (make bench-audit).
+const DefaultCPUShare = 0.25
 
 // Auditor runs the background audit in the leadership terms given to
 // Runnable, over the kinds given to Watch. It lives as long as the
@@ -90,6 +99,9 @@ type Auditor struct {
 func New(opts Options) *Auditor {
 	if opts.Debounce <= 0 {
 		opts.Debounce = DefaultDebounce
+	}
+	if opts.CPUShare <= 0 || opts.CPUShare > 1 {
+		opts.CPUShare = DefaultCPUShare
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
@@ -225,7 +237,7 @@ func (t *term) pass(ctx context.Context, periodic bool) (uint64, bool) {
 	}
 
 	start := a.opts.Clock.Now()
-	res, fresh, st, err := a.core.Pass(ctx, objs, version, paced(a.opts.Chain.Validate), start)
+	res, fresh, st, err := a.core.Pass(ctx, objs, version, paced(a.opts.Chain.Validate, a.opts.CPUShare), start)
 	if err != nil {
 		return 0, false
 	}
@@ -256,15 +268,16 @@ func (t *term) pass(ctx context.Context, periodic bool) (uint64, bool) {
 	return chainVersion, true
 }
 
-// paced is validate run at most half the time: after every pacedBatch
-// evaluations it waits as long as they took. Judging an object allocates
-// tens of kilobytes (the CEL activations of every rule); flat out, a pass
-// allocates so fast that what it allocates while the collector marks
-// counts as live, and the heap grows to twice that. At half speed, 12,000
-// objects take about 3 s instead of 1.4 s and shepherd's peak RSS was
-// about 10% lower (make bench-audit, Go defaults: 299-308 MiB against
-// 331-336 MiB), and admission shares the CPU with less of the audit.
-func paced(validate ValidateFunc) ValidateFunc {
+// paced is validate run at most share of the time: after every pacedBatch
+// evaluations it waits so that they took share of batch and wait.
+// Judging an object allocates tens of kilobytes (the CEL activations of
+// every rule); flat out, a pass allocates so fast that what it allocates
+// while the collector marks counts as live, and the heap grows to twice
+// that. At half speed, 12,000 objects took about 3 s instead of 1.4 s and
+// shepherd's peak RSS was about 10% lower (make bench-audit, Go defaults:
+// 299-308 MiB against 331-336 MiB), and admission shares the CPU with
+// less of the audit.
+func paced(validate ValidateFunc, share float64) ValidateFunc {
 	n := 0
 	var from time.Time
 	return func(ctx context.Context, req *webhook.Request) *webhook.Verdict {
@@ -272,7 +285,7 @@ func paced(validate ValidateFunc) ValidateFunc {
 			if n > 0 {
 				// The pause ends with the pass's context: a term that ends
 				// mid-pass must not hold up shutdown.
-				t := time.NewTimer(time.Since(from))
+				t := time.NewTimer(pauseAfter(time.Since(from), share))
 				select {
 				case <-ctx.Done():
 				case <-t.C:
@@ -284,6 +297,12 @@ func paced(validate ValidateFunc) ValidateFunc {
 		n++
 		return validate(ctx, req)
 	}
+}
+
+// pauseAfter is the pause after a batch that took took, for the batch to
+// be share of batch and pause.
+func pauseAfter(took time.Duration, share float64) time.Duration {
+	return time.Duration(float64(took) * (1 - share) / share)
 }
 
 // pacedBatch is how many evaluations run between pauses: short pauses, a

@@ -51,3 +51,15 @@ func TestServeRejectsInconsistentLeaseTimings(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 2 naming the flags", code, errOut.String())
 	}
 }
+
+// TestServeRejectsAnImpossibleAuditCPUShare: the audit's share of the time
+// is above 0 and at most 1; anything else is a usage error at start.
+func TestServeRejectsAnImpossibleAuditCPUShare(t *testing.T) {
+	for _, share := range []string{"0", "-0.5", "1.5"} {
+		var out, errOut bytes.Buffer
+		code := Main([]string{"serve", "--audit-cpu-share=" + share}, &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), "--audit-cpu-share") {
+			t.Errorf("--audit-cpu-share=%s: exit %d, stderr %q; want 2 naming the flag", share, code, errOut.String())
+		}
+	}
+}

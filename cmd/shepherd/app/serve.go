@@ -265,6 +265,9 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if o.leaderElect && !(o.retryPeriod > 0 && o.retryPeriod < o.renewDeadline && o.renewDeadline < o.leaseDuration) {
 		return &ExitError{Code: 2, Err: fmt.Errorf("leader election needs 0 < --leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s)", o.retryPeriod, o.renewDeadline, o.leaseDuration)}
 	}
+	if err := o.backgroundAudit.validate(); err != nil {
+		return err
+	}
 	for _, id := range o.disabledRules {
 		if strings.TrimSpace(id) == "" {
 			return &ExitError{Code: 2, Err: fmt.Errorf("--disable-rules has an empty rule ID")}

@@ -29,16 +29,28 @@ type backgroundAuditOptions struct {
 	// reports and reportMaxResults: the OpenReports the audit writes.
 	reports          bool
 	reportMaxResults int
+	cpuShare         float64
 }
 
 func (b *backgroundAuditOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&b.interval, "audit-interval", 10*time.Minute,
 		"How often the leader judges every stored TrainJob, runtime, JobSet, PodCliqueSet, PodClique and PodCliqueScalingGroup again against every active rule (the background audit, which also runs at start, when a WorkloadPolicy or the schemas change, and after objects change); "+
 			"its findings go to each WorkloadPolicy's status (violations), the gauge shepherd_audit_violations and the /audit ring. 0 turns the background audit off.")
+	fs.Float64Var(&b.cpuShare, "audit-cpu-share", background.DefaultCPUShare,
+		"Most of its time a background audit pass spends judging objects (0 < share <= 1): it pauses between batches of objects for the rest, so that admission on the same CPUs is not delayed by it. 1 runs passes flat out.")
 	fs.BoolVar(&b.reports, "audit-reports", true,
 		"Also write the background audit's findings as OpenReports (openreports.io/v1alpha1): one Report per namespace and a ClusterReport, each named "+api.ReportName+", when the cluster serves those CRDs (shepherd never installs them; without them nothing is written).")
 	fs.IntVar(&b.reportMaxResults, "audit-report-max-results", reports.DefaultMaxResults,
 		"Most results one OpenReport holds; its summary still counts every violation and the annotation "+reports.AnnotationOmitted+" says how many were left out.")
+}
+
+// validate reports flags that cannot work, before serve reaches for the
+// apiserver.
+func (b *backgroundAuditOptions) validate() error {
+	if s := b.cpuShare; !(s > 0 && s <= 1) {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--audit-cpu-share=%v: want a share of the time above 0 and at most 1, e.g. 0.25", s)}
+	}
+	return nil
 }
 
 // auditedKinds are the kinds of framework f the background audit judges:
@@ -69,6 +81,7 @@ func setupBackgroundAudit(mgr ctrl.Manager, o *serveOptions, frameworks *integra
 		// The webhooks never apply there (deploy/webhook's namespaceSelector).
 		ExcludedNamespaces: []string{api.SystemNamespace, o.certs.Namespace},
 		Clock:              clock.RealClock{},
+		CPUShare:           o.backgroundAudit.cpuShare,
 	}
 	if o.backgroundAudit.reports {
 		// The main manager's client and uncached reader: the reports are
