@@ -1,11 +1,18 @@
 package app
 
 import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
@@ -39,5 +46,68 @@ func TestStripManagedFields(t *testing.T) {
 		if kept := len(out.(metav1.Object).GetManagedFields()) > 0; kept != tc.keep {
 			t.Errorf("%T: managedFields kept = %v, want %v", tc.obj, kept, tc.keep)
 		}
+	}
+}
+
+// pagedCRDs is a client.Reader serving CRDs a page at a time, as the
+// apiserver does with limit and continue.
+type pagedCRDs struct {
+	client.Reader
+	items []apiextensionsv1.CustomResourceDefinition
+	pages int
+	limit int64
+}
+
+func (p *pagedCRDs) List(_ context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	p.pages++
+	p.limit = o.Limit
+	from := 0
+	if o.Continue != "" {
+		from, _ = strconv.Atoi(o.Continue)
+	}
+	to := min(from+int(o.Limit), len(p.items))
+	if o.Limit == 0 {
+		to = len(p.items)
+	}
+	l := list.(*apiextensionsv1.CustomResourceDefinitionList)
+	l.Items = slices.Clone(p.items[from:to])
+	if to < len(p.items) {
+		l.Continue = strconv.Itoa(to)
+	}
+	return nil
+}
+
+// TestFrameworkCRDsListsAPageAtATime: serve's first read of the CRDs goes
+// page by page (a cluster may serve hundreds) and keeps the frameworks'
+// established ones only, from every page.
+func TestFrameworkCRDsListsAPageAtATime(t *testing.T) {
+	established := apiextensionsv1.CustomResourceDefinitionStatus{Conditions: []apiextensionsv1.CustomResourceDefinitionCondition{{Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionTrue}}}
+	r := &pagedCRDs{}
+	for i := range 120 {
+		r.items = append(r.items, apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("things%03d.example.com", i)},
+			Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "example.com"}, Status: established})
+	}
+	// One of the frameworks' in the middle of the first page, one on the
+	// last, and one not established.
+	r.items[10] = apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "trainjobs.trainer.kubeflow.org"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "trainer.kubeflow.org"}, Status: established}
+	r.items[110] = apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "jobsets.jobset.x-k8s.io"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "jobset.x-k8s.io"}, Status: established}
+	r.items[60] = apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "podcliquesets.grove.io"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "grove.io"}}
+	crds, err := frameworkCRDs(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range crds {
+		names = append(names, c.Name)
+	}
+	if diff := cmp.Diff([]string{"jobsets.jobset.x-k8s.io", "trainjobs.trainer.kubeflow.org"}, names); diff != "" {
+		t.Errorf("CRDs kept (-want +got):\n%s", diff)
+	}
+	if r.pages != 3 || r.limit != crdPage {
+		t.Errorf("%d list requests of limit %d, want 3 of %d", r.pages, r.limit, crdPage)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync/atomic"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -85,13 +87,38 @@ func followSchemas(mgr ctrl.Manager, w *integrations.Watcher, r *policies.Reconc
 // only one set of schemas is compiled at start: at scale it is the peak
 // of serve's memory.
 func initialSchemas(ctx context.Context, r client.Reader) (*celrules.Schemas, error) {
-	var list apiextensionsv1.CustomResourceDefinitionList
-	err := r.List(ctx, &list)
+	crds, err := frameworkCRDs(ctx, r)
 	if err == nil {
-		return celrules.NewSchemas(integrations.FrameworkCRDs(list.Items), policies.ServedSchemasSource)
+		return celrules.NewSchemas(crds, policies.ServedSchemasSource)
 	}
 	ctrl.LoggerFrom(ctx).Info("cannot list the cluster's CRDs yet; the rules start on the pinned upstream schemas", "reason", err.Error())
 	return celrules.LoadPinnedSchemas()
+}
+
+// crdPage is how many CRDs one list request returns: a cluster may serve
+// hundreds, megabytes of schemas each page, of which shepherd keeps a few.
+const crdPage = 50
+
+// frameworkCRDs lists the cluster's CRDs a page at a time and keeps the
+// frameworks' (integrations.FrameworkCRDs), copied out of their page so
+// that the rest of it can be freed.
+func frameworkCRDs(ctx context.Context, r client.Reader) ([]*apiextensionsv1.CustomResourceDefinition, error) {
+	var crds []*apiextensionsv1.CustomResourceDefinition
+	cont := ""
+	for {
+		var page apiextensionsv1.CustomResourceDefinitionList
+		if err := r.List(ctx, &page, client.Limit(crdPage), client.Continue(cont)); err != nil {
+			return nil, err
+		}
+		for _, c := range integrations.FrameworkCRDs(page.Items) {
+			crds = append(crds, c.DeepCopy())
+		}
+		if cont = page.Continue; cont == "" {
+			break
+		}
+	}
+	slices.SortFunc(crds, func(a, b *apiextensionsv1.CustomResourceDefinition) int { return strings.Compare(a.Name, b.Name) })
+	return crds, nil
 }
 
 // liveSchemas are the schemas the cluster serves now, for the reconcilers'
