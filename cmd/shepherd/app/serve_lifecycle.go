@@ -129,7 +129,8 @@ type lifecycle struct {
 //     still routed here, until the endpoint is removed everywhere, succeed;
 //  3. the webhook server stops accepting and answers what is in flight;
 //  4. the Events still queued are written;
-//  5. everything else stops.
+//  5. everything else stops (or is left behind at the timeout: the
+//     caches hold nothing that must be written).
 //
 // Steps 3 to 5 share one bound, the graceful shutdown timeout, so that the
 // whole fits in drain + timeout (the Deployment's
@@ -183,13 +184,18 @@ func (lc *lifecycle) run(ctx context.Context) error {
 		lc.log.Error(budget.Err(), "Events still queued at the end of --graceful-shutdown-timeout are dropped")
 	}
 	stopMgr()
+	// What is left are the caches, the probe and metrics servers and the
+	// WorkloadPolicy reload: nothing a rollout waits for. An informer
+	// backing off after an apiserver outage does not see the stop until
+	// its back-off (up to 30 s) ends (client-go's watch-list retry); the
+	// process does not wait it out past the timeout, nor fails for it.
 	select {
 	case err := <-mgrDone:
 		if err != nil {
-			return fmt.Errorf("stopping the manager: %w", err)
+			lc.log.Error(err, "the caches and servers did not all stop; exiting without them (admission, the reconcilers and the Events were stopped first)")
 		}
 	case <-budget.Done():
-		return fmt.Errorf("did not stop within --graceful-shutdown-timeout (%s) after the drain period", lc.timeout)
+		lc.log.Error(budget.Err(), "the caches and servers did not all stop within --graceful-shutdown-timeout; exiting without them (admission, the reconcilers and the Events were stopped first)", "timeout", lc.timeout)
 	}
 	lc.log.Info("stopped", "after", time.Since(start).Round(time.Millisecond))
 	return nil
