@@ -2,9 +2,11 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -12,10 +14,15 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/pinned"
+	"github.com/shepherd-k8s/shepherd/webhook/policies"
 )
 
 // TestStripManagedFields: the cache holds objects without managedFields,
@@ -109,5 +116,48 @@ func TestFrameworkCRDsListsAPageAtATime(t *testing.T) {
 	}
 	if r.pages != 3 || r.limit != crdPage {
 		t.Errorf("%d list requests of limit %d, want 3 of %d", r.pages, r.limit, crdPage)
+	}
+}
+
+// failingReader fails every read, as an apiserver that is not reachable
+// (or forbids the list) does.
+type failingReader struct{ client.Reader }
+
+func (failingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errors.New("connection refused")
+}
+
+// TestInitialSchemas: serve starts on the CRDs the cluster serves, the
+// ones followSchemas' first pass then keeps (same source, Of the same
+// CRDs); when they cannot be listed, on the pinned upstream schemas,
+// which that pass replaces.
+func TestInitialSchemas(t *testing.T) {
+	crds, err := pinned.CRDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &pagedCRDs{}
+	for i, c := range crds {
+		c.UID = types.UID(fmt.Sprintf("uid-%d", i))
+		c.Status.Conditions = []apiextensionsv1.CustomResourceDefinitionCondition{{Type: apiextensionsv1.Established, Status: apiextensionsv1.ConditionTrue}}
+		r.items = append(r.items, *c)
+	}
+	s, err := initialSchemas(context.Background(), r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Source != policies.ServedSchemasSource || !s.Of(integrations.FrameworkCRDs(r.items)) {
+		t.Errorf("initial schemas from %q, Of the served CRDs %v; want the served ones", s.Source, s.Of(integrations.FrameworkCRDs(r.items)))
+	}
+	if got := s.Resource(schema.GroupKind{Group: "trainer.kubeflow.org", Kind: "TrainJob"}); got != "trainjobs" {
+		t.Errorf("TrainJob's resource %q, want trainjobs", got)
+	}
+
+	s, err = initialSchemas(context.Background(), failingReader{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(s.Source, "pinned upstream CRDs") {
+		t.Errorf("without the cluster's CRDs, schemas from %q; want the pinned upstream ones", s.Source)
 	}
 }
