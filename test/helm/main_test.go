@@ -96,6 +96,7 @@ func customValues() map[string]any {
 		"webhook":           map[string]any{"failurePolicy": "Ignore", "timeoutSeconds": 10, "excludedNamespaces": []any{"kube-system", "kube-node-lease", "gpu-operator"}},
 		"metrics":           map[string]any{"enabled": false},
 		"crds":              map[string]any{"install": false},
+		"audit":             map[string]any{"interval": "30m", "cpuShare": 0.1, "reports": false, "reportMaxResults": 50},
 	}
 }
 

@@ -69,6 +69,9 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		"extraEnv overriding GOMEMLIMIT": {map[string]any{"extraEnv": []any{map[string]any{"name": "GOMEMLIMIT", "value": "1GiB"}}}, "extraEnv"},
 		"PDB that blocks drains":         {map[string]any{"podDisruptionBudget": map[string]any{"minAvailable": 2}}, "minAvailable"},
 		"ServiceMonitor without metrics": {map[string]any{"metrics": map[string]any{"enabled": false, "serviceMonitor": map[string]any{"enabled": true}}}, "metrics.enabled"},
+		"audit interval not a duration":  {map[string]any{"audit": map[string]any{"interval": "10 minutes"}}, "interval"},
+		"audit CPU share of 0":           {map[string]any{"audit": map[string]any{"cpuShare": 0}}, "cpuShare"},
+		"audit CPU share above 1":        {map[string]any{"audit": map[string]any{"cpuShare": 1.5}}, "cpuShare"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := renderErr(c, valueSet{name: name, namespace: defaultNS, values: tc.values})
@@ -271,7 +274,8 @@ func TestCustomValues(t *testing.T) {
 	if a := pod.Affinity; a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
 		t.Errorf("affinity %+v, want a required pod anti-affinity", pod.Affinity)
 	}
-	for _, want := range []string{"--metrics-bind-address=0", "--disable-rules=V-JS-5"} {
+	for _, want := range []string{"--metrics-bind-address=0", "--disable-rules=V-JS-5",
+		"--audit-interval=30m", "--audit-cpu-share=0.1", "--audit-reports=false", "--audit-report-max-results=50"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %v lack %s", c.Args, want)
 		}
