@@ -95,7 +95,7 @@ func (e *Engine) useSchemas(s *Schemas) error {
 			}
 		} else {
 			info = RuleInfo{ID: r.ID, Kinds: r.kinds(), Action: string(r.action()), Source: SourceBuiltin,
-				Description: r.Description, Inactive: inactive[r.ID], Reason: "inactive: " + inactive[r.ID]}
+				Description: r.Description, Inactive: inactive[r.ID], Reason: "inactive: " + inactive[r.ID], OnUpdate: onUpdate(&r)}
 		}
 		info.Enabled = enabled
 		infos = append(infos, info)
@@ -154,6 +154,7 @@ func (cr *compiledRule) info() RuleInfo {
 		Source:      cr.source,
 		Description: cr.rule.Description,
 		Enabled:     true,
+		OnUpdate:    onUpdate(&cr.rule),
 	}
 }
 

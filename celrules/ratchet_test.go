@@ -118,3 +118,21 @@ func TestUpdateConditionNameIsReserved(t *testing.T) {
 		t.Errorf("SetPolicy(%d conditions) = %v, want one error on spec.matchConditions", maxMatchConditions, errs)
 	}
 }
+
+// TestRulesSayWhatAnUpdateMustChange: the rule list (export rules) names,
+// per rule, the parts of the object an UPDATE must change to be judged.
+func TestRulesSayWhatAnUpdateMustChange(t *testing.T) {
+	e := policyEngine(t,
+		policy("labels-and-spec", nil, "has(object.metadata.labels.team) && object.spec.suspend != true"),
+		policy("by-user", nil, "request.userInfo.username != 'intruder'"))
+	got := map[string]string{}
+	for _, r := range e.Rules() {
+		if r.Source == SourcePolicy {
+			got[r.ID] = r.OnUpdate
+		}
+	}
+	want := map[string]string{"labels-and-spec": "metadata.labels, spec", "by-user": OnUpdateAlways}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("OnUpdate (-want +got):\n%s", diff)
+	}
+}

@@ -280,25 +280,48 @@ const maxMatchConditions = 64
 // changes can change its verdict... unless it reads the request, the
 // authorizer or the object whole, which any UPDATE may change).
 func updateCondition(r *Rule) (admissionregistrationv1.MatchCondition, bool) {
-	regions := map[string]bool{}
-	for _, expr := range expressionsOf(r) {
-		if readsOf(expr, regions) != "" {
-			return admissionregistrationv1.MatchCondition{}, false
-		}
-	}
-	if len(regions) == 0 {
+	regions, ok := updateRegions(r)
+	if !ok {
 		return admissionregistrationv1.MatchCondition{}, false
 	}
-	reads := Reads{}
-	for region := range regions {
-		reads.Regions = append(reads.Regions, region)
-	}
-	sort.Strings(reads.Regions)
-	expr, ok := reads.UpdateMatchCondition()
+	expr, ok := Reads{Regions: regions}.UpdateMatchCondition()
 	if !ok {
 		return admissionregistrationv1.MatchCondition{}, false
 	}
 	return admissionregistrationv1.MatchCondition{Name: UpdateConditionName, Expression: expr}, true
+}
+
+// updateRegions are the regions of the object r reads, sorted; ok is false
+// when r is evaluated on every UPDATE (updateCondition).
+func updateRegions(r *Rule) ([]string, bool) {
+	regions := map[string]bool{}
+	for _, expr := range expressionsOf(r) {
+		if readsOf(expr, regions) != "" {
+			return nil, false
+		}
+	}
+	if len(regions) == 0 || regions["*"] {
+		return nil, false
+	}
+	out := make([]string, 0, len(regions))
+	for region := range regions {
+		out = append(out, region)
+	}
+	sort.Strings(out)
+	return out, true
+}
+
+// OnUpdateAlways is RuleInfo.OnUpdate of a rule evaluated on every UPDATE.
+const OnUpdateAlways = "every UPDATE"
+
+// onUpdate is RuleInfo.OnUpdate: the regions whose change has r judged on
+// UPDATE, or OnUpdateAlways.
+func onUpdate(r *Rule) string {
+	regions, ok := updateRegions(r)
+	if !ok {
+		return OnUpdateAlways
+	}
+	return strings.Join(regions, ", ")
 }
 
 // GoUpdateCondition is the UPDATE condition of what shepherd's Go code

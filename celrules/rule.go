@@ -46,6 +46,10 @@ type RuleInfo struct {
 	// enabled: it does not type-check against the schemas the target
 	// cluster serves (a field the served CRD lacks).
 	Inactive string `json:"inactive,omitempty"`
+	// OnUpdate names the parts of the object ("spec", "metadata.labels")
+	// an UPDATE must change for the rule to judge it, or OnUpdateAlways
+	// (UpdateConditionName).
+	OnUpdate string `json:"onUpdate"`
 }
 
 // Config switches built-in behaviour on and off. The zero value is the

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -121,6 +122,7 @@ func (c *Chain) Rules() []celrules.RuleInfo {
 	out := c.engine.Rules()
 	for _, g := range goRules {
 		g.Enabled = c.cfg.Enabled(g.ID)
+		g.OnUpdate = strings.Join(celrules.GoReads, ", ")
 		out = append(out, g)
 	}
 	return out

@@ -246,7 +246,7 @@ func runExportRules(o *exportOptions, out io.Writer) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKINDS\tACTION\tEXPORTABLE\tENABLED\tDESCRIPTION")
+	fmt.Fprintln(tw, "ID\tKINDS\tACTION\tEXPORTABLE\tENABLED\tJUDGES AN UPDATE OF\tDESCRIPTION")
 	for _, r := range rules {
 		exportable := "yes"
 		if r.Exportable && r.Action == actionDefault {
@@ -259,7 +259,7 @@ func runExportRules(o *exportOptions, out io.Writer) error {
 		if !r.Enabled {
 			enabled = "no"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, strings.Join(r.Kinds, ","), r.Action, exportable, enabled, r.Description)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, strings.Join(r.Kinds, ","), r.Action, exportable, enabled, r.OnUpdate, r.Description)
 	}
 	return tw.Flush()
 }
