@@ -45,6 +45,10 @@ type compiledRule struct {
 	// onUpdate is the rule's UPDATE condition (UpdateConditionName), nil
 	// when it has none.
 	onUpdate matchconditions.Matcher
+	// judgesUpdateOf is RuleInfo.OnUpdate, derived once here rather than
+	// on every listing of the rules (the background audit lists them on
+	// every pass).
+	judgesUpdateOf string
 }
 
 // pathsExpr is a fieldPathsExpression: a list of strings.
@@ -109,7 +113,7 @@ func compileRule(r Rule, source Source, mode environment.Type, s *Schemas) (*com
 	}
 	vap, _ := exportRule(r, source, s)
 	cr := &compiledRule{rule: r, source: source, action: r.action(), policy: vap,
-		accessor: validating.NewValidatingAdmissionPolicyAccessor(vap)}
+		accessor: validating.NewValidatingAdmissionPolicyAccessor(vap), judgesUpdateOf: onUpdate(&r)}
 
 	comp, err := plugincel.NewCompositedCompiler(baseEnv)
 	if err != nil {

@@ -154,7 +154,7 @@ func (cr *compiledRule) info() RuleInfo {
 		Source:      cr.source,
 		Description: cr.rule.Description,
 		Enabled:     true,
-		OnUpdate:    onUpdate(&cr.rule),
+		OnUpdate:    cr.judgesUpdateOf,
 	}
 }
 
