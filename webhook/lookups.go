@@ -36,39 +36,54 @@ type NamespaceLookup interface {
 }
 
 // NewClientLookups reads through a controller-runtime reader (the server's
-// cache); workloadAPIServed reports the current discovery result.
-func NewClientLookups(r client.Reader, workloadAPIServed func() bool) Lookups {
-	return &clientLookups{r: r, served: workloadAPIServed}
+// cache); workloadAPIServed reports the current discovery result. live, when
+// not nil, is asked whenever the cache says an object is absent: a cache
+// lags the apiserver, and a runtime created a moment before its TrainJob
+// (kubectl apply of both), or the TrainJob Trainer creates a JobSet for at
+// once, must not be judged missing because this replica has not seen it
+// yet. Only misses go to the apiserver, so the common case stays cached.
+func NewClientLookups(cached, live client.Reader, workloadAPIServed func() bool) Lookups {
+	return &clientLookups{r: cached, live: live, served: workloadAPIServed}
 }
 
 type clientLookups struct {
 	r      client.Reader
+	live   client.Reader
 	served func() bool
+}
+
+// get reads key into o from the cache and, on a miss, from the apiserver.
+func (l *clientLookups) get(ctx context.Context, key client.ObjectKey, o client.Object) error {
+	err := l.r.Get(ctx, key, o)
+	if l.live == nil || !apierrors.IsNotFound(err) {
+		return err
+	}
+	return l.live.Get(ctx, key, o)
 }
 
 func (l *clientLookups) TrainingRuntime(ctx context.Context, namespace, name string) (*trainerv1alpha1.TrainingRuntime, error) {
 	var o trainerv1alpha1.TrainingRuntime
-	return &o, l.r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &o)
+	return &o, l.get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &o)
 }
 
 func (l *clientLookups) ClusterTrainingRuntime(ctx context.Context, name string) (*trainerv1alpha1.ClusterTrainingRuntime, error) {
 	var o trainerv1alpha1.ClusterTrainingRuntime
-	return &o, l.r.Get(ctx, client.ObjectKey{Name: name}, &o)
+	return &o, l.get(ctx, client.ObjectKey{Name: name}, &o)
 }
 
 func (l *clientLookups) TrainJob(ctx context.Context, namespace, name string) (*trainerv1alpha1.TrainJob, error) {
 	var o trainerv1alpha1.TrainJob
-	return &o, l.r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &o)
+	return &o, l.get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &o)
 }
 
 func (l *clientLookups) PodCliqueSet(ctx context.Context, namespace, name string) (*grovev1alpha1.PodCliqueSet, error) {
 	var o grovev1alpha1.PodCliqueSet
-	return &o, l.r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &o)
+	return &o, l.get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &o)
 }
 
 func (l *clientLookups) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
 	var o corev1.Namespace
-	return &o, l.r.Get(ctx, client.ObjectKey{Name: name}, &o)
+	return &o, l.get(ctx, client.ObjectKey{Name: name}, &o)
 }
 
 func (l *clientLookups) WorkloadAPIServed() bool { return l.served != nil && l.served() }

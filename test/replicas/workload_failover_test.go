@@ -134,6 +134,14 @@ func TestFailoverMidWorkloadBurst(t *testing.T) {
 	// of the burst is still to reconcile, one TrainJob possibly half done.
 	var before []unstructured.Unstructured
 	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		// A burst the webhook refused has no Workloads to wait for.
+		select {
+		case err := <-createErr:
+			if err != nil {
+				return false, err
+			}
+		default:
+		}
 		var err error
 		before, err = schedulingObjects(ctx, ns, api.KindWorkload)
 		return len(before) >= workloadsBeforeKill, err

@@ -633,7 +633,7 @@ func TestNoWorkloadAPI(t *testing.T) {
 func assertWebhookJoinsCreatedPodGroups(t *testing.T, c *controlPlane, version string, tj *trainerv1alpha1.TrainJob, rt *trainerv1alpha1.ClusterTrainingRuntime) {
 	t.Helper()
 	ctx := context.Background()
-	chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: webhook.NewClientLookups(c.Client, func() bool { return true }), Rules: rules(c)})
+	chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: webhook.NewClientLookups(c.Client, nil, func() bool { return true }), Rules: rules(c)})
 	if err != nil {
 		t.Fatalf("creating the admission chain: %v", err)
 	}

@@ -31,11 +31,11 @@ type admissionChain interface {
 	policies.SchemaSink
 }
 
-// newChain builds the admission chain over the manager's cached lookups, of
-// the active frameworks only.
+// newChain builds the admission chain over the manager's cached lookups
+// (a miss asks the apiserver), of the active frameworks only.
 func newChain(mgr ctrl.Manager, probe *server.WorkloadAPIProbe, frameworks *integrations.Watcher, rules celrules.Config) (admissionChain, error) {
 	chain, err := webhook.NewChain(webhook.ChainOptions{
-		Lookups: gateLookups(webhook.NewClientLookups(mgr.GetClient(), probe.Served), frameworks.Active),
+		Lookups: gateLookups(webhook.NewClientLookups(mgr.GetClient(), mgr.GetAPIReader(), probe.Served), frameworks.Active),
 		Rules:   rules,
 	})
 	if err != nil {

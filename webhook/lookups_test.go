@@ -1,0 +1,78 @@
+package webhook
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+)
+
+// countingReader counts the Gets it answers.
+type countingReader struct {
+	client.Reader
+	gets int
+}
+
+func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, o client.Object, opts ...client.GetOption) error {
+	r.gets++
+	return r.Reader.Get(ctx, key, o, opts...)
+}
+
+// TestClientLookupsAskTheAPIServerOnACacheMiss: an object the cache has not
+// seen yet (created a moment ago) is read from the apiserver; one the cache
+// holds is not; one absent from both is NotFound.
+func TestClientLookupsAskTheAPIServerOnACacheMiss(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := trainerv1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	seen := &trainerv1alpha1.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "seen"}}
+	fresh := &trainerv1alpha1.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}}
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"tier": "gpu"}}}
+	cached := fake.NewClientBuilder().WithScheme(scheme).WithObjects(seen.DeepCopy()).Build()
+	live := &countingReader{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(seen.DeepCopy(), fresh.DeepCopy(), ns.DeepCopy()).Build()}
+	l := NewClientLookups(cached, live, nil)
+	ctx := context.Background()
+
+	for _, tc := range []struct {
+		name      string
+		wantFound bool
+		wantLive  int // the apiserver reads this lookup makes
+	}{
+		{name: "seen", wantFound: true, wantLive: 0},
+		{name: "fresh", wantFound: true, wantLive: 1},
+		{name: "missing", wantFound: false, wantLive: 1},
+	} {
+		live.gets = 0
+		rt, err := l.ClusterTrainingRuntime(ctx, tc.name)
+		switch {
+		case tc.wantFound && (err != nil || rt.Name != tc.name):
+			t.Errorf("ClusterTrainingRuntime %q: got %q, %v; want it found", tc.name, rt.Name, err)
+		case !tc.wantFound && !apierrors.IsNotFound(err):
+			t.Errorf("ClusterTrainingRuntime %q: err %v, want NotFound", tc.name, err)
+		}
+		if live.gets != tc.wantLive {
+			t.Errorf("ClusterTrainingRuntime %q: %d apiserver reads, want %d", tc.name, live.gets, tc.wantLive)
+		}
+	}
+
+	got, err := l.(NamespaceLookup).Namespace(ctx, "team-a")
+	if err != nil || got.Labels["tier"] != "gpu" {
+		t.Errorf("a Namespace the cache has not seen: got labels %v, %v; want tier=gpu", got.Labels, err)
+	}
+
+	// Without a live reader a miss is the cache's answer.
+	if _, err := NewClientLookups(cached, nil, nil).ClusterTrainingRuntime(ctx, "fresh"); !apierrors.IsNotFound(err) {
+		t.Errorf("without a live reader: err %v, want NotFound", err)
+	}
+}
