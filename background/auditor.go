@@ -237,7 +237,7 @@ func (t *term) pass(ctx context.Context, periodic bool) (uint64, bool) {
 	}
 
 	start := a.opts.Clock.Now()
-	res, fresh, st, err := a.core.Pass(ctx, objs, version, paced(a.opts.Chain.Validate, a.opts.CPUShare), start)
+	res, fresh, st, err := a.core.Pass(webhook.WithCachedLookups(ctx), objs, version, paced(a.opts.Chain.Validate, a.opts.CPUShare), start)
 	if err != nil {
 		return 0, false
 	}

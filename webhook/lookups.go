@@ -52,10 +52,22 @@ type clientLookups struct {
 	served func() bool
 }
 
+// cachedOnlyKey marks a context whose lookups stay in the cache.
+type cachedOnlyKey struct{}
+
+// WithCachedLookups marks ctx so that the client lookups answer a miss from
+// the cache alone. The background audit judges objects from informers that
+// lag as the cache does, and judges them again on the next pass; a live read
+// per object whose runtime is gone would put a GET per TrainJob on the
+// apiserver every pass.
+func WithCachedLookups(ctx context.Context) context.Context {
+	return context.WithValue(ctx, cachedOnlyKey{}, true)
+}
+
 // get reads key into o from the cache and, on a miss, from the apiserver.
 func (l *clientLookups) get(ctx context.Context, key client.ObjectKey, o client.Object) error {
 	err := l.r.Get(ctx, key, o)
-	if l.live == nil || !apierrors.IsNotFound(err) {
+	if l.live == nil || !apierrors.IsNotFound(err) || ctx.Value(cachedOnlyKey{}) != nil {
 		return err
 	}
 	return l.live.Get(ctx, key, o)

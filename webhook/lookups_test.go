@@ -71,6 +71,12 @@ func TestClientLookupsAskTheAPIServerOnACacheMiss(t *testing.T) {
 		t.Errorf("a Namespace the cache has not seen: got labels %v, %v; want tier=gpu", got.Labels, err)
 	}
 
+	// The background audit's lookups stay in the cache.
+	live.gets = 0
+	if _, err := l.ClusterTrainingRuntime(WithCachedLookups(ctx), "fresh"); !apierrors.IsNotFound(err) || live.gets != 0 {
+		t.Errorf("WithCachedLookups: err %v after %d apiserver reads, want NotFound after none", err, live.gets)
+	}
+
 	// Without a live reader a miss is the cache's answer.
 	if _, err := NewClientLookups(cached, nil, nil).ClusterTrainingRuntime(ctx, "fresh"); !apierrors.IsNotFound(err) {
 		t.Errorf("without a live reader: err %v, want NotFound", err)
