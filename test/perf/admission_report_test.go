@@ -28,6 +28,9 @@ type admissionCell struct {
 	// CPU ms over all the cell's creates; shepherd's only with a serve.
 	apiserverCPU, etcdCPU, shepherdCPU float64
 	hasShepherd                        bool
+	// emptyCPU is the empty webhook's CPU (its mode only).
+	emptyCPU float64
+	hasEmpty bool
 	// MiB: RSS at the end of the last round's cell, VmHWM the highest seen.
 	shepherdRSS, shepherdPeak float64
 	warnings                  int
@@ -83,7 +86,7 @@ func (a *admissionBench) report() {
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
 	peak := map[string]float64{}
-	fmt.Fprintln(tw, "kind\top\tclients\tmode\tcreates\tp50 ms\tp99 ms\tcreates/s\tover none ms\tp50 per round ms\tapiserver CPU ms/create\tetcd CPU ms/create\tshepherd CPU ms/create\tshepherd RSS MiB (peak)\twarnings\t")
+	fmt.Fprintln(tw, "kind\top\tclients\tmode\tcreates\tp50 ms\tp99 ms\tcreates/s\tover none ms\tp50 per round ms\tapiserver CPU ms/create\tetcd CPU ms/create\tshepherd CPU ms/create\tempty webhook CPU ms/create\tshepherd RSS MiB (peak)\twarnings\t")
 	for _, k := range a.kinds {
 		for _, dryRun := range a.dryRuns() {
 			for _, cl := range a.concurrencies() {
@@ -101,13 +104,17 @@ func (a *admissionBench) report() {
 					}
 					shCPU, shRSS := "-", "-"
 					n := float64(c.creates)
+					emCPU := "-"
+					if c.hasEmpty {
+						emCPU = fmt.Sprintf("%.3f", c.emptyCPU/n)
+					}
 					if c.hasShepherd {
 						shCPU = fmt.Sprintf("%.3f", c.shepherdCPU/n)
 						shRSS = fmt.Sprintf("%.0f (%.0f)", c.shepherdRSS, c.shepherdPeak)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%.2f\t%.2f\t%.0f\t%+.2f\t%s\t%.3f\t%.3f\t%s\t%s\t%d\t\n",
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%.2f\t%.2f\t%.0f\t%+.2f\t%s\t%.3f\t%.3f\t%s\t%s\t%s\t%d\t\n",
 						k.name, admissionOp(dryRun), cl, mode, c.creates, p50, p99, rate, over, strings.Join(rounds, " "),
-						c.apiserverCPU/n, c.etcdCPU/n, shCPU, shRSS, c.warnings)
+						c.apiserverCPU/n, c.etcdCPU/n, shCPU, emCPU, shRSS, c.warnings)
 
 					// The figures: at one client the median, p99
 					// and overhead per create, at many the rate and p99.
@@ -120,6 +127,9 @@ func (a *admissionBench) report() {
 						}
 					} else {
 						a.b.ReportMetric(rate, key+"creates/s")
+					}
+					if c.hasEmpty {
+						a.b.ReportMetric(c.emptyCPU/n, key+"empty-webhook-cpu-ms/create")
 					}
 					if c.hasShepherd {
 						a.b.ReportMetric(c.shepherdCPU/n, key+"shepherd-cpu-ms/create")

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -532,55 +533,113 @@ func (a *admissionBench) stopProcess(s *serveProcess) error {
 
 // emptyWebhook is a TLS admission webhook server that allows every request
 // unchanged, on envtest's serving certificate: the cost of a webhook call
-// with no work behind it. Like shepherd it speaks HTTP/1.1 only.
+// with no work behind it. Like shepherd it speaks HTTP/1.1 only, and like
+// shepherd it is a process of its own (this test binary, run again with
+// emptyWebhookEnv set): in the benchmark's own process its goroutines
+// would share a scheduler with the clients that are kept busy waiting on
+// it, and the floor would leave out the wake-up of an idle server process
+// that every real webhook call pays.
 type emptyWebhook struct {
-	hostPort         string
-	srv              *http.Server
-	mutate, validate atomic.Int64
+	hostPort string
+	cmd      *exec.Cmd
+	client   *http.Client
 }
+
+// emptyWebhookEnv, set to envtest's serving certificate directory, makes
+// this test binary serve the empty webhook instead of its benchmarks (on
+// emptyWebhookHostEnv, port chosen by the kernel, written to stdout).
+const (
+	emptyWebhookEnv     = "SHEPHERD_PERF_EMPTY_WEBHOOK_CERTS"
+	emptyWebhookHostEnv = "SHEPHERD_PERF_EMPTY_WEBHOOK_HOST"
+)
 
 func (e *emptyWebhook) name() string   { return "the empty webhook" }
 func (e *emptyWebhook) addr() string   { return e.hostPort }
 func (e *emptyWebhook) shepherd() bool { return false }
+func (e *emptyWebhook) pid() int       { return e.cmd.Process.Pid }
+
+// calls asks the empty webhook's /calls.
 func (e *emptyWebhook) calls() (webhookCalls, bool) {
-	return webhookCalls{int(e.mutate.Load()), int(e.validate.Load())}, true
+	resp, err := e.client.Get("https://" + e.hostPort + "/calls")
+	if err != nil {
+		return webhookCalls{}, false
+	}
+	defer resp.Body.Close()
+	var c struct{ Mutate, Validate int }
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&c) != nil {
+		return webhookCalls{}, false
+	}
+	return webhookCalls{c.Mutate, c.Validate}, true
 }
 
 func (a *admissionBench) startEmptyWebhook() *emptyWebhook {
-	dir := a.c.Env.WebhookInstallOptions.LocalServingCertDir
-	cert, err := tls.LoadX509KeyPair(filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key"))
+	wh := a.c.Env.WebhookInstallOptions
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$") //nolint:gosec // this test binary
+	cmd.Env = append(os.Environ(), emptyWebhookEnv+"="+wh.LocalServingCertDir, emptyWebhookHostEnv+"="+wh.LocalServingHost)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
 	if err != nil {
-		a.b.Fatalf("envtest's serving certificate: %v", err)
+		a.b.Fatal(err)
 	}
-	l, err := tls.Listen("tcp", net.JoinHostPort(a.c.Env.WebhookInstallOptions.LocalServingHost, "0"), &tls.Config{
+	if err := cmd.Start(); err != nil {
+		a.b.Fatalf("starting the empty webhook: %v", err)
+	}
+	a.b.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil {
+		a.b.Fatalf("the empty webhook did not say where it listens: %v", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(wh.LocalServingCAData) {
+		a.b.Fatal("envtest's webhook CA is not PEM")
+	}
+	return &emptyWebhook{hostPort: strings.TrimSpace(line), cmd: cmd, client: &http.Client{
+		Timeout:   10 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}},
+	}}
+}
+
+// runEmptyWebhook is the empty webhook's process: it serves until killed.
+func runEmptyWebhook(certDir, host string) error {
+	cert, err := tls.LoadX509KeyPair(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
+	if err != nil {
+		return fmt.Errorf("envtest's serving certificate: %w", err)
+	}
+	l, err := tls.Listen("tcp", net.JoinHostPort(host, "0"), &tls.Config{
 		Certificates: []tls.Certificate{cert},
 		NextProtos:   []string{"http/1.1"},
 		MinVersion:   tls.VersionTLS12,
 	})
 	if err != nil {
-		a.b.Fatal(err)
+		return err
 	}
-	e := &emptyWebhook{hostPort: l.Addr().String()}
-	e.srv = &http.Server{Handler: http.HandlerFunc(e.serveHTTP), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = e.srv.Serve(l) }()
-	a.b.Cleanup(func() { _ = e.srv.Close() })
-	return e
-}
-
-func (e *emptyWebhook) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	var review admissionv1.AdmissionReview
-	if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-		http.Error(w, fmt.Sprintf("want an AdmissionReview with a request: %v", err), http.StatusBadRequest)
-		return
-	}
-	switch path.Base(r.URL.Path) {
-	case "mutate":
-		e.mutate.Add(1)
-	case "validate":
-		e.validate.Add(1)
-	}
-	review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-	review.Request = nil
-	w.Header().Set("Content-Type", "application/json")
-	_ = json.NewEncoder(w).Encode(&review)
+	var mutate, validate atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("/calls", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]int64{"Mutate": mutate.Load(), "Validate": validate.Load()})
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+			http.Error(w, fmt.Sprintf("want an AdmissionReview with a request: %v", err), http.StatusBadRequest)
+			return
+		}
+		switch path.Base(r.URL.Path) {
+		case "mutate":
+			mutate.Add(1)
+		case "validate":
+			validate.Add(1)
+		}
+		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+		review.Request = nil
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(&review)
+	})
+	fmt.Println(l.Addr().String())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	return srv.Serve(l)
 }

@@ -703,6 +703,13 @@ func (a *admissionBench) measureCell(ctx context.Context, round int, m *admissio
 	if server != nil {
 		calls0, counted = server.calls()
 	}
+	// The empty webhook's CPU, beside shepherd's: the difference is what
+	// shepherd's own work costs per create.
+	empty, _ := server.(*emptyWebhook)
+	em0 := math.NaN()
+	if empty != nil {
+		em0 = a.cpu(empty.pid())
+	}
 	what := fmt.Sprintf("%s %s %s, %d client(s)", m.name, k.name, admissionOp(dryRun), clients)
 	lat, wall := a.run(ctx, what, k, dryRun, a.cfg.n, clients)
 
@@ -727,6 +734,10 @@ func (a *admissionBench) measureCell(ctx context.Context, round int, m *admissio
 			a.b.Fatalf("reading shepherd serve's memory: %v", err)
 		}
 		c.shepherdRSS, c.shepherdPeak = rss, max(peak, admissionNaNToZero(c.shepherdPeak))
+	}
+	if empty != nil {
+		c.hasEmpty = true
+		c.emptyCPU += a.cpu(empty.pid()) - em0
 	}
 	if counted {
 		if calls1, ok := server.calls(); ok {
