@@ -10,6 +10,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/cel/environment"
 
@@ -35,8 +36,9 @@ type Engine struct {
 	// a resync of the same resourceVersion does not compile it again.
 	failed map[string]failedPolicy
 	// ordered is the snapshot evaluations read: built-ins then policies by
-	// name. It is replaced, never mutated.
+	// name. It is replaced, never mutated, and so is its index.
 	ordered []*compiledRule
+	index   *candidates
 	// version counts the changes to the rule set (Version).
 	version atomic.Uint64
 }
@@ -62,6 +64,7 @@ func NewEngine(cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.ordered = slices.Clone(e.builtins)
+	e.index = newCandidates(e.ordered)
 	return e, nil
 }
 
@@ -226,12 +229,21 @@ func (e *Engine) reorder() {
 		ordered = append(ordered, e.policies[n])
 	}
 	e.ordered = ordered
+	e.index = newCandidates(ordered)
 }
 
 func (e *Engine) snapshot() []*compiledRule {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
 	return e.ordered
+}
+
+// candidatesFor returns the rules of the current snapshot that may match a
+// request for gr, in evaluation order.
+func (e *Engine) candidatesFor(gr schema.GroupResource) []*compiledRule {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.index.of(gr)
 }
 
 // Rules lists every built-in rule (enabled or not) and every active policy.
@@ -310,7 +322,7 @@ type Result struct {
 func (e *Engine) Evaluate(ctx context.Context, in *Input) []Result {
 	r := newRequest(ctx, in)
 	var out []Result
-	for _, cr := range e.snapshot() {
+	for _, cr := range e.candidatesFor(schema.GroupResource{Group: in.Group, Resource: in.Resource}) {
 		out = append(out, cr.evaluate(r)...)
 	}
 	return out

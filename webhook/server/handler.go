@@ -119,7 +119,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.Limits.release()
 	req := RequestFrom(rv.Request)
-	log := h.Log.WithValues("webhook", h.Mode, "uid", req.UID, "kind", req.Kind.Kind,
+	log := withRequestValues(h.Log, "webhook", h.Mode, "uid", req.UID, "kind", req.Kind.Kind,
 		"namespace", req.Namespace, "name", req.Name, "operation", req.Operation)
 	ctx := logf.IntoContext(r.Context(), log)
 

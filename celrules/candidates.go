@@ -1,0 +1,94 @@
+package celrules
+
+import (
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// candidates is an evaluation snapshot indexed by the resource a request
+// is for: the rules whose matchConstraints can match it, in evaluation
+// order. Without it every request ran the apiserver's matcher for every
+// rule of every kind (its namespace and object selectors first, then the
+// resource rules), which cost a TrainJob's validation as much as its own
+// rules' CEL did (make bench-admission's profile of serve). The index only
+// narrows the rules the matcher is asked about: every candidate still goes
+// through the matcher, so what matches is decided exactly as before.
+type candidates struct {
+	byResource map[schema.GroupResource][]*compiledRule
+	// ordered is the whole snapshot, filtered on the fly for a resource no
+	// rule names (the webhooks are sent none; `check` and the audit may
+	// be).
+	ordered []*compiledRule
+}
+
+// anyName is the wildcard of a ValidatingAdmissionPolicy's apiGroups and
+// resources.
+const anyName = "*"
+
+// newCandidates indexes ordered (evaluation order is kept in every list).
+func newCandidates(ordered []*compiledRule) *candidates {
+	c := &candidates{byResource: map[schema.GroupResource][]*compiledRule{}, ordered: ordered}
+	var named []schema.GroupResource
+	for _, cr := range ordered {
+		for _, gr := range cr.resources() {
+			if gr.Group != anyName && gr.Resource != anyName && !slices.Contains(named, gr) {
+				named = append(named, gr)
+			}
+		}
+	}
+	for _, cr := range ordered {
+		for _, gr := range named {
+			if cr.matchesAny(gr) {
+				c.byResource[gr] = append(c.byResource[gr], cr)
+			}
+		}
+	}
+	return c
+}
+
+// of returns the rules that may match a request for gr.
+func (c *candidates) of(gr schema.GroupResource) []*compiledRule {
+	if l, ok := c.byResource[gr]; ok {
+		return l
+	}
+	var out []*compiledRule
+	for _, cr := range c.ordered {
+		if cr.matchesAny(gr) {
+			out = append(out, cr)
+		}
+	}
+	return out
+}
+
+// resources lists the (group, resource) pairs cr's matchConstraints name,
+// subresources cut off ("trainjobs/status" names trainjobs) and wildcards
+// kept; a rule with no resourceRules matches every resource.
+func (cr *compiledRule) resources() []schema.GroupResource {
+	mc := cr.policy.Spec.MatchConstraints
+	if mc == nil || len(mc.ResourceRules) == 0 {
+		return []schema.GroupResource{{Group: anyName, Resource: anyName}}
+	}
+	var out []schema.GroupResource
+	for _, rr := range mc.ResourceRules {
+		for _, g := range rr.APIGroups {
+			for _, r := range rr.Resources {
+				r, _, _ = strings.Cut(r, "/")
+				out = append(out, schema.GroupResource{Group: g, Resource: r})
+			}
+		}
+	}
+	return out
+}
+
+// matchesAny reports whether one of cr's resources covers gr (a request's
+// group and resource, never wildcards).
+func (cr *compiledRule) matchesAny(gr schema.GroupResource) bool {
+	for _, own := range cr.resources() {
+		if (own.Group == anyName || own.Group == gr.Group) && (own.Resource == anyName || own.Resource == gr.Resource) {
+			return true
+		}
+	}
+	return false
+}
