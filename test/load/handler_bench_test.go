@@ -71,7 +71,7 @@ func BenchmarkHandlerPodCliqueSet(b *testing.B) {
 	obj := toJSON(b, typicalPCS)
 	mreq := reviewOf(b, admissionv1.Create, obj, nil)
 	// The validating webhook sees the object after the mutating patch.
-	defaulted := chain.Default(context.Background(), server.RequestFrom(mustReview(b, mreq).Request))
+	defaulted := chain.Default(context.Background(), server.RequestFrom(mustReview(b, mreq)))
 	if !defaulted.Allowed {
 		b.Fatalf("the typical PodCliqueSet is denied: %+v", defaulted.Violations)
 	}
@@ -80,7 +80,7 @@ func BenchmarkHandlerPodCliqueSet(b *testing.B) {
 		b.Fatal(err)
 	}
 	vreq := reviewOf(b, admissionv1.Create, dobj, nil)
-	if v := chain.Validate(context.Background(), server.RequestFrom(mustReview(b, vreq).Request)); !v.Allowed {
+	if v := chain.Validate(context.Background(), server.RequestFrom(mustReview(b, vreq))); !v.Allowed {
 		b.Fatalf("the defaulted PodCliqueSet is denied: %+v", v.Violations)
 	}
 
@@ -188,7 +188,7 @@ func processCPU(b *testing.B) time.Duration {
 	return cpu
 }
 
-func mustReview(b *testing.B, body []byte) *admissionv1.AdmissionReview {
+func mustReview(b *testing.B, body []byte) *server.Review {
 	rv, err := server.DecodeReview(body)
 	if err != nil {
 		b.Fatal(err)

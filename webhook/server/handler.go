@@ -74,7 +74,7 @@ func (e *httpError) Error() string { return e.msg }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	var rv *admissionv1.AdmissionReview
+	var rv *Review
 	defer func() {
 		// A bug in a rule or defaulter must not take the server down nor
 		// hand the apiserver a broken connection: answer with a denial
@@ -118,7 +118,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.Limits.release()
-	req := RequestFrom(rv.Request)
+	req := RequestFrom(rv)
 	log := withRequestValues(h.Log, "webhook", h.Mode, "uid", req.UID, "kind", req.Kind.Kind,
 		"namespace", req.Namespace, "name", req.Name, "operation", req.Operation)
 	ctx := logf.IntoContext(r.Context(), log)
@@ -177,7 +177,7 @@ func (h *Handler) observe(r *admissionv1.AdmissionRequest, verdict string, start
 // readReview reads and checks the request: POST, JSON, bounded, and a
 // well-formed admission.k8s.io/v1 AdmissionReview carrying a request. The
 // body's bytes are reserved from res as they arrive.
-func (h *Handler) readReview(w http.ResponseWriter, r *http.Request, res *reservation) (*admissionv1.AdmissionReview, error) {
+func (h *Handler) readReview(w http.ResponseWriter, r *http.Request, res *reservation) (*Review, error) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		return nil, &httpError{code: http.StatusMethodNotAllowed, reason: "method",

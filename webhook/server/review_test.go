@@ -1,8 +1,13 @@
 package server
 
 import (
+	"context"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/shepherd-k8s/shepherd/webhook"
 )
 
 // Every malformed review is refused with a message naming what is wrong.
@@ -35,17 +40,30 @@ func TestDecodeReviewNamesWhatIsWrong(t *testing.T) {
 	}
 }
 
-// The request's objects reach the chain exactly as sent, for it to decode
-// once; a value that is not an object is the chain's to deny.
-func TestDecodeReviewKeepsTheObjectsAsSent(t *testing.T) {
+// The request's objects are decoded with the review, as the chain decodes
+// them (integers as int64); a value that is not an object reaches the
+// chain as its JSON, for the chain to deny.
+func TestDecodeReviewDecodesTheObjectsOnce(t *testing.T) {
 	const obj, old = `{"spec":{"replicas":2,"x-unknown":[1,"a",null,1.5]}}`, `["not","an","object"]`
 	rv, err := DecodeReview([]byte(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u",` +
 		`"kind":{"kind":"X"},"operation":"UPDATE","object":` + obj + `,"oldObject":` + old + `}}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := RequestFrom(rv.Request)
-	if string(req.Object) != obj || string(req.OldObject) != old {
-		t.Errorf("object %s, old object %s; want %s and %s", req.Object, req.OldObject, obj, old)
+	req := RequestFrom(rv)
+	want := map[string]any{"spec": map[string]any{"replicas": int64(2), "x-unknown": []any{int64(1), "a", nil, 1.5}}}
+	if diff := cmp.Diff(want, req.ObjectValue); diff != "" || req.Object != nil {
+		t.Errorf("object (-want +got):\n%s\nraw %s, want none", diff, req.Object)
+	}
+	if req.OldObjectValue != nil || string(req.OldObject) != old {
+		t.Errorf("old object %v, raw %s; want no value and the raw %s", req.OldObjectValue, req.OldObject, old)
+	}
+	chain, err := webhook.NewChain(webhook.ChainOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := chain.Validate(context.Background(), req)
+	if v.Allowed || len(v.Violations) != 1 || !strings.Contains(v.Violations[0].Message, "cannot decode the old object: want a JSON object, got an array") {
+		t.Errorf("the chain's verdict on an array as old object: %+v", v)
 	}
 }
