@@ -49,6 +49,9 @@ type compiledRule struct {
 	// on every listing of the rules (the background audit lists them on
 	// every pass).
 	judgesUpdateOf string
+	// readsNamespace is whether an expression names namespaceObject: only
+	// then is the request's Namespace looked up for the validator.
+	readsNamespace bool
 }
 
 // pathsExpr is a fieldPathsExpression: a list of strings.
@@ -113,7 +116,8 @@ func compileRule(r Rule, source Source, mode environment.Type, s *Schemas) (*com
 	}
 	vap, _ := exportRule(r, source, s)
 	cr := &compiledRule{rule: r, source: source, action: r.action(), policy: vap,
-		accessor: validating.NewValidatingAdmissionPolicyAccessor(vap), judgesUpdateOf: onUpdate(&r)}
+		accessor: validating.NewValidatingAdmissionPolicyAccessor(vap), judgesUpdateOf: onUpdate(&r),
+		readsNamespace: mentionsNamespaceObject(vap, r)}
 
 	comp, err := plugincel.NewCompositedCompiler(baseEnv)
 	if err != nil {
@@ -313,3 +317,40 @@ func validateShape(r Rule, spec *field.Path) field.ErrorList {
 	}
 	return errs
 }
+
+// mentionsNamespaceObject reports whether any of the rule's expressions
+// (the exported policy's and shepherd's fieldPathsExpressions) names the
+// namespaceObject variable. A rule that never does is evaluated without
+// looking the request's Namespace up; the test is on the text, so a
+// mention anywhere, even in a string, only costs that lookup.
+func mentionsNamespaceObject(vap *admissionregistrationv1.ValidatingAdmissionPolicy, r Rule) bool {
+	for _, v := range vap.Spec.Validations {
+		if strings.Contains(v.Expression, namespaceObjectVar) || strings.Contains(v.MessageExpression, namespaceObjectVar) {
+			return true
+		}
+	}
+	for _, v := range vap.Spec.Variables {
+		if strings.Contains(v.Expression, namespaceObjectVar) {
+			return true
+		}
+	}
+	for _, m := range vap.Spec.MatchConditions {
+		if strings.Contains(m.Expression, namespaceObjectVar) {
+			return true
+		}
+	}
+	for _, a := range vap.Spec.AuditAnnotations {
+		if strings.Contains(a.ValueExpression, namespaceObjectVar) {
+			return true
+		}
+	}
+	for _, v := range r.Validations {
+		if strings.Contains(v.FieldPathsExpression, namespaceObjectVar) {
+			return true
+		}
+	}
+	return false
+}
+
+// namespaceObjectVar is the CEL variable of the request's Namespace.
+const namespaceObjectVar = "namespaceObject"

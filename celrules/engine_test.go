@@ -316,3 +316,37 @@ func TestVersionChangesWithTheRuleSet(t *testing.T) {
 		}
 	})
 }
+
+// namespaceObject is the request's Namespace, looked up only for the rules
+// that read it.
+func TestNamespaceObjectIsLookedUpOnlyForTheRulesThatReadIt(t *testing.T) {
+	reads := policy("reads-namespace", nil, "namespaceObject.metadata.?labels.?tier.orValue('') == 'gpu'")
+	plain := policy("plain", nil, "has(object.spec)")
+	lookups := 0
+	lookup := func(ns *corev1.Namespace) func(context.Context, string) (*corev1.Namespace, error) {
+		return func(context.Context, string) (*corev1.Namespace, error) {
+			lookups++
+			return ns, nil
+		}
+	}
+	gpu := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"tier": "gpu"}}}
+	cpu := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"tier": "cpu"}}}
+
+	e := policyEngine(t, reads, plain)
+	in := trainJobInput("CREATE", trainJob(nil, nil), nil)
+	in.Namespaces = lookup(gpu)
+	if res := e.Evaluate(context.Background(), in); len(res) != 0 || lookups != 1 {
+		t.Errorf("a gpu namespace: %+v after %d lookups, want none after 1", res, lookups)
+	}
+	lookups = 0
+	in.Namespaces = lookup(cpu)
+	if diff := cmp.Diff([]string{"reads-namespace/Deny"}, rules(e.Evaluate(context.Background(), in))); diff != "" || lookups != 1 {
+		t.Errorf("a cpu namespace after %d lookups (want 1), results (-want +got):\n%s", lookups, diff)
+	}
+
+	lookups = 0
+	e = policyEngine(t, plain)
+	if res := e.Evaluate(context.Background(), in); len(res) != 0 || lookups != 0 {
+		t.Errorf("no rule reads namespaceObject: %+v after %d lookups, want none after none", res, lookups)
+	}
+}

@@ -152,7 +152,10 @@ func (cr *compiledRule) evaluate(r *request) []Result {
 			return nil // the update changes nothing the rule reads
 		}
 	}
-	ns := r.namespaceObject()
+	var ns *corev1.Namespace
+	if cr.readsNamespace {
+		ns = r.namespaceObject()
+	}
 	res := cr.validator.Validate(r.ctx, gvr, va, nil, ns, celconfig.RuntimeCELCostBudget, nil)
 	var out []Result
 	for i, d := range res.Decisions {
