@@ -66,9 +66,10 @@ const settle = 2 * time.Minute
 //   - vap: deploy/native's ValidatingAdmissionPolicies and
 //     MutatingAdmissionPolicies (what `shepherd export vap --audit` and
 //     `shepherd export map` generate), no webhook.
-//   - empty-webhook: deploy/webhook's two configurations pointed at an
-//     in-test TLS server that allows everything: the floor of the webhook
-//     hop (the apiserver's calls, TLS, JSON) with no work behind it.
+//   - empty-webhook: deploy/webhook's two configurations pointed at a TLS
+//     server that decodes each review and allows it, in a process of its
+//     own (this binary again): the floor of the webhook hop (the
+//     apiserver's calls, TLS, JSON) with no work behind it.
 //   - webhook: `shepherd serve` built from this tree behind deploy/webhook's
 //     configurations.
 //   - webhook-baseline, when SHEPHERD_BASELINE_BIN names another shepherd
