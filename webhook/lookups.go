@@ -4,12 +4,15 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
@@ -44,14 +47,29 @@ type NamespaceLookup interface {
 // (kubectl apply of both), or the TrainJob Trainer creates a JobSet for at
 // once, must not be judged missing because this replica has not seen it
 // yet. Only misses go to the apiserver, so the common case stays cached.
+//
+// The reads a miss makes are bounded (liveReadsPerSecond, liveReadsBurst):
+// a flood of TrainJobs naming a runtime that does not exist must not spend
+// the client's apiserver budget the reconcilers share. Over the bound, a
+// miss is the cache's answer.
 func NewClientLookups(cached, live client.Reader, workloadAPIServed func() bool) Lookups {
-	return &clientLookups{r: cached, live: live, served: workloadAPIServed}
+	return &clientLookups{r: cached, live: live, served: workloadAPIServed,
+		limit: rate.NewLimiter(liveReadsPerSecond, liveReadsBurst)}
 }
+
+// The bound on the apiserver reads cache misses make: a quarter of serve's
+// default --kube-api-qps, far above what objects created a moment before
+// their dependants need.
+const (
+	liveReadsPerSecond = 50
+	liveReadsBurst     = 100
+)
 
 type clientLookups struct {
 	r      client.Reader
 	live   client.Reader
 	served func() bool
+	limit  *rate.Limiter
 }
 
 // cachedOnlyKey marks a context whose lookups stay in the cache.
@@ -74,7 +92,37 @@ func (l *clientLookups) get(ctx context.Context, key client.ObjectKey, o client.
 	if l.live == nil || !apierrors.IsNotFound(err) || ctx.Value(cachedOnlyKey{}) != nil {
 		return err
 	}
-	return l.live.Get(ctx, key, o)
+	if !l.limit.Allow() {
+		liveReads.WithLabelValues(liveReadLimited).Inc()
+		return err
+	}
+	err = l.live.Get(ctx, key, o)
+	switch {
+	case err == nil:
+		liveReads.WithLabelValues(liveReadFound).Inc()
+	case apierrors.IsNotFound(err):
+		liveReads.WithLabelValues(liveReadNotFound).Inc()
+	default:
+		liveReads.WithLabelValues(liveReadError).Inc()
+	}
+	return err
+}
+
+// Values of liveReads' result label.
+const (
+	liveReadFound    = "found"
+	liveReadNotFound = "not_found"
+	liveReadError    = "error"
+	liveReadLimited  = "limited"
+)
+
+var liveReads = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "shepherd_lookup_apiserver_reads_total",
+	Help: "Reads of the apiserver the admission lookups made because the informer cache did not hold the object (yet), by result: found (the cache lagged), not_found, error, limited (over the bound on such reads, answered from the cache).",
+}, []string{"result"})
+
+func init() {
+	metrics.Registry.MustRegister(liveReads)
 }
 
 func (l *clientLookups) TrainingRuntime(ctx context.Context, namespace, name string) (*trainerv1alpha1.TrainingRuntime, error) {

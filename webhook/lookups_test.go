@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,6 +77,21 @@ func TestClientLookupsAskTheAPIServerOnACacheMiss(t *testing.T) {
 	live.gets = 0
 	if _, err := l.ClusterTrainingRuntime(WithCachedLookups(ctx), "fresh"); !apierrors.IsNotFound(err) || live.gets != 0 {
 		t.Errorf("WithCachedLookups: err %v after %d apiserver reads, want NotFound after none", err, live.gets)
+	}
+
+	// Over the bound, a miss is the cache's answer, and counted.
+	limited := NewClientLookups(cached, live, nil).(*clientLookups)
+	limited.limit = rate.NewLimiter(0, 1) // one read, then none
+	live.gets = 0
+	before := testutil.ToFloat64(liveReads.WithLabelValues(liveReadLimited))
+	if _, err := limited.ClusterTrainingRuntime(ctx, "fresh"); err != nil {
+		t.Errorf("the first miss within the bound: %v, want the runtime found", err)
+	}
+	if _, err := limited.ClusterTrainingRuntime(ctx, "fresh"); !apierrors.IsNotFound(err) || live.gets != 1 {
+		t.Errorf("a miss over the bound: err %v after %d apiserver reads, want NotFound after 1", err, live.gets)
+	}
+	if got := testutil.ToFloat64(liveReads.WithLabelValues(liveReadLimited)) - before; got != 1 {
+		t.Errorf("shepherd_lookup_apiserver_reads_total{result=limited} grew by %v, want 1", got)
 	}
 
 	// Without a live reader a miss is the cache's answer.
