@@ -19,8 +19,9 @@ type candidates struct {
 	byResource map[schema.GroupResource][]*compiledRule
 	// ordered is the whole snapshot, filtered on the fly for a resource no
 	// rule names (the webhooks are sent none; `check` and the audit may
-	// be).
-	ordered []*compiledRule
+	// be); resources holds what each of its rules names, in the same order.
+	ordered   []*compiledRule
+	resources [][]schema.GroupResource
 }
 
 // anyName is the wildcard of a ValidatingAdmissionPolicy's apiGroups and
@@ -32,18 +33,16 @@ func newCandidates(ordered []*compiledRule) *candidates {
 	c := &candidates{byResource: map[schema.GroupResource][]*compiledRule{}, ordered: ordered}
 	var named []schema.GroupResource
 	for _, cr := range ordered {
-		for _, gr := range cr.resources() {
+		res := cr.resources()
+		c.resources = append(c.resources, res)
+		for _, gr := range res {
 			if gr.Group != anyName && gr.Resource != anyName && !slices.Contains(named, gr) {
 				named = append(named, gr)
 			}
 		}
 	}
-	for _, cr := range ordered {
-		for _, gr := range named {
-			if cr.matchesAny(gr) {
-				c.byResource[gr] = append(c.byResource[gr], cr)
-			}
-		}
+	for _, gr := range named {
+		c.byResource[gr] = c.filter(gr)
 	}
 	return c
 }
@@ -53,10 +52,19 @@ func (c *candidates) of(gr schema.GroupResource) []*compiledRule {
 	if l, ok := c.byResource[gr]; ok {
 		return l
 	}
+	return c.filter(gr)
+}
+
+// filter returns the rules one of whose resources covers gr (a request's
+// group and resource, never wildcards), in evaluation order.
+func (c *candidates) filter(gr schema.GroupResource) []*compiledRule {
 	var out []*compiledRule
-	for _, cr := range c.ordered {
-		if cr.matchesAny(gr) {
-			out = append(out, cr)
+	for i, cr := range c.ordered {
+		for _, own := range c.resources[i] {
+			if (own.Group == anyName || own.Group == gr.Group) && (own.Resource == anyName || own.Resource == gr.Resource) {
+				out = append(out, cr)
+				break
+			}
 		}
 	}
 	return out
@@ -80,15 +88,4 @@ func (cr *compiledRule) resources() []schema.GroupResource {
 		}
 	}
 	return out
-}
-
-// matchesAny reports whether one of cr's resources covers gr (a request's
-// group and resource, never wildcards).
-func (cr *compiledRule) matchesAny(gr schema.GroupResource) bool {
-	for _, own := range cr.resources() {
-		if (own.Group == anyName || own.Group == gr.Group) && (own.Resource == anyName || own.Resource == gr.Resource) {
-			return true
-		}
-	}
-	return false
 }
