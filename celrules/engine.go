@@ -2,10 +2,13 @@ package celrules
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -315,6 +318,9 @@ type Result struct {
 	// EvalError is set when the rule could not be evaluated (runtime error,
 	// cost limit, budget) rather than failing a validation.
 	EvalError bool
+	// TimedOut is set on an EvalError when the rule was stopped because
+	// the request's deadline passed.
+	TimedOut bool
 }
 
 // Evaluate runs every enabled rule that matches in against it and returns
@@ -323,7 +329,45 @@ func (e *Engine) Evaluate(ctx context.Context, in *Input) []Result {
 	r := newRequest(ctx, in)
 	var out []Result
 	for _, cr := range e.candidatesFor(schema.GroupResource{Group: in.Group, Resource: in.Resource}) {
-		out = append(out, cr.evaluate(r)...)
+		start := time.Now()
+		res := cr.evaluate(r)
+		if ctx.Err() != nil {
+			res = cr.outOfTime(res, time.Since(start), ctx)
+		}
+		out = append(out, res...)
 	}
 	return out
+}
+
+// outOfTime names the deadline in the results of a rule evaluated while
+// the request's time ran out. cel-go checks the context every
+// celconfig.CheckFrequency comprehension steps (the apiserver's own
+// programs are built with cel.InterruptCheckFrequency), so a rule whose
+// cost stays under the budget but whose wall time does not — a nested
+// all() over a long list — is stopped at the deadline instead of running
+// past the webhook's timeout, where the apiserver's failurePolicy would
+// answer for every rule at once. The rule still fails by its own
+// failurePolicy (evalError); rules without comprehensions are never
+// interrupted, so their verdicts stand even after the deadline.
+func (cr *compiledRule) outOfTime(res []Result, spent time.Duration, ctx context.Context) []Result {
+	for i := range res {
+		// Only an interrupted evaluation ran out of time: a rule that
+		// failed otherwise (a missing key) after the deadline keeps its
+		// own error.
+		if !res[i].EvalError || !strings.Contains(res[i].Message, "operation interrupted") {
+			continue
+		}
+		deadline := ""
+		if d, ok := ctx.Deadline(); ok {
+			deadline = fmt.Sprintf(" at %s", d.UTC().Format("15:04:05.000"))
+		}
+		msg := fmt.Sprintf("rule %s ran out of time: it was stopped after %s because the request's deadline passed%s (%v); make its expressions cheaper (fewer nested comprehensions over long lists) or the object smaller",
+			cr.rule.ID, spent.Round(time.Millisecond), deadline, context.Cause(ctx))
+		if cr.rule.failurePolicy() == shepherdv1alpha1.FailurePolicyIgnore {
+			msg += " (ignored: failurePolicy Ignore)"
+		}
+		res[i].Message = msg
+		res[i].TimedOut = true
+	}
+	return res
 }

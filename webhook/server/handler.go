@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -49,6 +50,36 @@ type Handler struct {
 	// Log is the base logger; each request's context carries it with the
 	// request's uid, kind, namespace, name and operation.
 	Log logr.Logger
+	// Timeout is the time a request is answered within when the caller
+	// does not say (DefaultTimeout if zero); see deadline.
+	Timeout time.Duration
+}
+
+// DefaultTimeout is the apiserver's default webhook timeoutSeconds (10):
+// the bound on a request that carries no timeout of its own.
+const DefaultTimeout = 10 * time.Second
+
+// deadline is how long shepherd may spend on a request: the time the
+// caller waits less a margin for the answer's way back. The apiserver
+// sends what is left of the webhook configuration's timeoutSeconds as the
+// query parameter "timeout" (client-go's rest.Request.Timeout, used by its
+// webhook dispatchers); a request without one (or with one that does not
+// parse) gets def. The margin is a fifth of the timeout, at least 100 ms
+// and at most 1 s: an expensive rule is then stopped and answered for by
+// its own failurePolicy, naming it, before the apiserver gives up and
+// applies the webhook's failurePolicy to every rule at once.
+func deadline(r *http.Request, def time.Duration) (time.Duration, string) {
+	timeout, what := def, "shepherd's default admission timeout"
+	if v := r.URL.Query().Get("timeout"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d > 0 {
+			timeout, what = d, "the caller's timeout"
+		}
+	}
+	margin := min(max(timeout/5, 100*time.Millisecond), time.Second)
+	if margin >= timeout {
+		margin = timeout / 2
+	}
+	return timeout - margin, fmt.Sprintf("%s of %s less a margin of %s", what, timeout, margin)
 }
 
 // httpError is a request rejected before admission: it never reached the
@@ -121,7 +152,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := RequestFrom(rv)
 	log := withRequestValues(h.Log, "webhook", h.Mode, "uid", req.UID, "kind", req.Kind.Kind,
 		"namespace", req.Namespace, "name", req.Name, "operation", req.Operation)
-	ctx := logf.IntoContext(r.Context(), log)
+	budget, why := deadline(r, cmp.Or(h.Timeout, DefaultTimeout))
+	ctx, cancel := context.WithTimeoutCause(logf.IntoContext(r.Context(), log), budget, errors.New(why))
+	defer cancel()
 
 	verdict := h.admit(ctx, req)
 	if h.Audit != nil {
