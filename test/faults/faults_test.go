@@ -208,14 +208,20 @@ func TestLeaderSIGKILL(t *testing.T) {
 func TestMetricsIgnoreMadeUpKinds(t *testing.T) {
 	r := env.StartReplica(t, replicaFlags(env.Namespace(t), "--disable-reconcilers")...)
 	hc := webhookClient(t)
+	// Even: a made-up kind, admitted (200); odd: a made-up operation,
+	// refused as malformed (400). Neither may name itself in /metrics.
 	send := func(i int) {
 		t.Helper()
+		op, want := "CREATE", http.StatusOK
+		if i%2 == 1 {
+			op, want = fmt.Sprintf("MADEUPOP%d", i), http.StatusBadRequest
+		}
 		body := fmt.Sprintf(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u%d",`+
 			`"kind":{"group":"made.up","version":"v1","kind":"MadeUpKind%d"},"resource":{"group":"made.up","version":"v1","resource":"madeups"},`+
-			`"operation":"MADEUPOP%d","namespace":"default","name":"x","object":{"metadata":{"name":"x"}}}}`, i, i, i)
+			`"operation":%q,"namespace":"default","name":"x","object":{"metadata":{"name":"x"}}}}`, i, i, op)
 		code, _, err := postReview(hc, r.Webhook, []byte(body))
-		if err != nil || code != http.StatusOK {
-			t.Fatalf("made-up review %d: HTTP %d, %v", i, code, err)
+		if err != nil || code != want {
+			t.Fatalf("made-up review %d (operation %s): HTTP %d, %v; want %d", i, op, code, err, want)
 		}
 	}
 	// The code paths of a made-up request, once, so their series exist.

@@ -77,6 +77,13 @@ func DecodeReview(body []byte) (*Review, error) {
 	case r.Operation == "":
 		return nil, errors.New("malformed AdmissionReview: request.operation is missing")
 	}
+	switch r.Operation {
+	case admissionv1.Create, admissionv1.Update, admissionv1.Delete, admissionv1.Connect:
+	default:
+		// A verdict on an operation the apiserver never sends would be an
+		// answer to nobody: a made-up request gets no "allowed".
+		return nil, fmt.Errorf("malformed AdmissionReview: request.operation %q is not one of CREATE, UPDATE, DELETE, CONNECT", r.Operation)
+	}
 	return &Review{Request: r, Object: rv.Request.Object, OldObject: rv.Request.OldObject}, nil
 }
 

@@ -24,14 +24,16 @@ func TestDecodeReviewNamesWhatIsWrong(t *testing.T) {
 		head + `null}`: "request is missing",
 		// Field names are case-sensitive, as the apiserver reads them.
 		`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","Request":{"uid":"u"}}`: "request is missing",
-		head + `[]}`:                                         "request of type v1.AdmissionRequest",
-		head + `{"uid":7}}`:                                  "request.uid",
-		head + `{"uid":"u","kind":"X"}}`:                     "request.kind",
-		head + `{"uid":"u","dryRun":"yes"}}`:                 "request.dryRun",
-		head + `{"uid":"u","userInfo":{"groups":["a",1]}}}`:  "request.userInfo.groups",
-		head + `{"kind":{"kind":"X"},"operation":"CREATE"}}`: "request.uid is missing",
-		head + `{"uid":"u","operation":"CREATE"}}`:           "request.kind.kind is missing",
-		head + `{"uid":"u","kind":{"kind":"X"}}}`:            "request.operation is missing",
+		head + `[]}`:                                                       "request of type v1.AdmissionRequest",
+		head + `{"uid":7}}`:                                                "request.uid",
+		head + `{"uid":"u","kind":"X"}}`:                                   "request.kind",
+		head + `{"uid":"u","dryRun":"yes"}}`:                               "request.dryRun",
+		head + `{"uid":"u","userInfo":{"groups":["a",1]}}}`:                "request.userInfo.groups",
+		head + `{"kind":{"kind":"X"},"operation":"CREATE"}}`:               "request.uid is missing",
+		head + `{"uid":"u","operation":"CREATE"}}`:                         "request.kind.kind is missing",
+		head + `{"uid":"u","kind":{"kind":"X"}}}`:                          "request.operation is missing",
+		head + `{"uid":"u","kind":{"kind":"X"},"operation":"FROBNICATE"}}`: `request.operation "FROBNICATE" is not one of CREATE, UPDATE, DELETE, CONNECT`,
+		head + `{"uid":"u","kind":{"kind":"X"},"operation":"create"}}`:     `request.operation "create" is not one of`,
 	} {
 		_, err := DecodeReview([]byte(body))
 		if err == nil || !strings.HasPrefix(err.Error(), "malformed AdmissionReview: ") || !strings.Contains(err.Error(), want) {
