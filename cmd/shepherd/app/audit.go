@@ -64,7 +64,8 @@ chain as shepherd serve and check, and prints, per policy, the objects it
 would deny, warn on or audit, with the field and message. Only the given
 policies are reported unless --include-builtin. Against a cluster the
 policies are type-checked against the CRDs it serves; the kubeconfig's user
-needs list on those CRDs, on the workloads' kinds and on namespaces.
+needs list on those CRDs, on the workloads' kinds and on namespaces. Each
+file of --policy and -f may hold at most --max-input-bytes (default 64Mi).
 Exit status: 0, or 1 when any object would be denied; 2 on a usage error or
 a policy that does not compile.
 
@@ -80,8 +81,8 @@ Examples:
 			if len(o.impact.policies) > 0 {
 				return runImpact(cmd.Context(), o, cmd.OutOrStdout())
 			}
-			if len(o.impact.files) > 0 || o.impact.includeBuiltin || len(o.impact.rules.crds) > 0 || len(o.impact.rules.disabled) > 0 {
-				return usageError("-f, --include-builtin, --crd and --disable-rule go with --policy")
+			if len(o.impact.files) > 0 || o.impact.includeBuiltin || len(o.impact.rules.crds) > 0 || len(o.impact.rules.disabled) > 0 || cmd.Flags().Changed(maxInputFlag) {
+				return usageError("-f, --include-builtin, --crd, --disable-rule and --%s go with --policy", maxInputFlag)
 			}
 			return runAudit(cmd.Context(), o, cmd.OutOrStdout())
 		},
@@ -105,6 +106,7 @@ Examples:
 	f.BoolVar(&o.impact.includeBuiltin, "include-builtin", false, "With --policy: also report what the built-in rules find")
 	f.StringSliceVar(&o.impact.rules.disabled, "disable-rule", nil, "With --policy: built-in rule IDs to switch off (repeatable or comma-separated)")
 	f.StringArrayVar(&o.impact.rules.crds, "crd", nil, "With --policy -f: "+crdFlagUsage)
+	addMaxInputFlag(f, &o.impact.rules.maxInput)
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: 2, Err: err} })
 	return cmd
 }

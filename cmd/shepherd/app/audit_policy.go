@@ -96,7 +96,7 @@ func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
 	if o.rule != "" || o.user != "" || o.since != "" || o.limit != 0 {
 		return usageError("--rule, --user, --since and --limit filter the verdicts of a running server; with --policy, give -n to narrow the objects judged")
 	}
-	policies, err := readPoliciesFrom(o.impact.policies, nil)
+	policies, err := readPoliciesFrom(o.impact.policies, nil, o.impact.rules.maxInput.bytes())
 	if err != nil {
 		return parseFailure(err)
 	}
@@ -115,7 +115,7 @@ func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
 		if cfg, err = o.impact.rules.config(); err != nil {
 			return err
 		}
-		ms, err := readManifestsFrom(o.impact.files, nil)
+		ms, err := readManifestsFrom(o.impact.files, nil, o.impact.rules.maxInput.bytes())
 		if err != nil {
 			return parseFailure(err)
 		}

@@ -89,6 +89,10 @@ built-in rules. The Workload API is assumed to be served unless
 --no-workload-api. Kinds shepherd does not cover are allowed untouched.
 
 "-f -" (or "-" for one of --old, --context, --policy) reads standard input.
+Each file (each one of a directory too) and standard input may hold at
+most --max-input-bytes (default 64Mi); a larger one is an error naming it,
+found before anything is parsed. A directory without a manifest is an
+error.
 Every document needs apiVersion and kind. --old holds the stored objects:
 each is paired with the object of the same group, kind, namespace and name
 (a single --old object with a single object, which must be the same one).
@@ -99,8 +103,9 @@ rule) may take.
 
 Exit status: 0 when every object is allowed, 1 when any is denied, 2 on a
 usage or parse error (file and line): a document without apiVersion or
-kind, an --old object that is not the same object, an object whose
-admission takes longer than --timeout.`,
+kind, a file or input larger than --max-input-bytes, an --old object that
+is not the same object, an object whose admission takes longer than
+--timeout.`,
 		Example: `  shepherd check -f trainjob.yaml --context runtimes/
   shepherd check -f pcs.yaml --old pcs-live.yaml -o json`,
 		Args: cobra.NoArgs,
@@ -121,6 +126,7 @@ admission takes longer than --timeout.`,
 	f.StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage)
 	f.DurationVar(&o.timeout, "timeout", defaultCheckTimeout, "wall-clock limit for admitting one object (defaults and every rule); an object that takes longer is an error (exit 2) naming its file and line")
 	f.StringVar(&o.fieldValidation, "field-validation", metav1.FieldValidationStrict, "how fields the target schema lacks are treated, as the apiserver does: Strict (kubectl's default) denies the object, Warn warns and judges it without them")
+	addMaxInputFlag(f, &o.rules.maxInput)
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: 2, Err: err} })
 	return cmd
 }
@@ -182,21 +188,22 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 		return usageError("standard input (-) can be read only once: give it to one of -f, --old, --context, --policy")
 	}
 
-	objects, err := readManifestsFrom(o.files, o.stdin)
+	limit := o.rules.maxInput.bytes()
+	objects, err := readManifestsFrom(o.files, o.stdin, limit)
 	if err != nil {
 		return parseFailure(err)
 	}
 	var olds []manifest
 	if o.old != "" {
-		if olds, err = readManifestsFrom([]string{o.old}, o.stdin); err != nil {
+		if olds, err = readManifestsFrom([]string{o.old}, o.stdin, limit); err != nil {
 			return parseFailure(err)
 		}
 	}
-	ctxObjs, err := readManifestsFrom(o.context, o.stdin)
+	ctxObjs, err := readManifestsFrom(o.context, o.stdin, limit)
 	if err != nil {
 		return parseFailure(err)
 	}
-	policies, err := readPoliciesFrom(o.policies, o.stdin)
+	policies, err := readPoliciesFrom(o.policies, o.stdin, limit)
 	if err != nil {
 		return parseFailure(err)
 	}
@@ -250,13 +257,20 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 			Violations: []CheckViolation{},
 			Warnings:   append([]string{}, v.Warnings...),
 			Patch:      append([]jsonpatch.JsonPatchOperation{}, v.Patch...),
-			Object:     v.Object,
+		}
+		// Text output does not print the object: keeping every admitted
+		// object to the end would hold a second copy of the input.
+		if o.output != "text" {
+			r.Object = v.Object
 		}
 		for _, viol := range v.Violations {
 			r.Violations = append(r.Violations, CheckViolation{Rule: viol.Rule, Field: viol.Field, Message: viol.Message, Action: string(viol.Action)})
 		}
 		anyDenied = anyDenied || !v.Allowed
 		results = append(results, r)
+		// Judged: the object read can go while the next are judged (the
+		// results hold what is printed).
+		objects[i], pairs[i] = manifest{}, nil
 	}
 
 	if err := writeCheckResults(out, o.output, results); err != nil {

@@ -50,6 +50,7 @@ func newExportCommand() *cobra.Command {
 	cmd.PersistentFlags().StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage)
 	cmd.PersistentFlags().StringVar(&o.rules.kubeconfig, "kubeconfig", "", "kubeconfig of the target cluster: type-check against the Trainer, JobSet and Grove CRDs it serves (instead of --crd; needs list on customresourcedefinitions)")
 	cmd.PersistentFlags().StringVar(&o.namespace, "namespace", api.DefaultNamespace, "shepherd's namespace: exported bindings leave it and kube-system out, as shepherd's webhooks do")
+	addMaxInputFlag(cmd.PersistentFlags(), &o.rules.maxInput)
 
 	vap := &cobra.Command{
 		Use:   "vap",
@@ -106,7 +107,7 @@ only validate.`,
 
 // exportChain builds the chain with the given policies loaded.
 func exportChain(o *exportOptions) (*webhook.Chain, error) {
-	policies, err := readPolicies(o.policies)
+	policies, err := readPoliciesFrom(o.policies, nil, o.rules.maxInput.bytes())
 	if err != nil {
 		return nil, parseFailure(err)
 	}

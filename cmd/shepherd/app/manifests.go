@@ -3,6 +3,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/shepherd-k8s/shepherd/api/install"
@@ -53,7 +55,9 @@ func (e *ParseError) Error() string {
 func (e *ParseError) Unwrap() error { return e.Err }
 
 // manifestFiles expands files and directories (recursively: *.yaml, *.yml,
-// *.json) into a sorted list of files.
+// *.json) into a sorted list of files. A directory without such a file is
+// an error: checking nothing and exiting 0 would pass a CI job pointed at
+// the wrong directory.
 func manifestFiles(paths []string) ([]string, error) {
 	var out []string
 	for _, p := range paths {
@@ -81,6 +85,9 @@ func manifestFiles(paths []string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		if len(found) == 0 {
+			return nil, fmt.Errorf("no manifests (*.yaml, *.yml, *.json) found in %s", p)
+		}
 		sort.Strings(found)
 		out = append(out, found...)
 	}
@@ -92,30 +99,30 @@ var (
 	yamlLine     = regexp.MustCompile(`line (\d+)`)
 )
 
-// readManifests reads every object of the given files and directories.
-// Multi-document YAML and JSON are accepted, and so are v1 Lists. A
-// malformed document is a ParseError with the file and the absolute line.
-func readManifests(paths []string) ([]manifest, error) {
-	return readManifestsFrom(paths, nil)
-}
-
 // stdinPath is the path that reads standard input, as kubectl's -f -.
 const stdinPath = "-"
 
 // stdinName names standard input in messages, in place of a file name.
 const stdinName = "<stdin>"
 
-// readManifestsFrom is readManifests where the path "-" reads stdin (nil:
-// "-" is refused).
-func readManifestsFrom(paths []string, stdin io.Reader) ([]manifest, error) {
+// readManifestsFrom reads every object of the given files and
+// directories; the path "-" reads stdin (nil: "-" is refused).
+// Multi-document YAML and JSON are accepted, and so are v1 Lists. A
+// malformed document is a ParseError with the file and the absolute line.
+// A file or stream larger than limit bytes is an *InputTooLargeError
+// (--max-input-bytes), found before it is parsed.
+func readManifestsFrom(paths []string, stdin io.Reader, limit int64) ([]manifest, error) {
 	var out []manifest
 	for _, p := range paths {
 		if p == stdinPath {
 			if stdin == nil {
 				return nil, fmt.Errorf("%q (standard input) is not accepted here: give a file or directory", stdinPath)
 			}
-			b, err := io.ReadAll(stdin)
+			b, err := readLimited(stdin, stdinDescription, limit)
 			if err != nil {
+				if errors.As(err, new(*InputTooLargeError)) {
+					return nil, err
+				}
 				return nil, fmt.Errorf("reading standard input: %w", err)
 			}
 			objs, err := parseManifests(stdinName, b)
@@ -130,7 +137,7 @@ func readManifestsFrom(paths []string, stdin io.Reader) ([]manifest, error) {
 			return nil, err
 		}
 		for _, f := range files {
-			b, err := os.ReadFile(f)
+			b, err := readFileLimited(f, limit)
 			if err != nil {
 				return nil, err
 			}
@@ -144,13 +151,16 @@ func readManifestsFrom(paths []string, stdin io.Reader) ([]manifest, error) {
 	return out, nil
 }
 
+// parseManifests parses the documents of b, the contents of file. Each
+// document is parsed from a subslice of b, and its object is decoded once
+// and kept: splitting b into lines, joining them again per document and
+// decoding each object twice held several copies of the input at once (a
+// 50 MB file took 566 MB).
 func parseManifests(file string, b []byte) ([]manifest, error) {
 	var out []manifest
-	lines := bytes.Split(b, []byte("\n"))
-	start, doc := 0, 0
-	flush := func(end int) error {
-		text := bytes.Join(lines[start:end], []byte("\n"))
-		firstLine := start + 1
+	doc := 0
+	// flush parses text, a document whose first line is firstLine.
+	flush := func(text []byte, firstLine int) error {
 		if len(bytes.TrimSpace(text)) == 0 {
 			return nil
 		}
@@ -158,8 +168,10 @@ func parseManifests(file string, b []byte) ([]manifest, error) {
 		if err != nil {
 			return &ParseError{File: file, Line: firstLine + errLine(err) - 1, Err: cleanYAMLError(err)}
 		}
+		// As Unstructured's own decoding (integers stay int64), so the
+		// result is the object, not a copy to decode again.
 		var m any
-		if err := yaml.Unmarshal(js, &m); err != nil {
+		if err := utiljson.Unmarshal(js, &m); err != nil {
 			return &ParseError{File: file, Line: firstLine, Err: err}
 		}
 		if m == nil {
@@ -168,7 +180,7 @@ func parseManifests(file string, b []byte) ([]manifest, error) {
 		doc++
 		// Point at the document's first line of content, not at the
 		// comments or blank lines before it.
-		line := firstLine + contentOffset(lines[start:end])
+		line := firstLine + contentOffset(text)
 		obj, ok := m.(map[string]any)
 		if !ok {
 			return &ParseError{File: file, Line: line, Err: fmt.Errorf("document %d: a manifest must be an object, got %T", doc, m)}
@@ -187,10 +199,9 @@ func parseManifests(file string, b []byte) ([]manifest, error) {
 				}
 			}
 		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(js); err != nil {
-			return &ParseError{File: file, Line: line, Err: err}
-		}
+		// checkTypeMeta made sure of a kind: what Unstructured's decoding
+		// would check.
+		u := &unstructured.Unstructured{Object: obj}
 		if u.IsList() {
 			l, err := u.ToList()
 			if err != nil {
@@ -204,26 +215,46 @@ func parseManifests(file string, b []byte) ([]manifest, error) {
 		out = append(out, manifest{obj: u, file: file, line: line})
 		return nil
 	}
-	for i, l := range lines {
-		if docSeparator.Match(bytes.TrimRight(l, "\r")) {
-			if err := flush(i); err != nil {
+	// Walk the lines: a document runs from start (its first line,
+	// startLine) to the newline before the next separator line.
+	start, startLine := 0, 1
+	for off, line := 0, 1; off <= len(b); line++ {
+		l, next := b[off:], len(b)+1
+		if i := bytes.IndexByte(l, '\n'); i >= 0 {
+			l, next = l[:i], off+i+1
+		}
+		if isDocSeparator(l) {
+			if err := flush(b[start:max(start, off-1)], startLine); err != nil {
 				return nil, err
 			}
-			start = i + 1
+			start, startLine = min(next, len(b)), line+1
 		}
+		off = next
 	}
-	if err := flush(len(lines)); err != nil {
+	if err := flush(b[start:], startLine); err != nil {
 		return nil, err
 	}
 	return out, nil
 }
 
-// contentOffset is the index of the first line that is neither blank nor
-// a comment.
-func contentOffset(lines [][]byte) int {
-	for i, l := range lines {
-		t := bytes.TrimSpace(l)
-		if len(t) > 0 && t[0] != '#' {
+// isDocSeparator reports whether line (without its newline) separates YAML
+// documents: "---", alone or followed by a space and anything.
+func isDocSeparator(line []byte) bool {
+	// The prefix test spares the regular expression almost every line.
+	return bytes.HasPrefix(line, []byte("---")) && docSeparator.Match(bytes.TrimRight(line, "\r"))
+}
+
+// contentOffset is the index of the first line of text that is neither
+// blank nor a comment.
+func contentOffset(text []byte) int {
+	for i := 0; len(text) > 0; i++ {
+		l := text
+		if j := bytes.IndexByte(text, '\n'); j >= 0 {
+			l, text = text[:j], text[j+1:]
+		} else {
+			text = nil
+		}
+		if t := bytes.TrimSpace(l); len(t) > 0 && t[0] != '#' {
 			return i
 		}
 	}
@@ -328,14 +359,10 @@ func cleanYAMLError(err error) error {
 	return fmt.Errorf("invalid YAML: %s", msg)
 }
 
-// readPolicies reads WorkloadPolicy objects; other kinds are an error.
-func readPolicies(paths []string) ([]*shepherdv1alpha1.WorkloadPolicy, error) {
-	return readPoliciesFrom(paths, nil)
-}
-
-// readPoliciesFrom is readPolicies where the path "-" reads stdin.
-func readPoliciesFrom(paths []string, stdin io.Reader) ([]*shepherdv1alpha1.WorkloadPolicy, error) {
-	ms, err := readManifestsFrom(paths, stdin)
+// readPoliciesFrom reads WorkloadPolicy objects as readManifestsFrom
+// reads manifests; other kinds are an error.
+func readPoliciesFrom(paths []string, stdin io.Reader, limit int64) ([]*shepherdv1alpha1.WorkloadPolicy, error) {
+	ms, err := readManifestsFrom(paths, stdin, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -362,13 +389,18 @@ type ruleConfigFlags struct {
 	// kubeconfig (export only): type-check against the CRDs the cluster
 	// of this kubeconfig serves instead.
 	kubeconfig string
+	// maxInput is --max-input-bytes, which every command with these
+	// flags has: it bounds the --crd files here, and each file or stream
+	// of manifests the command reads.
+	maxInput inputLimit
 }
 
 // crdFlagUsage is --crd's help, shared by check and export.
 const crdFlagUsage = "CRD file or directory of the target cluster to type-check rules against (repeatable); default: the pinned upstream CRDs built in (see `shepherd version`). Built-in rules whose fields these schemas lack are inactive; policies on such fields do not compile"
 
 // config resolves the flags: the disabled rules and the schemas of --crd
-// (the pinned upstream ones when none is given).
+// (the pinned upstream ones when none is given). A --crd file larger than
+// --max-input-bytes is refused.
 func (f *ruleConfigFlags) config() (celrules.Config, error) {
 	cfg := celrules.Config{DisabledRules: f.disabled}
 	var err error
@@ -387,10 +419,49 @@ func (f *ruleConfigFlags) config() (celrules.Config, error) {
 		cfg.Schemas, err = celrules.PinnedSchemas()
 		return cfg, err
 	}
+	for _, p := range f.crds {
+		if err := checkCRDFileSizes(p, f.maxInput.bytes()); err != nil {
+			return cfg, usageError("--crd: %v", err)
+		}
+	}
 	crds, err := pinned.Read(f.crds...)
 	if err != nil {
 		return cfg, usageError("--crd: %v", err)
 	}
 	cfg.Schemas, err = celrules.NewSchemas(crds, "--crd "+strings.Join(f.crds, ", "))
 	return cfg, err
+}
+
+// checkCRDFileSizes refuses, by its size, a regular file larger than limit
+// among those pinned.Read reads for path (the file, or a directory's
+// *.yaml, *.yml and *.json, not recursively): pinned.Read reads each
+// whole, unbounded. A CRD streamed from a pipe (--crd <(kubectl get crd
+// ... -o yaml)) has no size to check and is read as before.
+func checkCRDFileSizes(path string, limit int64) error {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil // pinned.Read says what is wrong with it
+	}
+	files := []string{path}
+	if info.IsDir() {
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return nil
+		}
+		files = files[:0]
+		for _, e := range entries {
+			if name := e.Name(); !e.IsDir() && (strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || strings.HasSuffix(name, ".json")) {
+				files = append(files, filepath.Join(path, name))
+			}
+		}
+	}
+	for _, f := range files {
+		if _, err := checkFileSize(f, limit); err != nil {
+			var tooLarge *InputTooLargeError
+			if errors.As(err, &tooLarge) {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,7 +42,9 @@ version) and the expected result — allowed or denied, the exact set of
 violations (rule and field), warnings, values after defaulting. Each suite
 runs through the chain ` + "`shepherd check`" + ` builds from the same
 policies and context; the built-in rules are always on. The format is in
-policytest/FORMAT.md.
+policytest/FORMAT.md. A suite file, an object file and each file of a
+suite's policies and context may hold at most --max-input-bytes (default
+64Mi); suites and object files are read from regular files only.
 
 Exit status: 0 when every case passes, 1 when any case does not (every
 mismatch is listed), 2 on a usage error or a suite that cannot be loaded
@@ -58,6 +62,7 @@ mismatch is listed), 2 on a usage error or a suite that cannot be loaded
 	f.StringSliceVar(&o.rules.disabled, "disable-rule", nil, "rule IDs to switch off (repeatable or comma-separated): which cases would then fail")
 	f.StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage+"; a suite's crds take precedence")
 	f.DurationVar(&o.timeout, "timeout", defaultCheckTimeout, "wall-clock limit for admitting one case's object; a case that takes longer fails with an error")
+	addMaxInputFlag(f, &o.rules.maxInput)
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: 2, Err: err} })
 	return cmd
 }
@@ -97,7 +102,7 @@ func runTest(ctx context.Context, o *testOptions, paths []string, out io.Writer)
 	var prepared []preparedSuite
 	var errs []error
 	for _, file := range files {
-		p, err := prepareSuite(file, cfg)
+		p, err := prepareSuite(file, cfg, o.rules.maxInput.bytes())
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -140,8 +145,12 @@ func runTest(ctx context.Context, o *testOptions, paths []string, out io.Writer)
 
 // prepareSuite loads a suite, reads its policies and context with check's
 // readers, builds its chain as check does, and puts its objects in their
-// namespaces. Every error names the file and line.
-func prepareSuite(file string, cfg celrules.Config) (preparedSuite, error) {
+// namespaces. Every error names the file and line. No file it reads may
+// hold more than limit bytes (--max-input-bytes).
+func prepareSuite(file string, cfg celrules.Config, limit int64) (preparedSuite, error) {
+	if err := checkSuiteInputs(file, limit); err != nil {
+		return preparedSuite{}, err
+	}
 	s, err := policytest.Load(file)
 	if err != nil {
 		return preparedSuite{}, err
@@ -155,7 +164,7 @@ func prepareSuite(file string, cfg celrules.Config) (preparedSuite, error) {
 	}
 	if len(s.CRDs) > 0 {
 		// The suite's own cluster schemas, as check --crd would take them.
-		if cfg, err = (&ruleConfigFlags{disabled: cfg.DisabledRules, crds: resolved(s.CRDs)}).config(); err != nil {
+		if cfg, err = (&ruleConfigFlags{disabled: cfg.DisabledRules, crds: resolved(s.CRDs), maxInput: inputLimit(limit)}).config(); err != nil {
 			var exit *ExitError
 			if errors.As(err, &exit) && exit.Err != nil {
 				err = exit.Err
@@ -163,11 +172,11 @@ func prepareSuite(file string, cfg celrules.Config) (preparedSuite, error) {
 			return preparedSuite{}, fmt.Errorf("%s: crds: %w", file, err)
 		}
 	}
-	ctxObjs, err := readManifestsFrom(resolved(s.Context), nil)
+	ctxObjs, err := readManifestsFrom(resolved(s.Context), nil, limit)
 	if err != nil {
 		return preparedSuite{}, fmt.Errorf("%s: context: %w", file, err)
 	}
-	policies, err := readPoliciesFrom(resolved(s.Policies), nil)
+	policies, err := readPoliciesFrom(resolved(s.Policies), nil, limit)
 	if err != nil {
 		return preparedSuite{}, fmt.Errorf("%s: policies: %w", file, err)
 	}
@@ -193,4 +202,59 @@ func prepareSuite(file string, cfg celrules.Config) (preparedSuite, error) {
 		}
 	}
 	return preparedSuite{suite: s, chain: chain, schemas: cfg.Schemas}, nil
+}
+
+// checkSuiteInputs bounds what policytest.Load reads whole, by path and
+// without a limit: the suite file and its cases' object files. Each must be
+// a regular file of at most limit bytes; the suite is read here (bounded)
+// and parsed to find its object files, whose sizes are checked before Load
+// reads anything. A device or a pipe has no size to check, and a suite's
+// paths are relative to its directory, so neither is a suite's file. Other
+// problems (a missing file, a malformed suite) are left to Load, which
+// reports them all at once.
+func checkSuiteInputs(file string, limit int64) error {
+	info, err := os.Stat(file)
+	if err != nil {
+		return nil
+	}
+	if !info.Mode().IsRegular() {
+		return fmt.Errorf("%s: not a regular file: suites are read from files (their paths are relative to the suite's directory)", file)
+	}
+	b, err := readFileLimited(file, limit)
+	if err != nil {
+		if errors.As(err, new(*InputTooLargeError)) {
+			return err
+		}
+		return nil
+	}
+	s, err := policytest.Parse(file, b)
+	if err != nil {
+		return nil
+	}
+	dir := filepath.Dir(file)
+	for _, c := range s.Cases {
+		for _, f := range []struct {
+			path *policytest.Path
+			what string
+		}{{c.ObjectFile, "objectFile"}, {c.OldObjectFile, "oldObjectFile"}} {
+			if f.path == nil {
+				continue
+			}
+			p := f.path.Path
+			if !filepath.IsAbs(p) {
+				p = filepath.Join(dir, p)
+			}
+			regular, err := checkFileSize(p, limit)
+			var tooLarge *InputTooLargeError
+			switch {
+			case errors.As(err, &tooLarge):
+			case err == nil && !regular:
+				err = fmt.Errorf("%s: not a regular file", p)
+			default:
+				continue
+			}
+			return &policytest.Error{File: file, Line: f.path.Line, Msg: fmt.Sprintf("case %q: %s: %v", c.Name, f.what, err)}
+		}
+	}
+	return nil
 }

@@ -1,0 +1,434 @@
+package app
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// configMapYAML is a small manifest every command reads and check allows.
+const configMapYAML = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cm}\ndata: {a: b}\n"
+
+// padded is doc behind a comment that brings it to n bytes or more: valid
+// YAML of any size.
+func padded(doc string, n int) string {
+	if pad := n - len(doc) - 3; pad > 0 {
+		return "# " + strings.Repeat("x", pad) + "\n" + doc
+	}
+	return doc
+}
+
+// repeatReader yields s over and over, without end.
+type repeatReader struct {
+	s   string
+	off int
+}
+
+func (r *repeatReader) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		c := copy(p[n:], r.s[r.off:])
+		n += c
+		r.off = (r.off + c) % len(r.s)
+	}
+	return n, nil
+}
+
+// withStdinPipe runs f with os.Stdin the read end of a pipe fed n bytes of
+// content repeated, as `cat file | shepherd check -f -` feeds it: a stream
+// of no known length (withStdin's is a regular file, sized up front).
+func withStdinPipe(t *testing.T, content string, n int64, f func()) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		// Once the reader stops at the limit and the read end is closed,
+		// the write fails (EPIPE) and the feeder ends.
+		_, _ = io.Copy(w, io.LimitReader(&repeatReader{s: content}, n))
+		w.Close()
+	}()
+	saved := os.Stdin
+	os.Stdin = r
+	defer func() {
+		os.Stdin = saved
+		r.Close()
+		<-done
+	}()
+	f()
+}
+
+// tooLarge is the message of an input over the limit, as Main prints it.
+func tooLarge(name, limit, what string) string {
+	return fmt.Sprintf("shepherd: %s: larger than the %s bytes --max-input-bytes allows; raise --max-input-bytes or split %s\n", name, limit, what)
+}
+
+// TestMaxInputBytesRefusesLargerInputs: every command that reads manifests
+// refuses a file or stream over --max-input-bytes with exit 2 and a message
+// naming it and the flag, before parsing it; one of exactly the limit is
+// read.
+func TestMaxInputBytesRefusesLargerInputs(t *testing.T) {
+	dir := t.TempDir()
+	small := writeFile(t, dir, "small.yaml", configMapYAML)
+	big := writeFile(t, dir, "big.yaml", padded(configMapYAML, 2048))
+	exact := writeFile(t, dir, "exact.yaml", padded(configMapYAML, 1024))
+	bigDir := filepath.Join(dir, "manifests")
+	if err := os.MkdirAll(filepath.Join(bigDir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, bigDir, "a.yaml", configMapYAML)
+	bigInDir := writeFile(t, filepath.Join(bigDir, "sub"), "b.yaml", padded(configMapYAML, 4096))
+	policy := impactFile("policy-team.yaml")
+	bigPolicy := writeFile(t, dir, "policy.yaml", padded(mustRead(t, policy), 2048))
+	bigCRD := writeFile(t, dir, "crd.yaml", padded("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n", 2048))
+
+	for _, tc := range []struct {
+		name       string
+		args       []string
+		stdin      string // content of a regular file redirected to stdin
+		pipe       int64  // bytes of configMapYAML repeated, piped to stdin
+		wantCode   int
+		wantStderr string
+	}{{
+		name:       "file",
+		args:       []string{"check", "-f", big, "--max-input-bytes", "1Ki"},
+		wantCode:   2,
+		wantStderr: tooLarge(big, "1Ki", "the file"),
+	}, {
+		name:       "file of exactly the limit",
+		args:       []string{"check", "-f", exact, "--max-input-bytes", "1024"},
+		wantCode:   0,
+		wantStderr: "",
+	}, {
+		name:       "file in a directory",
+		args:       []string{"check", "-f", bigDir, "--max-input-bytes", "1Ki"},
+		wantCode:   2,
+		wantStderr: tooLarge(bigInDir, "1Ki", "the file"),
+	}, {
+		name:       "non-regular file",
+		args:       []string{"check", "-f", "/dev/zero", "--max-input-bytes", "1Mi"},
+		wantCode:   2,
+		wantStderr: tooLarge("/dev/zero", "1Mi", "the file"),
+	}, {
+		name:       "the default limit",
+		args:       []string{"check", "-f", "/dev/zero"},
+		wantCode:   2,
+		wantStderr: tooLarge("/dev/zero", "64Mi", "the file"),
+	}, {
+		name:       "stdin redirected from a file",
+		args:       []string{"check", "-f", "-", "--max-input-bytes", "1Ki"},
+		stdin:      padded(configMapYAML, 2048),
+		wantCode:   2,
+		wantStderr: tooLarge("standard input", "1Ki", "the input"),
+	}, {
+		name:       "stdin from a pipe",
+		args:       []string{"check", "-f", "-", "--max-input-bytes", "1Mi"},
+		pipe:       8 << 20,
+		wantCode:   2,
+		wantStderr: tooLarge("standard input", "1Mi", "the input"),
+	}, {
+		name:       "stdin from a pipe, exactly the limit",
+		args:       []string{"check", "-f", "-", "--max-input-bytes", fmt.Sprint(10 * len("---\n"+configMapYAML))},
+		pipe:       int64(10 * len("---\n"+configMapYAML)),
+		wantCode:   0,
+		wantStderr: "",
+	}, {
+		name:       "check --context",
+		args:       []string{"check", "-f", small, "--context", big, "--max-input-bytes", "1Ki"},
+		wantCode:   2,
+		wantStderr: tooLarge(big, "1Ki", "the file"),
+	}, {
+		name:       "check --old",
+		args:       []string{"check", "-f", small, "--old", big, "--max-input-bytes", "1Ki"},
+		wantCode:   2,
+		wantStderr: tooLarge(big, "1Ki", "the file"),
+	}, {
+		name:       "check --policy",
+		args:       []string{"check", "-f", small, "--policy", bigPolicy, "--max-input-bytes", "1Ki"},
+		wantCode:   2,
+		wantStderr: tooLarge(bigPolicy, "1Ki", "the file"),
+	}, {
+		name:       "check --crd",
+		args:       []string{"check", "-f", small, "--crd", bigCRD, "--max-input-bytes", "1Ki"},
+		wantCode:   2,
+		wantStderr: "shepherd: --crd: " + strings.TrimPrefix(tooLarge(bigCRD, "1Ki", "the file"), "shepherd: "),
+	}, {
+		name:       "audit -f",
+		args:       []string{"audit", "--policy", policy, "-f", big, "--max-input-bytes", "1Ki"},
+		wantCode:   2,
+		wantStderr: tooLarge(big, "1Ki", "the file"),
+	}, {
+		name:       "audit --policy",
+		args:       []string{"audit", "--policy", bigPolicy, "-f", small, "--max-input-bytes", "1Ki"},
+		wantCode:   2,
+		wantStderr: tooLarge(bigPolicy, "1Ki", "the file"),
+	}, {
+		name:       "export --policy",
+		args:       []string{"export", "vap", "--policy", bigPolicy, "--max-input-bytes", "1Ki"},
+		wantCode:   2,
+		wantStderr: tooLarge(bigPolicy, "1Ki", "the file"),
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var code int
+			var errOut string
+			run := func() { code, _, errOut = runMain(tc.args...) }
+			start := time.Now()
+			switch {
+			case tc.stdin != "":
+				withStdin(t, tc.stdin, run)
+			case tc.pipe > 0:
+				withStdinPipe(t, "---\n"+configMapYAML, tc.pipe, run)
+			default:
+				run()
+			}
+			if code != tc.wantCode {
+				t.Errorf("exit %d, want %d", code, tc.wantCode)
+			}
+			if diff := cmp.Diff(tc.wantStderr, errOut); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
+			}
+			// Generous: refusing takes milliseconds; reading /dev/zero
+			// unbounded never ends.
+			if d := time.Since(start); d > time.Minute {
+				t.Errorf("took %v", d)
+			}
+		})
+	}
+}
+
+// TestMaxInputBytesBoundsTestSuites: shepherd test bounds the suite file,
+// its object files and its policies and context; a suite that is not a
+// regular file is refused rather than read without end.
+func TestMaxInputBytesBoundsTestSuites(t *testing.T) {
+	suite := func(extra string) string {
+		return "apiVersion: shepherd.dev/v1alpha1\nkind: PolicyTest\n" + extra + "cases:\n- name: cm\n  objectFile: obj.yaml\n  expect: {allowed: true}\n"
+	}
+	for _, tc := range []struct {
+		name  string
+		files map[string]string
+		suite string // the suite's path, relative to its directory
+		want  string // stderr; DIR is the suite's directory
+	}{{
+		name:  "within the limit",
+		files: map[string]string{"s-test.yaml": suite("context: [ctx.yaml]\n"), "obj.yaml": configMapYAML, "ctx.yaml": configMapYAML},
+		suite: "s-test.yaml",
+		want:  "",
+	}, {
+		name:  "suite",
+		files: map[string]string{"s-test.yaml": padded(suite(""), 2048), "obj.yaml": configMapYAML},
+		suite: "s-test.yaml",
+		want:  tooLarge("DIR/s-test.yaml", "1Ki", "the file"),
+	}, {
+		name:  "object file",
+		files: map[string]string{"s-test.yaml": suite(""), "obj.yaml": padded(configMapYAML, 2048)},
+		suite: "s-test.yaml",
+		want:  `shepherd: DIR/s-test.yaml:5: case "cm": objectFile: ` + strings.TrimPrefix(tooLarge("DIR/obj.yaml", "1Ki", "the file"), "shepherd: "),
+	}, {
+		name:  "context",
+		files: map[string]string{"s-test.yaml": suite("context: [ctx.yaml]\n"), "obj.yaml": configMapYAML, "ctx.yaml": padded(configMapYAML, 2048)},
+		suite: "s-test.yaml",
+		want:  "shepherd: DIR/s-test.yaml: context: " + strings.TrimPrefix(tooLarge("DIR/ctx.yaml", "1Ki", "the file"), "shepherd: "),
+	}, {
+		name:  "not a regular file",
+		suite: "/dev/zero",
+		want:  "shepherd: /dev/zero: not a regular file: suites are read from files (their paths are relative to the suite's directory)\n",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, content := range tc.files {
+				writeFile(t, dir, name, content)
+			}
+			path := tc.suite
+			if !filepath.IsAbs(path) {
+				path = filepath.Join(dir, path)
+			}
+			code, out, errOut := runMain("test", path, "--max-input-bytes", "1Ki")
+			wantCode := 2
+			if tc.want == "" {
+				wantCode = 0
+			}
+			if code != wantCode {
+				t.Errorf("exit %d, want %d; stdout %s", code, wantCode, out)
+			}
+			if diff := cmp.Diff(strings.ReplaceAll(tc.want, "DIR", dir), errOut); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestDirectoryWithoutManifestsIsAnError: a directory that holds no
+// manifest is an error naming it (exit 2), not a check of nothing that
+// passes.
+func TestDirectoryWithoutManifestsIsAnError(t *testing.T) {
+	empty := t.TempDir()
+	other := t.TempDir()
+	writeFile(t, other, "README.md", "# not a manifest\n")
+	small := writeFile(t, t.TempDir(), "small.yaml", configMapYAML)
+	for _, tc := range []struct {
+		name string
+		args []string
+		dir  string
+	}{
+		{"check -f, empty", []string{"check", "-f", empty}, empty},
+		{"check -f, no manifest file", []string{"check", "-f", other}, other},
+		{"check --context", []string{"check", "-f", small, "--context", empty}, empty},
+		{"audit -f", []string{"audit", "--policy", impactFile("policy-team.yaml"), "-f", empty}, empty},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runMain(tc.args...)
+			if code != 2 {
+				t.Errorf("exit %d, want 2; stdout %s", code, out)
+			}
+			want := "shepherd: no manifests (*.yaml, *.yml, *.json) found in " + tc.dir + "\n"
+			if diff := cmp.Diff(want, errOut); diff != "" {
+				t.Errorf("stderr (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMaxInputBytesFlag: the flag takes a byte count or a quantity, and
+// every command that reads manifests has it, spelled and defaulted alike.
+func TestMaxInputBytesFlag(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    int64
+		wantErr bool
+	}{
+		{in: "67108864", want: 64 << 20},
+		{in: "64Mi", want: 64 << 20},
+		{in: "1k", want: 1000},
+		{in: "2Gi", want: 2 << 30},
+		{in: "0", wantErr: true},
+		{in: "-1Ki", wantErr: true},
+		{in: "1.5", wantErr: true},
+		{in: "lots", wantErr: true},
+	} {
+		var l inputLimit
+		err := l.Set(tc.in)
+		if (err != nil) != tc.wantErr || (err == nil && int64(l) != tc.want) {
+			t.Errorf("Set(%q) = %d, %v; want %d, error %v", tc.in, l, err, tc.want, tc.wantErr)
+		}
+	}
+	if code, _, errOut := runMain("check", "-f", "x.yaml", "--max-input-bytes", "0"); code != 2 || !strings.Contains(errOut, `"--max-input-bytes"`) {
+		t.Errorf("--max-input-bytes 0: exit %d, stderr %q; want 2 naming the flag", code, errOut)
+	}
+	for _, cmd := range [][]string{{"check"}, {"test"}, {"audit"}, {"export", "vap"}} {
+		_, out, _ := runMain(append(cmd, "--help")...)
+		if !strings.Contains(out, "--max-input-bytes quantity") || !strings.Contains(out, "(default 64Mi)") {
+			t.Errorf("%s --help does not document --max-input-bytes and its default:\n%s", strings.Join(cmd, " "), out)
+		}
+	}
+}
+
+// TestReadLimited reads streams across its chunk sizes and regular files,
+// at and around the limit.
+func TestReadLimited(t *testing.T) {
+	content := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte('a' + i%26)
+		}
+		return b
+	}
+	for _, size := range []int{0, 1, firstChunk - 1, firstChunk, firstChunk + 1, 3*firstChunk + 7, maxChunk + firstChunk + 3} {
+		for _, limit := range []int64{int64(size), int64(size) + 1, int64(size) - 1} {
+			if limit < 1 {
+				continue
+			}
+			want := content(size)
+			f := writeFile(t, t.TempDir(), "in", string(want))
+			file, err := os.Open(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, src := range []struct {
+				name string
+				r    io.Reader
+			}{{"stream", onlyReader{bytes.NewReader(want)}}, {"regular file", file}} {
+				got, err := readLimited(src.r, "in", limit)
+				var tl *InputTooLargeError
+				switch {
+				case int64(size) > limit:
+					if !errors.As(err, &tl) || tl.Name != "in" || tl.Limit != limit {
+						t.Errorf("%s of %d bytes, limit %d: error %v, want InputTooLargeError", src.name, size, limit, err)
+					}
+				case err != nil:
+					t.Errorf("%s of %d bytes, limit %d: %v", src.name, size, limit, err)
+				case !bytes.Equal(got, want):
+					t.Errorf("%s of %d bytes, limit %d: read %d bytes, not the input", src.name, size, limit, len(got))
+				}
+			}
+			file.Close()
+		}
+	}
+	// A regular file is refused by its size, before any read: this one
+	// is open for writing only, so a read would fail.
+	f := writeFile(t, t.TempDir(), "big", strings.Repeat("x", 100))
+	wo, err := os.OpenFile(f, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wo.Close()
+	if _, err := readLimited(wo, "big", 10); !errors.As(err, new(*InputTooLargeError)) {
+		t.Errorf("regular file over the limit: %v, want InputTooLargeError without reading", err)
+	}
+}
+
+// onlyReader hides everything but Read (a stream of no known size).
+type onlyReader struct{ r io.Reader }
+
+func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
+
+// TestParseManifestsDocumentsAndLines: documents are split on "---" lines
+// (with CRLF too) and each object is placed on its first line of content.
+func TestParseManifestsDocumentsAndLines(t *testing.T) {
+	cm := func(name string) string { return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + "}\n" }
+	for _, tc := range []struct {
+		name, in string
+		want     []string
+	}{
+		{"one", cm("a"), []string{"f:1 a"}},
+		{"no trailing newline", strings.TrimSuffix(cm("a"), "\n"), []string{"f:1 a"}},
+		{"leading separator", "---\n" + cm("a"), []string{"f:2 a"}},
+		{"trailing separator", cm("a") + "---", []string{"f:1 a"}},
+		{"two", cm("a") + "---\n" + cm("b"), []string{"f:1 a", "f:5 b"}},
+		{"separator with a comment", cm("a") + "--- # next\n" + cm("b"), []string{"f:1 a", "f:5 b"}},
+		{"comments and blank lines first", "# head\n\n" + cm("a") + "---\n\n# b\n" + cm("b"), []string{"f:3 a", "f:9 b"}},
+		{"empty and comment-only documents", "---\n---\n# nothing\n---\n" + cm("a") + "---\n", []string{"f:5 a"}},
+		{"CRLF", strings.ReplaceAll(cm("a")+"---\n"+cm("b"), "\n", "\r\n"), []string{"f:1 a", "f:5 b"}},
+		{"not a separator", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  x: |\n    ---x\n", []string{"f:1 a"}},
+		{"list", "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(strings.TrimSuffix(cm("a"), "\n"), "\n", "\n  ") + "\n- " + strings.ReplaceAll(strings.TrimSuffix(cm("b"), "\n"), "\n", "\n  ") + "\n", []string{"f:1 a", "f:1 b"}},
+		{"empty", "", nil},
+	} {
+		ms, err := parseManifests("f", []byte(tc.in))
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		var got []string
+		for _, m := range ms {
+			got = append(got, m.String()+" "+m.obj.GetName())
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+	}
+	// An error names the absolute line, in a later document too.
+	_, err := parseManifests("f", []byte(cm("a")+"---\n"+cm("b")+"spec: [\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "f:8: invalid YAML") {
+		t.Errorf("error %v, want one at f:8", err)
+	}
+}
