@@ -33,6 +33,12 @@ type Request struct {
 	OldObjectValue map[string]any
 	DryRun         bool
 	UserInfo       authenticationv1.UserInfo
+	// CallerAuthenticated says the request came from an authenticated
+	// caller: over TLS with a client certificate the webhook server
+	// verified (--webhook-client-ca), or through the audit sink's token.
+	// Without it UserInfo is whatever the caller wrote: anyone who reaches
+	// the webhook port can claim any user.
+	CallerAuthenticated bool
 }
 
 // Action is what a rule does when its validation fails. It is the

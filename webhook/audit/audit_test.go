@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -130,37 +131,148 @@ func TestHandlerServesFilteredJSON(t *testing.T) {
 }
 
 func TestRecorderWritesEverySinkOncePerViolation(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		authenticated bool
+		by            string // what the notes say of the caller
+	}{
+		{"authenticated caller", true, ""},
+		{"unauthenticated caller", false, " (caller not authenticated)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := &fakeEvents{}
+			r := NewRecorder(8, ev, clocktesting.NewFakePassiveClock(t0))
+			req := &webhook.Request{
+				UID: "u1", Operation: admissionv1.Update,
+				Kind:      metav1.GroupVersionKind{Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob"},
+				Namespace: "ns", Name: "tj",
+				OldObject:           []byte(`{"metadata":{"uid":"obj-uid"}}`),
+				CallerAuthenticated: tc.authenticated,
+			}
+			v := &webhook.Verdict{Allowed: false, Violations: []webhook.Violation{
+				{Rule: "V-TJ-2", Field: "spec.activeDeadlineSeconds", Message: "field is immutable", Action: webhook.ActionDeny},
+				{Rule: "team-policy", Message: "noted", Action: webhook.ActionAudit},
+			}}
+			before := testutil.ToFloat64(verdicts.WithLabelValues("V-TJ-2", "Deny", "TrainJob"))
+			got := r.Record(context.Background(), req, v)
+			if len(got) != 2 || r.Ring.Len() != 2 {
+				t.Fatalf("records %d, ring %d, want 2 and 2", len(got), r.Ring.Len())
+			}
+			for _, rec := range got {
+				if rec.CallerAuthenticated != tc.authenticated {
+					t.Errorf("record of %s: CallerAuthenticated %v, want %v", rec.Rule, rec.CallerAuthenticated, tc.authenticated)
+				}
+			}
+			if d := testutil.ToFloat64(verdicts.WithLabelValues("V-TJ-2", "Deny", "TrainJob")) - before; d != 1 {
+				t.Errorf("counter moved by %v, want 1", d)
+			}
+			want := []fakeEvent{
+				{ref: corev1.ObjectReference{APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob", Namespace: "ns", Name: "tj", UID: "obj-uid"}, typ: "Warning", reason: "PolicyViolation", action: "Deny",
+					note: "V-TJ-2 Deny" + tc.by + " spec.activeDeadlineSeconds: field is immutable"},
+				{ref: corev1.ObjectReference{APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob", Namespace: "ns", Name: "tj", UID: "obj-uid"}, typ: "Normal", reason: "PolicyViolation", action: "Audit",
+					note: "team-policy Audit" + tc.by + ": noted"},
+			}
+			if diff := cmp.Diff(want, ev.got, cmp.AllowUnexported(fakeEvent{})); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			if r.Record(context.Background(), req, &webhook.Verdict{Allowed: true}) != nil || r.Ring.Len() != 2 {
+				t.Error("a verdict without violations was audited")
+			}
+		})
+	}
+}
+
+// The record says whether the caller was authenticated, in /audit's JSON.
+func TestRecordCarriesCallerAuthenticatedInJSON(t *testing.T) {
+	for _, authenticated := range []bool{true, false} {
+		b, err := json.Marshal(Record{CallerAuthenticated: authenticated})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf(`"callerAuthenticated":%v`, authenticated)
+		if !strings.Contains(string(b), want) {
+			t.Errorf("record JSON %s does not hold %s", b, want)
+		}
+	}
+}
+
+// A flood of verdicts in one namespace writes its burst of Events, then
+// one a second; the rest are dropped and counted, every record kept, and
+// other namespaces keep their own budget.
+func TestPolicyViolationEventsAreBoundedPerNamespace(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(t0)
 	ev := &fakeEvents{}
-	r := NewRecorder(8, ev, clocktesting.NewFakePassiveClock(t0))
-	req := &webhook.Request{
-		UID: "u1", Operation: admissionv1.Update,
-		Kind:      metav1.GroupVersionKind{Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob"},
-		Namespace: "ns", Name: "tj",
-		OldObject: []byte(`{"metadata":{"uid":"obj-uid"}}`),
+	r := NewRecorder(1000, ev, clk)
+	r.EventLimit = NewNamespaceLimiter(1, 5, clk)
+	deny := &webhook.Verdict{Violations: []webhook.Violation{{Rule: "V-TJ-1", Message: "m", Action: webhook.ActionDeny}}}
+	send := func(ns string, n int) {
+		for i := range n {
+			r.Record(context.Background(), &webhook.Request{Operation: admissionv1.Create, Namespace: ns, Name: fmt.Sprint("o", i),
+				Kind: metav1.GroupVersionKind{Kind: "TrainJob"}}, deny)
+		}
 	}
-	v := &webhook.Verdict{Allowed: false, Violations: []webhook.Violation{
-		{Rule: "V-TJ-2", Field: "spec.activeDeadlineSeconds", Message: "field is immutable", Action: webhook.ActionDeny},
-		{Rule: "team-policy", Message: "noted", Action: webhook.ActionAudit},
-	}}
-	before := testutil.ToFloat64(verdicts.WithLabelValues("V-TJ-2", "Deny", "TrainJob"))
-	got := r.Record(context.Background(), req, v)
-	if len(got) != 2 || r.Ring.Len() != 2 {
-		t.Fatalf("records %d, ring %d, want 2 and 2", len(got), r.Ring.Len())
+	perNS := func() map[string]int {
+		n := map[string]int{}
+		for _, e := range ev.got {
+			n[e.ref.Namespace]++
+		}
+		return n
 	}
-	if d := testutil.ToFloat64(verdicts.WithLabelValues("V-TJ-2", "Deny", "TrainJob")) - before; d != 1 {
-		t.Errorf("counter moved by %v, want 1", d)
+	dropped := testutil.ToFloat64(eventsDropped)
+
+	send("flooded", 200)
+	send("quiet", 3)
+	if diff := cmp.Diff(map[string]int{"flooded": 5, "quiet": 3}, perNS()); diff != "" {
+		t.Errorf("Events by namespace after the flood (-want +got):\n%s", diff)
 	}
-	want := []fakeEvent{
-		{ref: corev1.ObjectReference{APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob", Namespace: "ns", Name: "tj", UID: "obj-uid"}, typ: "Warning", reason: "PolicyViolation", action: "Deny",
-			note: "V-TJ-2 Deny spec.activeDeadlineSeconds: field is immutable"},
-		{ref: corev1.ObjectReference{APIVersion: "trainer.kubeflow.org/v1alpha1", Kind: "TrainJob", Namespace: "ns", Name: "tj", UID: "obj-uid"}, typ: "Normal", reason: "PolicyViolation", action: "Audit",
-			note: "team-policy Audit: noted"},
+	if d := testutil.ToFloat64(eventsDropped) - dropped; d != 195 {
+		t.Errorf("shepherd_policy_violation_events_dropped_total moved by %v, want 195", d)
 	}
-	if diff := cmp.Diff(want, ev.got, cmp.AllowUnexported(fakeEvent{})); diff != "" {
-		t.Errorf("events (-want +got):\n%s", diff)
+	if r.Ring.Len() != 203 {
+		t.Errorf("ring holds %d records, want all 203", r.Ring.Len())
 	}
-	if r.Record(context.Background(), req, &webhook.Verdict{Allowed: true}) != nil || r.Ring.Len() != 2 {
-		t.Error("a verdict without violations was audited")
+	clk.SetTime(t0.Add(3 * time.Second))
+	send("flooded", 10)
+	if got := perNS()["flooded"]; got != 8 {
+		t.Errorf("3 s later the flooded namespace has %d Events, want 5 + 3", got)
+	}
+}
+
+// The limiter's map stays bounded whatever namespaces a client names, and
+// idle buckets go first.
+func TestNamespaceLimiterStaysBounded(t *testing.T) {
+	clk := clocktesting.NewFakePassiveClock(t0)
+	l := NewNamespaceLimiter(1, 2, clk)
+	for i := range 3 * maxTrackedNamespaces {
+		l.Allow(fmt.Sprint("ns-", i))
+		if n := l.tracked(); n > maxTrackedNamespaces {
+			t.Fatalf("%d buckets after %d namespaces, bound %d", n, i+1, maxTrackedNamespaces)
+		}
+	}
+	// Busy namespaces keep their (empty) buckets while idle ones make room.
+	l = NewNamespaceLimiter(1, 2, clk)
+	for range 2 {
+		l.Allow("busy")
+	}
+	for i := range maxTrackedNamespaces / 2 {
+		l.Allow(fmt.Sprint("ns-", i))
+	}
+	clk.SetTime(t0.Add(time.Hour)) // every bucket full again: idle
+	for range 2 {
+		l.Allow("busy")
+	}
+	// Past the bound once: the idle half is dropped, busy stays.
+	for i := range maxTrackedNamespaces/2 + 100 {
+		l.Allow(fmt.Sprint("other-", i))
+	}
+	if n := l.tracked(); n > maxTrackedNamespaces/2+101 {
+		t.Errorf("%d buckets after the idle ones were dropped, want at most %d", n, maxTrackedNamespaces/2+101)
+	}
+	if l.Allow("busy") {
+		t.Error("a namespace that spent its burst was allowed again: its bucket was dropped while busy")
+	}
+	if NewNamespaceLimiter(0, 5, clk) != nil || !(*NamespaceLimiter)(nil).Allow("x") {
+		t.Error("qps 0 does not disable the bound")
 	}
 }
 

@@ -6,7 +6,8 @@ import (
 	"time"
 )
 
-// Record is one audited verdict, exactly the fields of SPEC §7.
+// Record is one audited verdict: the fields of SPEC §7, and whether its
+// caller was authenticated.
 type Record struct {
 	Time       time.Time `json:"time"`
 	RequestUID string    `json:"requestUID"`
@@ -22,6 +23,11 @@ type Record struct {
 	Field      string    `json:"field,omitempty"`
 	Message    string    `json:"message"`
 	DryRun     bool      `json:"dryRun"`
+	// CallerAuthenticated says the request came from an authenticated
+	// caller (a client certificate of --webhook-client-ca, or the audit
+	// sink's token). When false, User and Groups are the caller's claim:
+	// anyone who reaches the webhook port can write them.
+	CallerAuthenticated bool `json:"callerAuthenticated"`
 }
 
 // List is the JSON document /audit serves: the matching records, oldest first.

@@ -26,8 +26,14 @@ var verdicts = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Help: "Deny, Warn and Audit verdicts of admission rules (dry-run requests included), by rule, action and kind (\"other\" for a kind shepherd does not admit).",
 }, []string{"rule", "action", "kind"})
 
+// eventsDropped is shepherd_policy_violation_events_dropped_total.
+var eventsDropped = prometheus.NewCounter(prometheus.CounterOpts{
+	Name: "shepherd_policy_violation_events_dropped_total",
+	Help: "PolicyViolation Events not written because their namespace was over its bound (--event-namespace-qps, --event-namespace-burst); the verdicts are still logged, counted and served at /audit.",
+})
+
 func init() {
-	metrics.Registry.MustRegister(verdicts)
+	metrics.Registry.MustRegister(verdicts, eventsDropped)
 }
 
 // Recorder writes every verdict of a request to the four audit sinks.
@@ -37,6 +43,10 @@ type Recorder struct {
 	// Events records a PolicyViolation Event per record of a real (not
 	// dry-run) request; nil records none.
 	Events events.EventRecorder
+	// EventLimit bounds the PolicyViolation Events of each namespace: over
+	// it an Event is dropped (and counted), the record kept. Nil bounds
+	// none.
+	EventLimit *NamespaceLimiter
 	// Clock stamps the records.
 	Clock clock.PassiveClock
 	// SkipDryRun leaves dry-run requests out of the audit trail (by default
@@ -44,12 +54,15 @@ type Recorder struct {
 	SkipDryRun bool
 }
 
-// NewRecorder returns a recorder with a ring of ringSize records.
+// NewRecorder returns a recorder with a ring of ringSize records, its
+// Events bounded per namespace by the defaults
+// (DefaultEventNamespaceQPS, DefaultEventNamespaceBurst).
 func NewRecorder(ringSize int, ev events.EventRecorder, clk clock.PassiveClock) *Recorder {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Recorder{Ring: NewRing(ringSize), Events: ev, Clock: clk}
+	return &Recorder{Ring: NewRing(ringSize), Events: ev, Clock: clk,
+		EventLimit: NewNamespaceLimiter(DefaultEventNamespaceQPS, DefaultEventNamespaceBurst, clk)}
 }
 
 // Record audits every violation of v (Deny, Warn and Audit alike) and returns
@@ -78,18 +91,25 @@ func (r *Recorder) Record(ctx context.Context, req *webhook.Request, v *webhook.
 			Field:      vi.Field,
 			Message:    vi.Message,
 			DryRun:     req.DryRun,
+
+			CallerAuthenticated: req.CallerAuthenticated,
 		}
 		log.Info("policy verdict",
 			"requestUID", rec.RequestUID, "user", rec.User, "groups", rec.Groups,
 			"operation", rec.Operation, "apiVersion", rec.APIVersion, "kind", rec.Kind,
 			"namespace", rec.Namespace, "name", rec.Name, "rule", rec.Rule,
-			"action", rec.Action, "field", rec.Field, "message", rec.Message, "dryRun", rec.DryRun)
+			"action", rec.Action, "field", rec.Field, "message", rec.Message, "dryRun", rec.DryRun,
+			"callerAuthenticated", rec.CallerAuthenticated)
 		verdicts.WithLabelValues(rec.Rule, rec.Action, KindLabel(rec.Kind)).Inc()
 		// sideEffects: NoneOnDryRun promises the apiserver that a dry-run
 		// request writes nothing, so dry-run verdicts skip the Event.
 		if r.Events != nil && !req.DryRun {
-			r.Events.Eventf(Regarding(req), nil, eventType(vi.Action), api.EventPolicyViolation,
-				string(vi.Action), "%s", eventNote(&rec))
+			if r.EventLimit.Allow(req.Namespace) {
+				r.Events.Eventf(Regarding(req), nil, eventType(vi.Action), api.EventPolicyViolation,
+					string(vi.Action), "%s", eventNote(&rec))
+			} else {
+				eventsDropped.Inc()
+			}
 		}
 		r.Ring.Add(rec)
 		out = append(out, rec)
@@ -134,6 +154,10 @@ func eventNote(r *Record) string {
 	by := ""
 	if r.User != "" {
 		by = " by " + r.User
+	}
+	if !r.CallerAuthenticated {
+		// The user is the caller's claim: say so where people read it.
+		by += " (caller not authenticated)"
 	}
 	note := fmt.Sprintf("%s %s%s%s%s: %s", r.Rule, r.Action, by, dry, field, r.Message)
 	// events.k8s.io/v1 rejects notes over 1 kB.

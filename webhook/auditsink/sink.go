@@ -199,6 +199,8 @@ func (h *Handler) record(ctx context.Context, ev *auditv1.Event) []audit.Record 
 		return nil
 	}
 	req := Request(ev)
+	// ServeHTTP answered only a caller with the sink's token.
+	req.CallerAuthenticated = true
 	v := &webhook.Verdict{Allowed: true}
 	for _, f := range failures {
 		rule, ok := h.Rules(f.Policy)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"net/netip"
 	"os"
 	"runtime/debug"
 	"time"
@@ -101,6 +102,12 @@ var errBusy = &httpError{code: http.StatusTooManyRequests, reason: "busy",
 var errBuffersFull = &httpError{code: http.StatusTooManyRequests, reason: "buffers_full",
 	msg: "shepherd is holding as many request bytes as it accepts at once; retry"}
 
+// errClientBuffersFull answers a request whose body would take the bytes
+// buffered for its source address past its share of Limits (half), as
+// errBuffersFull does: one client's bodies cannot starve the others'.
+var errClientBuffersFull = &httpError{code: http.StatusTooManyRequests, reason: "client_buffers_full",
+	msg: "this client holds as many request bytes as one client may (half of --webhook-max-buffered-bytes); retry once its other requests are answered"}
+
 func (e *httpError) Error() string { return e.msg }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -137,7 +144,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, errBusy)
 		return
 	}
-	res := reservation{limits: h.Limits}
+	res := reservation{limits: h.Limits, client: remoteAddr(r)}
 	defer res.release() // after the answer: the chain's decoded objects are the body's size again
 	rv, err := h.readReview(w, r, &res)
 	if err != nil {
@@ -150,6 +157,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.Limits.release()
 	req := RequestFrom(rv)
+	req.CallerAuthenticated = CallerAuthenticated(r)
 	log := withRequestValues(h.Log, "webhook", h.Mode, "uid", req.UID, "kind", req.Kind.Kind,
 		"namespace", req.Namespace, "name", req.Name, "operation", req.Operation)
 	budget, why := deadline(r, cmp.Or(h.Timeout, DefaultTimeout))
@@ -239,6 +247,8 @@ func (h *Handler) readReview(w http.ResponseWriter, r *http.Request, res *reserv
 			return nil, tooLarge(max)
 		case errors.Is(err, errBuffersFull):
 			return nil, errBuffersFull
+		case errors.Is(err, errClientBuffersFull):
+			return nil, errClientBuffersFull
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			// The server's read timeout: the client stalled mid-body.
 			return nil, &httpError{code: http.StatusRequestTimeout, reason: "timeout",
@@ -261,7 +271,8 @@ const bodyChunk = 32 << 10
 // readBody reads the whole body, growing its buffer as bytes arrive — at
 // most doubling what has arrived, never to the Content-Length a client
 // declares before sending it — and reserving every byte it grows by from
-// res (errBuffersFull when the server's budget is spent). declared (-1:
+// res (errClientBuffersFull or errBuffersFull when the client's share or
+// the server's budget is spent). declared (-1:
 // unknown) caps the growth, as net/http never hands a handler more;
 // maxBytes caps it otherwise, plus the one byte that tells a body of
 // maxBytes from a larger one, which body (a MaxBytesReader) refuses.
@@ -282,8 +293,8 @@ func readBody(body io.Reader, declared, maxBytes int64, res *reservation) ([]byt
 				return nil, &http.MaxBytesError{Limit: maxBytes}
 			}
 			n := min(max(2*int64(cap(b)), bodyChunk), limit)
-			if !res.grow(n) {
-				return nil, errBuffersFull
+			if err := res.grow(n); err != nil {
+				return nil, err
 			}
 			grown := make([]byte, len(b), n)
 			copy(grown, b)
@@ -302,6 +313,17 @@ func readBody(body io.Reader, declared, maxBytes int64, res *reservation) ([]byt
 		return nil, io.ErrUnexpectedEOF
 	}
 	return b, nil
+}
+
+// remoteAddr is the request's source IP address, the key of its client's
+// share of Limits; invalid when net/http's RemoteAddr does not parse (no
+// share applies then).
+func remoteAddr(r *http.Request) netip.Addr {
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return ap.Addr().Unmap()
 }
 
 func verdictLabel(v *webhook.Verdict) string {

@@ -36,6 +36,14 @@ const (
 	DefaultMaxConnections = 1024
 )
 
+// DefaultMaxConnectionsPerClient is the per-source-address cap when none
+// is set: a quarter of maxConnections, at least 16 (and never above
+// maxConnections). The apiservers each keep a few connections, far below
+// it; a client holding a quarter leaves three quarters to the others.
+func DefaultMaxConnectionsPerClient(maxConnections int) int {
+	return min(max(maxConnections/4, 16), maxConnections)
+}
+
 const (
 	// idleTimeout closes a kept-alive connection no request has used for
 	// this long; it matches the idle timeout of Go's HTTP clients (the
@@ -62,9 +70,11 @@ type ServingOptions struct {
 	// TLSOpts adjust the TLS configuration (see TLSOptions).
 	TLSOpts []func(*tls.Config)
 	// ClientCAFile, when set, is a PEM bundle of the CAs whose client
-	// certificates are required: only a client presenting one (the
-	// apiserver, configured through its AdmissionConfiguration) gets past
-	// the TLS handshake. Read once at start.
+	// certificates are required: a request from a client presenting none
+	// (only the apiserver has one, configured through its
+	// AdmissionConfiguration) is answered 401 before its body is read, and
+	// a certificate of another CA fails the TLS handshake. Read once at
+	// start.
 	ClientCAFile string
 	// ReadTimeout bounds reading each request, headers and body, and a
 	// connection's TLS handshake (DefaultReadTimeout if zero).
@@ -72,6 +82,11 @@ type ServingOptions struct {
 	// MaxConnections bounds the connections open at once; more are closed
 	// as soon as they are accepted (DefaultMaxConnections if zero).
 	MaxConnections int
+	// MaxConnectionsPerClient bounds the connections open at once from one
+	// source address, so that one client cannot take every connection
+	// (DefaultMaxConnectionsPerClient of MaxConnections if zero; at most
+	// MaxConnections).
+	MaxConnectionsPerClient int
 	// ShutdownTimeout bounds how long Start waits, once its context ends,
 	// for the requests in flight (one minute if zero). Shutdown, called
 	// before the context ends, takes its bound from its own context.
@@ -127,6 +142,10 @@ func NewWebhookServer(opts ServingOptions) *WebhookServer {
 	if opts.MaxConnections <= 0 {
 		opts.MaxConnections = DefaultMaxConnections
 	}
+	if opts.MaxConnectionsPerClient <= 0 {
+		opts.MaxConnectionsPerClient = DefaultMaxConnectionsPerClient(opts.MaxConnections)
+	}
+	opts.MaxConnectionsPerClient = min(opts.MaxConnectionsPerClient, opts.MaxConnections)
 	if opts.ShutdownTimeout <= 0 {
 		opts.ShutdownTimeout = defaultShutdownTimeout
 	}
@@ -164,7 +183,7 @@ func (s *WebhookServer) Addr() string {
 
 // tlsConfig is the TLS configuration served: TLSOpts applied over
 // controller-runtime's defaults, the certificate from CertDir unless
-// TLSOpts provides one, and client certificates required if ClientCAFile
+// TLSOpts provides one, and client certificates verified if ClientCAFile
 // is set.
 func (s *WebhookServer) tlsConfig(ctx context.Context) (*tls.Config, error) {
 	cfg := &tls.Config{NextProtos: []string{"h2"}, MinVersion: tls.VersionTLS12}
@@ -193,7 +212,11 @@ func (s *WebhookServer) tlsConfig(ctx context.Context) (*tls.Config, error) {
 			return nil, fmt.Errorf("the webhook client CA %s holds no PEM certificate", s.opts.ClientCAFile)
 		}
 		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		// Verified if given, required by serveHTTP: a client without one
+		// gets a 401 that says what is missing instead of a bare
+		// handshake failure (which the apiserver logs as a TLS error),
+		// and a certificate of another CA still fails the handshake.
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
 	}
 	return cfg, nil
 }
@@ -220,11 +243,34 @@ func (s *WebhookServer) httpServer(ctx context.Context) *http.Server {
 // response, and the client, told so, opens its next one elsewhere.
 // Closing idle connections instead could cut one a client has just picked
 // for its next request, which fails an admission (a POST is not retried).
+//
+// With ClientCAFile set, a request without a verified client certificate
+// is answered 401 before the mux, its body unread: no handler runs, so it
+// writes no Event and no audit record.
 func (s *WebhookServer) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.draining.Load() {
 		w.Header().Set("Connection", "close")
 	}
+	if s.opts.ClientCAFile != "" && !CallerAuthenticated(r) {
+		unauthenticatedRequests.Inc()
+		// The body is not read: close rather than drain it.
+		w.Header().Set("Connection", "close")
+		http.Error(w, errUnauthenticated, http.StatusUnauthorized)
+		return
+	}
 	s.mux.ServeHTTP(w, r)
+}
+
+// errUnauthenticated is the answer to a request without a client
+// certificate when one is required.
+const errUnauthenticated = "shepherd's webhook server requires a client certificate signed by the CA of --webhook-client-ca, " +
+	"and this request presented none: give the kube-apiserver that certificate (the kubeConfigFile of its AdmissionConfiguration; see README, Security)"
+
+// CallerAuthenticated says whether r came over TLS with a client
+// certificate the server verified against its client CA. Without
+// ClientCAFile no certificate is asked for, so it is false.
+func CallerAuthenticated(r *http.Request) bool {
+	return r.TLS != nil && len(r.TLS.VerifiedChains) > 0
 }
 
 // Start serves until ctx ends or Shutdown is called, then stops accepting
@@ -264,10 +310,11 @@ func (s *WebhookServer) Start(ctx context.Context) error {
 		}
 	}()
 	s.opts.Log.Info("serving admission webhooks", "address", s.Addr(), "readTimeout", s.opts.ReadTimeout,
-		"maxConnections", s.opts.MaxConnections, "clientCertificates", s.opts.ClientCAFile != "")
+		"maxConnections", s.opts.MaxConnections, "maxConnectionsPerClient", s.opts.MaxConnectionsPerClient,
+		"clientCertificates", s.opts.ClientCAFile != "")
 	s.serving.Store(true)
 	s.started.Store(true)
-	err = srv.Serve(tls.NewListener(newLimitListener(l, s.opts.MaxConnections), cfg))
+	err = srv.Serve(tls.NewListener(newLimitListener(l, s.opts.MaxConnections, s.opts.MaxConnectionsPerClient), cfg))
 	s.serving.Store(false)
 	if !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("serving admission webhooks: %w", err)

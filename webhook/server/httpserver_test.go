@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -24,10 +25,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/shepherd-k8s/shepherd/certs"
 	"github.com/shepherd-k8s/shepherd/webhook"
+	"github.com/shepherd-k8s/shepherd/webhook/audit"
 )
 
 // generous bounds what should take milliseconds, on a small shared machine.
@@ -43,6 +48,12 @@ type testServer struct {
 }
 
 func startServer(t *testing.T, opts ServingOptions, limits *Limits) *testServer {
+	t.Helper()
+	return startServerWith(t, opts, &Handler{Mode: Validating, Admitter: &fakeAdmitter{val: &webhook.Verdict{Allowed: true}}, Limits: limits, Log: logr.Discard()})
+}
+
+// startServerWith is startServer with h at ValidatePath.
+func startServerWith(t *testing.T, opts ServingOptions, h *Handler) *testServer {
 	t.Helper()
 	ca, err := certs.GenerateCA(time.Now(), time.Hour, "test CA")
 	if err != nil {
@@ -67,7 +78,7 @@ func startServer(t *testing.T, opts ServingOptions, limits *Limits) *testServer 
 	opts.Host, opts.Port, opts.CertDir = "127.0.0.1", port, dir
 	opts.TLSOpts = TLSOptions(false)
 	s := &testServer{WebhookServer: NewWebhookServer(opts), addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), ca: ca, done: make(chan error, 1)}
-	s.Register(ValidatePath, &Handler{Mode: Validating, Admitter: &fakeAdmitter{val: &webhook.Verdict{Allowed: true}}, Limits: limits, Log: logr.Discard()})
+	s.Register(ValidatePath, h)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { s.done <- s.Start(ctx) }()
 	t.Cleanup(func() {
@@ -209,7 +220,7 @@ func TestConnectionsOverTheCapAreClosedAtOnce(t *testing.T) {
 }
 
 // TLS 1.2 at least, HTTP/1.1 only, and with --webhook-client-ca a client
-// certificate of that CA.
+// certificate of that CA: none is a 401, another CA's fails the handshake.
 func TestTLSPolicyAndClientCertificates(t *testing.T) {
 	s := startServer(t, ServingOptions{}, nil)
 	old := s.tlsConfig()
@@ -237,8 +248,8 @@ func TestTLSPolicyAndClientCertificates(t *testing.T) {
 		t.Fatal(err)
 	}
 	mtls := startServer(t, ServingOptions{ClientCAFile: caFile}, nil)
-	if code, err := mtls.post(t, mtls.client(mtls.tlsConfig())); err == nil {
-		t.Errorf("without a client certificate: HTTP %d, want the handshake refused", code)
+	if code, err := mtls.post(t, mtls.client(mtls.tlsConfig())); err != nil || code != http.StatusUnauthorized {
+		t.Errorf("without a client certificate: HTTP %d %v, want 401", code, err)
 	}
 	other, err := certs.GenerateCA(time.Now(), time.Hour, "another CA")
 	if err != nil {
@@ -250,7 +261,10 @@ func TestTLSPolicyAndClientCertificates(t *testing.T) {
 		ok   bool
 	}{{"of the client CA", clientCA, true}, {"of another CA", other, false}} {
 		cfg := mtls.tlsConfig()
-		cfg.Certificates = []tls.Certificate{clientCert(t, tc.ca)}
+		cert := clientCert(t, tc.ca)
+		// Sent whatever CAs the server names: crypto/tls would otherwise
+		// keep back a certificate of another CA, and get a 401.
+		cfg.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil }
 		code, err := mtls.post(t, mtls.client(cfg))
 		if tc.ok && (err != nil || code != http.StatusOK) {
 			t.Errorf("client certificate %s: HTTP %d %v, want 200", tc.name, code, err)
@@ -263,6 +277,224 @@ func TestTLSPolicyAndClientCertificates(t *testing.T) {
 	// certificates required.
 	if err := mtls.StartedChecker()(nil); err != nil {
 		t.Errorf("StartedChecker: %v", err)
+	}
+}
+
+// With --webhook-client-ca, a request without a client certificate is
+// answered 401, naming the flag, before its body is read: the chain never
+// runs, and it writes no audit record and no Event. One with a certificate
+// of the CA is admitted and its records say the caller was authenticated;
+// without the flag no certificate is asked for and they say it was not.
+func TestClientCAModeRefusesRequestsWithoutACertificate(t *testing.T) {
+	clientCA, err := certs.GenerateCA(time.Now(), time.Hour, "apiserver client CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
+	if err := os.WriteFile(caFile, clientCA.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deny := &webhook.Verdict{Violations: []webhook.Violation{{Rule: "V-PCS-1", Message: "m", Action: webhook.ActionDeny}}}
+	type result struct {
+		code          int
+		admitted      bool
+		records       int
+		authenticated []bool
+		events        int
+		unauthNote    bool
+	}
+	for _, tc := range []struct {
+		name   string
+		caFile string
+		cert   bool
+		want   result
+	}{
+		{"client CA set, no certificate", caFile, false, result{code: http.StatusUnauthorized}},
+		{"client CA set, certificate of the CA", caFile, true,
+			result{code: http.StatusOK, admitted: true, records: 1, authenticated: []bool{true}, events: 1}},
+		{"no client CA", "", false,
+			result{code: http.StatusOK, admitted: true, records: 1, authenticated: []bool{false}, events: 1, unauthNote: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeAdmitter{val: deny}
+			ev := events.NewFakeRecorder(10)
+			rec := audit.NewRecorder(16, ev, nil)
+			s := startServerWith(t, ServingOptions{ClientCAFile: tc.caFile},
+				&Handler{Mode: Validating, Admitter: f, Audit: rec, Log: logr.Discard()})
+			cfg := s.tlsConfig()
+			if tc.cert {
+				cfg.Certificates = []tls.Certificate{clientCert(t, clientCA)}
+			}
+			unauth := testutil.ToFloat64(unauthenticatedRequests)
+			resp, err := s.client(cfg).Post("https://"+s.addr+ValidatePath, "application/json", bytes.NewReader(review(t, admissionv1.Create, false)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			var got result
+			got.code = resp.StatusCode
+			got.admitted = f.got != nil
+			for _, r := range rec.Ring.Query(audit.Query{}) {
+				got.records++
+				got.authenticated = append(got.authenticated, r.CallerAuthenticated)
+			}
+			got.events = len(ev.Events)
+			if got.events > 0 {
+				got.unauthNote = strings.Contains(<-ev.Events, "(caller not authenticated)")
+			}
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(result{})); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+			if tc.want.code == http.StatusUnauthorized {
+				if !strings.Contains(string(body), "--webhook-client-ca") {
+					t.Errorf("401 body %q does not name --webhook-client-ca", body)
+				}
+				if d := testutil.ToFloat64(unauthenticatedRequests) - unauth; d != 1 {
+					t.Errorf("shepherd_webhook_unauthenticated_requests_total moved by %v, want 1", d)
+				}
+			}
+		})
+	}
+}
+
+// A 401 comes before the body is read: a client declaring the largest
+// body and sending none of it is answered at once, holding no bytes.
+func TestClientCAModeAnswersBeforeTheBody(t *testing.T) {
+	clientCA, err := certs.GenerateCA(time.Now(), time.Hour, "apiserver client CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caFile := filepath.Join(t.TempDir(), "client-ca.crt")
+	if err := os.WriteFile(caFile, clientCA.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	limits := NewLimits(0, 0, 0)
+	s := startServer(t, ServingOptions{ClientCAFile: caFile, ReadTimeout: generous}, limits)
+	c := s.dial(t)
+	start := time.Now()
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", ValidatePath, DefaultMaxBodyBytes)
+	_ = c.SetReadDeadline(time.Now().Add(generous))
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || time.Since(start) > generous/2 {
+		t.Errorf("HTTP %d after %v, want 401 at once", resp.StatusCode, time.Since(start))
+	}
+	if b := limits.buffered.Load(); b != 0 {
+		t.Errorf("%d body bytes buffered for an unauthenticated request", b)
+	}
+}
+
+// Over the cap per source address a connection from that address is
+// closed at once, while other addresses are still accepted; an address
+// leaves the listener's map when its last connection closes.
+func TestConnectionsOverTheCapPerClientAreClosedAtOnce(t *testing.T) {
+	const maxConns, perClient = 8, 2
+	s := startServer(t, ServingOptions{MaxConnections: maxConns, MaxConnectionsPerClient: perClient}, nil)
+	dialFrom := func(src string) (*tls.Conn, error) {
+		d := &net.Dialer{Timeout: generous, LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+		return tls.DialWithDialer(d, "tcp", s.addr, s.tlsConfig())
+	}
+	refused := testutil.ToFloat64(rejectedConnections.WithLabelValues(rejectedMaxConnectionsPerClient))
+	var held []*tls.Conn
+	defer func() {
+		for _, c := range held {
+			c.Close()
+		}
+	}()
+	for range perClient {
+		c, err := dialFrom("127.0.0.2")
+		if err != nil {
+			t.Fatalf("a connection within the per-client cap: %v", err)
+		}
+		held = append(held, c)
+	}
+	start := time.Now()
+	if c, err := dialFrom("127.0.0.2"); err == nil {
+		c.Close()
+		t.Fatal("a TLS handshake over the per-client cap succeeded")
+	}
+	t.Logf("connection over the per-client cap of %d refused in %v", perClient, time.Since(start))
+	if d := testutil.ToFloat64(rejectedConnections.WithLabelValues(rejectedMaxConnectionsPerClient)) - refused; d != 1 {
+		t.Errorf("rejected connections (max_connections_per_client) moved by %v, want 1", d)
+	}
+	// Another client is served.
+	if code, err := s.post(t, s.client(s.tlsConfig())); err != nil || code != http.StatusOK {
+		t.Errorf("another client beside the capped one: HTTP %d %v", code, err)
+	}
+	// A slot given back is taken again.
+	held[0].Close()
+	deadline := time.Now().Add(generous)
+	for {
+		c, err := dialFrom("127.0.0.2")
+		if err == nil {
+			held[0] = c
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection from the capped client accepted after one closed: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	held = nil
+}
+
+func TestLimitListenerForgetsClientsWithoutConnections(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ll := newLimitListener(l, 8, 2)
+	defer ll.Close()
+	accepted := make(chan net.Conn, 8)
+	go func() {
+		for {
+			c, err := ll.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			accepted <- c
+		}
+	}()
+	var clients []net.Conn
+	for _, src := range []string{"127.0.0.2", "127.0.0.3", "127.0.0.3"} {
+		c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}).Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
+	var server []net.Conn
+	for range clients {
+		server = append(server, <-accepted)
+	}
+	if n := ll.clients(); n != 2 {
+		t.Errorf("%d source addresses tracked, want 2", n)
+	}
+	for i, c := range server {
+		c.Close()
+		c.Close() // net/http may close twice: counted once
+		clients[i].Close()
+	}
+	if n, open := ll.clients(), ll.open.Load(); n != 0 || open != 0 {
+		t.Errorf("after every connection closed: %d source addresses tracked, %d open; want 0 and 0", n, open)
+	}
+}
+
+func TestDefaultMaxConnectionsPerClient(t *testing.T) {
+	for _, tc := range []struct{ max, want int }{
+		{1024, 256}, {300, 75}, {64, 16}, {20, 16}, {3, 3},
+	} {
+		if got := DefaultMaxConnectionsPerClient(tc.max); got != tc.want {
+			t.Errorf("DefaultMaxConnectionsPerClient(%d) = %d, want %d", tc.max, got, tc.want)
+		}
 	}
 }
 

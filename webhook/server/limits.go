@@ -1,6 +1,10 @@
 package server
 
-import "sync/atomic"
+import (
+	"net/netip"
+	"sync"
+	"sync/atomic"
+)
 
 // Defaults of the admission handlers' limits (`shepherd serve`'s flags).
 const (
@@ -24,17 +28,30 @@ const (
 const retryAfterSeconds = "1"
 
 // Limits bounds what the admission handlers hold at once: the requests
-// being admitted and the body bytes buffered. One Limits is shared by the
-// handlers of a server. A nil *Limits bounds nothing.
+// being admitted and the body bytes buffered, in all and from each source
+// address. One Limits is shared by the handlers of a server. A nil *Limits
+// bounds nothing.
 //
 // Reading a body is not counted as in flight: a client that stalls
 // mid-body holds a connection (bounded by the listener) and the bytes it
 // sent (bounded here), not a slot a legitimate request needs.
+//
+// One source address may hold at most half of the buffered bytes (but
+// always one largest body): a client sending large bodies slowly cannot
+// spend the whole budget and have the apiserver's requests refused.
 type Limits struct {
 	maxInFlight int64
 	maxBuffered int64
-	inFlight    atomic.Int64
-	buffered    atomic.Int64
+	// maxPerClient bounds the bytes one source address holds.
+	maxPerClient int64
+	inFlight     atomic.Int64
+	buffered     atomic.Int64
+
+	// mu guards byClient, the bytes held by each source address holding
+	// some: an address leaves the map when its bytes return to zero, so it
+	// is bounded by the requests being read.
+	mu       sync.Mutex
+	byClient map[netip.Addr]int64
 }
 
 // NewLimits returns limits of maxInFlight admissions and maxBuffered body
@@ -54,7 +71,8 @@ func NewLimits(maxInFlight int, maxBuffered, maxBody int64) *Limits {
 	// +1: telling a body of exactly maxBody from a larger one takes one
 	// byte more (readBody).
 	maxBuffered = max(maxBuffered, maxBody+1)
-	return &Limits{maxInFlight: int64(maxInFlight), maxBuffered: maxBuffered}
+	return &Limits{maxInFlight: int64(maxInFlight), maxBuffered: maxBuffered,
+		maxPerClient: max(maxBuffered/2, maxBody+1), byClient: map[netip.Addr]int64{}}
 }
 
 // full says whether every admission slot is taken, without taking one: a
@@ -84,33 +102,71 @@ func (l *Limits) release() {
 	}
 }
 
-// reservation is the body bytes one request holds against its Limits.
+// reservation is the body bytes one request holds against its Limits,
+// counted against the share of its client (the source address; invalid:
+// unknown, no share applies).
 type reservation struct {
 	limits *Limits
+	client netip.Addr
 	n      int64
 }
 
-// grow raises the reservation to n bytes; false, and unchanged, when that
-// would take the buffered bytes past the limit.
-func (r *reservation) grow(n int64) bool {
+// grow raises the reservation to n bytes; nil when it did, else the error
+// to answer (errClientBuffersFull or errBuffersFull), the reservation
+// unchanged.
+func (r *reservation) grow(n int64) *httpError {
 	d := n - r.n
 	if r.limits == nil || d <= 0 {
-		return true
+		return nil
+	}
+	if !r.limits.addClient(r.client, d) {
+		return errClientBuffersFull
 	}
 	if r.limits.buffered.Add(d) > r.limits.maxBuffered {
 		r.limits.buffered.Add(-d)
-		return false
+		r.limits.addClient(r.client, -d)
+		return errBuffersFull
 	}
 	bufferedBytes.Add(float64(d))
 	r.n = n
-	return true
+	return nil
 }
 
 // release hands back every byte reserved.
 func (r *reservation) release() {
 	if r.limits != nil && r.n > 0 {
 		r.limits.buffered.Add(-r.n)
+		r.limits.addClient(r.client, -r.n)
 		bufferedBytes.Sub(float64(r.n))
 		r.n = 0
 	}
+}
+
+// addClient adds d bytes (d < 0: hands them back) to what client holds;
+// false, and unchanged, when that would take it past its share. An
+// invalid client has no share.
+func (l *Limits) addClient(client netip.Addr, d int64) bool {
+	if !client.IsValid() {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := l.byClient[client] + d
+	switch {
+	case d > 0 && n > l.maxPerClient:
+		return false
+	case n <= 0:
+		delete(l.byClient, client)
+	default:
+		l.byClient[client] = n
+	}
+	return true
+}
+
+// clientBytes is what client holds, and clients how many hold some (for
+// tests).
+func (l *Limits) clientBytes(client netip.Addr) (n int64, clients int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.byClient[client], len(l.byClient)
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -178,8 +179,8 @@ func TestInFlightCapAnswers429AtOnce(t *testing.T) {
 }
 
 // Bodies held at once are bounded in bytes: with one client stalled
-// mid-body holding most of the budget, another large body is refused 429,
-// and a small one still goes through.
+// mid-body holding most of the budget, another client's large body is
+// refused 429, and a small one still goes through.
 func TestBufferedBytesAreBounded(t *testing.T) {
 	const maxBody = 256 << 10
 	limits := NewLimits(16, maxBody+maxBody/2, maxBody)
@@ -192,6 +193,7 @@ func TestBufferedBytesAreBounded(t *testing.T) {
 	go func() {
 		r := httptest.NewRequest(http.MethodPost, "/validate", pr)
 		r.ContentLength = -1
+		r.RemoteAddr = "192.0.2.99:1234" // not httptest's: its own share
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		stalled <- w.Code
@@ -218,6 +220,86 @@ func TestBufferedBytesAreBounded(t *testing.T) {
 	pw.CloseWithError(io.ErrUnexpectedEOF)
 	if code := <-stalled; code != http.StatusBadRequest {
 		t.Errorf("stalled request: HTTP %d once its body broke off, want 400", code)
+	}
+	if got := limits.buffered.Load(); got != 0 {
+		t.Errorf("%d bytes still reserved once every request is answered", got)
+	}
+}
+
+// One source address holds at most half of the buffered bytes: with a
+// client holding its share in stalled bodies, its next body is refused 429
+// (client_buffers_full), while another client's bodies, small and large,
+// go through; its entry leaves the map once its bodies are answered.
+func TestOneClientHoldsAtMostHalfTheBufferedBytes(t *testing.T) {
+	const maxBody = 256 << 10
+	limits := NewLimits(16, 4*maxBody, maxBody)
+	h := &Handler{Mode: Validating, Admitter: &fakeAdmitter{val: &webhook.Verdict{Allowed: true}}, MaxBodyBytes: maxBody,
+		Limits: limits, Log: logr.Discard()}
+	const hostile, other = "192.0.2.66", "192.0.2.1" // httptest's own
+	hostileAddr := netip.MustParseAddr(hostile)
+
+	// The hostile client: two bodies of 200 KiB sent, then nothing; each
+	// reserves 256 KiB, together its share (half of 1 MiB).
+	var stalled []chan int
+	var writers []*io.PipeWriter
+	for range 2 {
+		pr, pw := io.Pipe()
+		done := make(chan int, 1)
+		go func() {
+			r := httptest.NewRequest(http.MethodPost, "/validate", pr)
+			r.ContentLength = -1
+			r.RemoteAddr = hostile + ":40000"
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			done <- w.Code
+		}()
+		if _, err := pw.Write(bytes.Repeat([]byte(" "), 200<<10)); err != nil {
+			t.Fatal(err)
+		}
+		stalled, writers = append(stalled, done), append(writers, pw)
+	}
+	if held, _ := limits.clientBytes(hostileAddr); held != 2*maxBody {
+		t.Fatalf("the hostile client holds %d bytes, want %d", held, 2*maxBody)
+	}
+
+	refused := testutil.ToFloat64(badRequests.WithLabelValues(string(Validating), "client_buffers_full"))
+	r := httptest.NewRequest(http.MethodPost, "/validate", bytes.NewReader(review(t, admissionv1.Create, false)))
+	r.RemoteAddr = hostile + ":40001"
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "--webhook-max-buffered-bytes") {
+		t.Errorf("the hostile client's third body: HTTP %d %q, want 429 with Retry-After naming --webhook-max-buffered-bytes", w.Code, w.Body.String())
+	}
+	if d := testutil.ToFloat64(badRequests.WithLabelValues(string(Validating), "client_buffers_full")) - refused; d != 1 {
+		t.Errorf("client_buffers_full moved by %v, want 1", d)
+	}
+
+	for _, tc := range []struct {
+		name string
+		body io.Reader
+	}{
+		{"small", bytes.NewReader(review(t, admissionv1.Create, false))},
+		// The largest accepted: a review padded with spaces.
+		{"largest", io.LimitReader(bytes.NewReader(append(review(t, admissionv1.Create, false), bytes.Repeat([]byte(" "), maxBody)...)), maxBody)},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "/validate", tc.body)
+		r.ContentLength = -1
+		r.RemoteAddr = other + ":1234"
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK {
+			t.Errorf("another client's %s body beside the hostile one's: HTTP %d %s, want 200", tc.name, w.Code, w.Body.String())
+		}
+	}
+
+	for _, pw := range writers {
+		pw.CloseWithError(io.ErrUnexpectedEOF)
+	}
+	for _, done := range stalled {
+		<-done
+	}
+	if held, clients := limits.clientBytes(hostileAddr); held != 0 || clients != 0 {
+		t.Errorf("once answered: the hostile client holds %d bytes, %d clients in the map; want 0 and 0", held, clients)
 	}
 	if got := limits.buffered.Load(); got != 0 {
 		t.Errorf("%d bytes still reserved once every request is answered", got)

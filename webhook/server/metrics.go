@@ -43,7 +43,7 @@ var (
 
 	badRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shepherd_admission_bad_requests_total",
-		Help: "HTTP requests to the webhooks rejected before admission, by reason (method, content_type, too_large, malformed, timeout: the body did not arrive within the read timeout, busy: --webhook-max-in-flight reached, buffers_full: --webhook-max-buffered-bytes reached).",
+		Help: "HTTP requests to the webhooks rejected before admission, by reason (method, content_type, too_large, malformed, timeout: the body did not arrive within the read timeout, busy: --webhook-max-in-flight reached, buffers_full: --webhook-max-buffered-bytes reached, client_buffers_full: the client's share of it, half, reached).",
 	}, []string{"webhook", "reason"})
 
 	inFlightRequests = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -61,15 +61,30 @@ var (
 		Help: "Connections open to the webhook server, against --webhook-max-connections.",
 	})
 
-	rejectedConnections = prometheus.NewCounter(prometheus.CounterOpts{
+	rejectedConnections = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "shepherd_webhook_rejected_connections_total",
-		Help: "Connections to the webhook server closed as soon as accepted because --webhook-max-connections were open.",
+		Help: "Connections to the webhook server closed as soon as accepted, by reason: max_connections (--webhook-max-connections were open) or max_connections_per_client (--webhook-max-connections-per-client were open from the connection's source address).",
+	}, []string{"reason"})
+
+	unauthenticatedRequests = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "shepherd_webhook_unauthenticated_requests_total",
+		Help: "Requests to the webhook server answered 401 because --webhook-client-ca is set and they presented no client certificate.",
 	})
+)
+
+// Reasons of shepherd_webhook_rejected_connections_total.
+const (
+	rejectedMaxConnections          = "max_connections"
+	rejectedMaxConnectionsPerClient = "max_connections_per_client"
 )
 
 func init() {
 	metrics.Registry.MustRegister(admissionRequests, admissionDuration, ruleEvaluation, admissionPanics, badRequests,
-		inFlightRequests, bufferedBytes, openConnections, rejectedConnections)
+		inFlightRequests, bufferedBytes, openConnections, rejectedConnections, unauthenticatedRequests)
+	// Both reasons are exported from the start, at zero, so a rate over
+	// them has a series before the first refusal.
+	rejectedConnections.WithLabelValues(rejectedMaxConnections)
+	rejectedConnections.WithLabelValues(rejectedMaxConnectionsPerClient)
 }
 
 // operationLabel is the operation label of a request: one of the four

@@ -55,6 +55,9 @@ type serveOptions struct {
 	kubeBurst  int
 	eventQPS   float32
 	eventBurst int
+	// PolicyViolation Events per namespace (audit.NamespaceLimiter).
+	eventNamespaceQPS   float64
+	eventNamespaceBurst int
 
 	webhookHost  string
 	webhookPort  int
@@ -103,30 +106,32 @@ type serveOptions struct {
 
 func defaultServeOptions() *serveOptions {
 	return &serveOptions{
-		kubeQPS:           200,
-		kubeBurst:         400,
-		eventQPS:          events.DefaultQPS,
-		eventBurst:        events.DefaultBurst,
-		webhookPort:       9443,
-		certDir:           certs.DefaultCertDir,
-		maxBodyBytes:      server.DefaultMaxBodyBytes,
-		webhook:           server.ServingOptions{ReadTimeout: server.DefaultReadTimeout, MaxConnections: server.DefaultMaxConnections},
-		maxInFlight:       server.DefaultMaxInFlight,
-		maxBuffered:       server.DefaultMaxBufferedBytes,
-		metricsAddr:       ":8443",
-		metricsSecure:     true,
-		healthAddr:        ":8081",
-		shutdownDrain:     10 * time.Second,
-		shutdownTimeout:   30 * time.Second,
-		leaderElect:       true,
-		leaseDuration:     15 * time.Second,
-		renewDeadline:     10 * time.Second,
-		retryPeriod:       2 * time.Second,
-		leaderElectionID:  "shepherd.shepherd.dev",
-		auditRingSize:     4096,
-		auditDryRun:       true,
-		discoveryInterval: 30 * time.Second,
-		frameworks:        defaultFrameworkModes(),
+		kubeQPS:             200,
+		kubeBurst:           400,
+		eventQPS:            events.DefaultQPS,
+		eventBurst:          events.DefaultBurst,
+		eventNamespaceQPS:   audit.DefaultEventNamespaceQPS,
+		eventNamespaceBurst: audit.DefaultEventNamespaceBurst,
+		webhookPort:         9443,
+		certDir:             certs.DefaultCertDir,
+		maxBodyBytes:        server.DefaultMaxBodyBytes,
+		webhook:             server.ServingOptions{ReadTimeout: server.DefaultReadTimeout, MaxConnections: server.DefaultMaxConnections},
+		maxInFlight:         server.DefaultMaxInFlight,
+		maxBuffered:         server.DefaultMaxBufferedBytes,
+		metricsAddr:         ":8443",
+		metricsSecure:       true,
+		healthAddr:          ":8081",
+		shutdownDrain:       10 * time.Second,
+		shutdownTimeout:     30 * time.Second,
+		leaderElect:         true,
+		leaseDuration:       15 * time.Second,
+		renewDeadline:       10 * time.Second,
+		retryPeriod:         2 * time.Second,
+		leaderElectionID:    "shepherd.shepherd.dev",
+		auditRingSize:       4096,
+		auditDryRun:         true,
+		discoveryInterval:   30 * time.Second,
+		frameworks:          defaultFrameworkModes(),
 	}
 }
 
@@ -136,6 +141,8 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", o.kubeBurst, "Burst of requests to the apiserver above --kube-api-qps.")
 	fs.Float32Var(&o.eventQPS, "event-qps", o.eventQPS, "Sustained rate of Events written (GangTerminated, PolicyViolation, ...), on a client of their own: Events over it wait and never delay the writes that enforce deadlines and gangs.")
 	fs.IntVar(&o.eventBurst, "event-burst", o.eventBurst, "Burst of Events above --event-qps.")
+	fs.Float64Var(&o.eventNamespaceQPS, "event-namespace-qps", o.eventNamespaceQPS, "Sustained rate of PolicyViolation Events per namespace; over it (and --event-namespace-burst) they are dropped and counted in shepherd_policy_violation_events_dropped_total, the verdicts still logged and served at /audit, so a flood of requests cannot fill a namespace's Events. 0 disables the bound.")
+	fs.IntVar(&o.eventNamespaceBurst, "event-namespace-burst", o.eventNamespaceBurst, "PolicyViolation Events a namespace may get at once above --event-namespace-qps.")
 
 	fs.StringVar(&o.webhookHost, "webhook-host", o.webhookHost, "Address the admission webhook server listens on (empty: all addresses).")
 	fs.IntVar(&o.webhookPort, "webhook-port", o.webhookPort, "Port of the admission webhook server (HTTPS). It serves /mutate and /validate.")
@@ -146,7 +153,8 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.webhook.MaxConnections, "webhook-max-connections", o.webhook.MaxConnections, "Connections the webhook server keeps open at once; one more is closed as soon as it is accepted, so its client fails at once and the webhook's failurePolicy applies.")
 	fs.IntVar(&o.maxInFlight, "webhook-max-in-flight", o.maxInFlight, "Admission requests answered at once, once their bodies are read; more are answered 429 with Retry-After (the apiserver retries within its webhook timeout).")
 	fs.Int64Var(&o.maxBuffered, "webhook-max-buffered-bytes", o.maxBuffered, "Request body bytes held at once over all requests (at least --max-request-bytes); a request whose body would exceed it is answered 429 with Retry-After. Bodies are buffered as they arrive, never from the length a client declares.")
-	fs.StringVar(&o.webhook.ClientCAFile, "webhook-client-ca", o.webhook.ClientCAFile, "PEM file of the CA(s) that sign the apiserver's client certificate; set, the webhook server requires and verifies a client certificate (see the README's Operations section for the apiserver's side). Read at start.")
+	fs.IntVar(&o.webhook.MaxConnectionsPerClient, "webhook-max-connections-per-client", o.webhook.MaxConnectionsPerClient, "Connections the webhook server keeps open at once from one source address (0: a quarter of --webhook-max-connections, at least 16); one more from that address is closed as soon as it is accepted, so one client cannot hold every connection. Raise it to --webhook-max-connections if all apiservers reach shepherd through one address (a NAT or proxy).")
+	fs.StringVar(&o.webhook.ClientCAFile, "webhook-client-ca", o.webhook.ClientCAFile, "PEM file of the CA(s) that sign the apiserver's client certificate; set, a request without a client certificate is answered 401 before its body is read (no Event, no audit record) and one of another CA fails the TLS handshake (see the README's Security section for the apiserver's side). Read at start.")
 
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", o.metricsAddr, `Address of the metrics server, which serves /metrics and the audit ring at /audit. "0" disables it.`)
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", o.metricsSecure, "Serve metrics over HTTPS and require a bearer token that the apiserver authenticates (TokenReview) and authorizes (SubjectAccessReview: get on the non-resource URL /metrics or /audit). --metrics-secure=false serves plain HTTP with no authentication: for local development only.")
@@ -372,6 +380,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	}
 	rec := audit.NewRecorder(o.auditRingSize, mgr.GetEventRecorder("shepherd-webhook"), clock.RealClock{})
 	rec.SkipDryRun = !o.auditDryRun
+	rec.EventLimit = audit.NewNamespaceLimiter(o.eventNamespaceQPS, o.eventNamespaceBurst, clock.RealClock{})
 	if err := registerAdmission(ctx, mgr, chain, rec, probe, server.Options{MaxBodyBytes: o.maxBodyBytes, MaxInFlight: o.maxInFlight, MaxBufferedBytes: o.maxBuffered}); err != nil {
 		return err
 	}
