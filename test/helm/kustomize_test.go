@@ -1,7 +1,10 @@
 package helm_test
 
 import (
+	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -76,6 +79,12 @@ func TestAgreesWithKustomize(t *testing.T) {
 	if variants["native"], err = install.Build(install.Dir("native")); err != nil {
 		t.Fatal(err)
 	}
+	// deploy/'s optional security components over deploy/default.
+	for _, component := range []string{"client-ca", "network-policy"} {
+		if variants["default+"+component], err = withComponent(t.TempDir(), component); err != nil {
+			t.Fatal(err)
+		}
+	}
 	compared := 0
 	for _, vs := range valueSets {
 		if vs.kustomize == "" {
@@ -116,9 +125,28 @@ func TestAgreesWithKustomize(t *testing.T) {
 			}
 		})
 	}
-	if compared < 4*14 {
+	if compared < 6*14 {
 		t.Errorf("only %d objects compared", compared)
 	}
+}
+
+// withComponent builds deploy/default with the Kustomize component
+// deploy/<component>, through an overlay written into scratch (Kustomize
+// loads directories by relative path only).
+func withComponent(scratch, component string) ([]*unstructured.Unstructured, error) {
+	def, err := filepath.Rel(scratch, install.Dir("default"))
+	if err != nil {
+		return nil, err
+	}
+	comp, err := filepath.Rel(scratch, install.Dir(component))
+	if err != nil {
+		return nil, err
+	}
+	kust := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- %s\ncomponents:\n- %s\n", def, comp)
+	if err := os.WriteFile(filepath.Join(scratch, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
+		return nil, err
+	}
+	return install.Build(scratch)
 }
 
 // normalize takes out the deliberate differences and round-trips o

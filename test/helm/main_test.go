@@ -71,6 +71,17 @@ var valueSets = []valueSet{
 		values: map[string]any{"certificates": map[string]any{"mode": "cert-manager"}, "crds": map[string]any{"install": false}}},
 	{name: "native", namespace: defaultNS, kustomize: "native",
 		values: map[string]any{"admission": map[string]any{"mode": "native"}}},
+	{name: "client-ca", namespace: defaultNS, kustomize: "default+client-ca",
+		values: map[string]any{"webhook": map[string]any{"clientCA": map[string]any{"enabled": true}}}},
+	{name: "network-policy", namespace: defaultNS, kustomize: "default+network-policy",
+		values: map[string]any{"networkPolicy": map[string]any{"enabled": true}}},
+	{name: "security-elsewhere", namespace: customNS, values: map[string]any{
+		"webhook": map[string]any{"clientCA": map[string]any{"enabled": true, "configMap": "apiserver-client-ca", "key": "bundle.pem"}},
+		"networkPolicy": map[string]any{"enabled": true,
+			"ingressFrom":        []any{map[string]any{"ipBlock": map[string]any{"cidr": "10.0.0.0/24"}}},
+			"metricsIngressFrom": []any{map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "monitoring"}}}},
+		},
+	}},
 	{name: "native-elsewhere", namespace: customNS, values: map[string]any{
 		"admission":    map[string]any{"mode": "native", "auditSink": map[string]any{"tokenSecret": "audit-token"}},
 		"certificates": map[string]any{"mode": "cert-manager"},
