@@ -10,6 +10,7 @@ package events
 import (
 	"context"
 	"fmt"
+	"os"
 
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
@@ -59,7 +60,8 @@ func Manager(mgr ctrl.Manager, opts Options) (ctrl.Manager, error) {
 	})); err != nil {
 		return nil, err
 	}
-	return &limited{Manager: mgr, broadcaster: b}, nil
+	host, _ := os.Hostname()
+	return &limited{Manager: mgr, broadcaster: b, client: cl, instance: host}, nil
 }
 
 // everyReplica is a runnable that does not need leader election: the
@@ -78,10 +80,18 @@ func (everyReplica) NeedLeaderElection() bool { return false }
 type limited struct {
 	ctrl.Manager
 	broadcaster clientevents.EventBroadcaster
+	client      eventsv1client.EventsV1Interface
+	instance    string
 }
 
 func (m *limited) GetEventRecorder(name string) recorder.EventRecorder {
 	// client-go's recorder implements both halves of controller-runtime's
 	// interface (the test exercises this assertion).
 	return m.broadcaster.NewRecorder(m.GetScheme(), name).(recorder.EventRecorder)
+}
+
+// GetLifecycleRecorder returns the recorder of Events that must survive a
+// crash, on the Events' own rate-limited client.
+func (m *limited) GetLifecycleRecorder(name string) *Lifecycle {
+	return NewLifecycle(m.client, m.GetScheme(), name, m.instance, nil)
 }

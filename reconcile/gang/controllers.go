@@ -3,16 +3,17 @@ package gang
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/integrations/knob"
 )
@@ -72,11 +73,11 @@ func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // groupReconciler keeps a PCSG's availableReplicas and MinAvailableBreached
 // and terminates its expired breached replicas.
 type groupReconciler struct {
-	client   client.Client
-	deleter  *Deleter
-	clock    clock.PassiveClock
-	recorder recorder.EventRecorder
-	gate     *Gate
+	client    client.Client
+	deleter   *Deleter
+	clock     clock.PassiveClock
+	lifecycle *events.Lifecycle
+	gate      *Gate
 }
 
 func (r *groupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -134,6 +135,15 @@ func (r *groupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		if len(victims) == 0 {
 			continue
 		}
+		// The Event first (events.Lifecycle): a leader killed after the
+		// delete would leave its successor nothing to do or record. The
+		// key is the replica and the moment its delay expired: one Event
+		// per termination, whichever leader makes it.
+		if err := r.lifecycle.Record(ctx, &g, corev1.EventTypeWarning, api.EventGangTerminated, "Terminate",
+			fmt.Sprintf("replica-%d/%s", idx, d.ExpiredAt[idx].UTC().Format(time.RFC3339Nano)),
+			fmt.Sprintf("replica %d breached MinAvailable past its terminationDelay; deleted its PodCliques %v", idx, gone)); err != nil {
+			return ctrl.Result{}, err
+		}
 		n, err := DeleteAllExact(ctx, r.deleter, victims)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -143,8 +153,6 @@ func (r *groupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		}
 		terminations.WithLabelValues(LevelPCSG).Inc()
 		terminationLag.WithLabelValues(LevelPCSG).Observe(r.clock.Since(d.ExpiredAt[idx]).Seconds())
-		r.recorder.Eventf(&g, nil, corev1.EventTypeWarning, api.EventGangTerminated, "Terminate",
-			"replica %d breached MinAvailable past its terminationDelay; deleted its PodCliques %v", idx, gone)
 		log.Info("gang-terminated PodCliqueScalingGroup replica", "podcliquescalinggroup", req.NamespacedName, "replica", idx, "podcliques", gone)
 	}
 	return result(d.RequeueAfter), nil
@@ -152,11 +160,11 @@ func (r *groupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 
 // setReconciler terminates PodCliqueSet replicas whose breach expired.
 type setReconciler struct {
-	client   client.Client
-	deleter  *Deleter
-	clock    clock.PassiveClock
-	recorder recorder.EventRecorder
-	gate     *Gate
+	client    client.Client
+	deleter   *Deleter
+	clock     clock.PassiveClock
+	lifecycle *events.Lifecycle
+	gate      *Gate
 }
 
 func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -198,6 +206,15 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 				gone = append(gone, c.Name)
 			}
 		}
+		if len(victims) == 0 {
+			continue
+		}
+		// The Event first, keyed by replica and breach (as above).
+		if err := r.lifecycle.Record(ctx, &pcs, corev1.EventTypeWarning, api.EventGangTerminated, "Terminate",
+			fmt.Sprintf("replica-%d/%s", b.Replica, b.Since.UTC().Format(time.RFC3339Nano)),
+			fmt.Sprintf("%s; deleted replica %d's PodCliques %v", b, b.Replica, gone)); err != nil {
+			return ctrl.Result{}, err
+		}
 		n, err := DeleteAllExact(ctx, r.deleter, victims)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -207,8 +224,6 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		}
 		terminations.WithLabelValues(LevelPCS).Inc()
 		terminationLag.WithLabelValues(LevelPCS).Observe(r.clock.Since(b.Since.Add(b.Delay)).Seconds())
-		r.recorder.Eventf(&pcs, nil, corev1.EventTypeWarning, api.EventGangTerminated, "Terminate",
-			"%s; deleted replica %d's PodCliques %v", b, b.Replica, gone)
 		log.Info("gang-terminated PodCliqueSet replica", "podcliqueset", req.NamespacedName, "replica", b.Replica, "breach", b.String(), "podcliques", gone)
 	}
 	return result(d.RequeueAfter), nil

@@ -18,6 +18,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/integrations/knob"
 )
@@ -66,7 +67,10 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, enf *integrations.Enforceme
 	if err := idx.IndexField(ctx, &grovev1alpha1.PodCliqueScalingGroup{}, IndexPartOf, partOf); err != nil {
 		return fmt.Errorf("indexing PodCliqueScalingGroups by PodCliqueSet: %w", err)
 	}
-	rec := mgr.GetEventRecorder("shepherd-gang")
+	rec, err := events.LifecycleRecorder(mgr, "shepherd-gang")
+	if err != nil {
+		return err
+	}
 	// Every write is shepherd's field manager's: a MinAvailableBreached
 	// owned by any other manager is Grove's (Gate).
 	c := client.WithFieldOwner(mgr.GetClient(), api.FieldManager)
@@ -87,7 +91,7 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, enf *integrations.Enforceme
 		For(&grovev1alpha1.PodCliqueScalingGroup{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Watches(&grovev1alpha1.PodClique{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPodCliqueScalingGroup))).
-		Complete(&groupReconciler{client: c, deleter: del, clock: clk, recorder: rec, gate: gate}); err != nil {
+		Complete(&groupReconciler{client: c, deleter: del, clock: clk, lifecycle: rec, gate: gate}); err != nil {
 		return fmt.Errorf("building the PodCliqueScalingGroup controller: %w", err)
 	}
 	if err := ctrl.NewControllerManagedBy(mgr).Named("gang-podcliqueset").
@@ -95,7 +99,7 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, enf *integrations.Enforceme
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
 		Watches(&grovev1alpha1.PodClique{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPartOf))).
 		Watches(&grovev1alpha1.PodCliqueScalingGroup{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPartOf))).
-		Complete(&setReconciler{client: c, deleter: del, clock: clk, recorder: rec, gate: gate}); err != nil {
+		Complete(&setReconciler{client: c, deleter: del, clock: clk, lifecycle: rec, gate: gate}); err != nil {
 		return fmt.Errorf("building the PodCliqueSet controller: %w", err)
 	}
 	return nil

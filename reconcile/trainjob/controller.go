@@ -24,6 +24,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	shepherdevents "github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 	"github.com/shepherd-k8s/shepherd/reconcile/runtimes"
@@ -41,6 +42,11 @@ type Reconciler struct {
 	Client   client.Client
 	Clock    clock.PassiveClock
 	Recorder events.EventRecorder
+	// Lifecycle writes the DeadlineExceeded and TTLExpired Events, each
+	// before its action, under a name fixed by the TrainJob's UID, so a
+	// leader killed mid-action loses none and its successor duplicates
+	// none (shepherdevents.Lifecycle).
+	Lifecycle *shepherdevents.Lifecycle
 	// Enforcement says, at every decision, whether shepherd enforces the
 	// deadline (integrations.FeatureDeadline) or Trainer does; nil means
 	// shepherd does. The TTL is always shepherd's: Trainer has none.
@@ -66,10 +72,15 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, enf *integrations.Enforceme
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
+	lc, err := shepherdevents.LifecycleRecorder(mgr, ControllerName)
+	if err != nil {
+		return err
+	}
 	r := &Reconciler{
 		Client:      mgr.GetClient(),
 		Clock:       clk,
 		Recorder:    mgr.GetEventRecorder(ControllerName),
+		Lifecycle:   lc,
 		Enforcement: enf,
 	}
 	if err := runtimes.Index(mgr); err != nil {
@@ -150,6 +161,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // resourceVersion, so a concurrent writer's change is never overwritten.
 func (r *Reconciler) exceed(ctx context.Context, tj *trainerv1alpha1.TrainJob, deadline time.Time) error {
 	now := r.Clock.Now()
+	// The Event first: once the status says Failed, a leader killed now
+	// would leave the next one nothing to do, and nothing to record.
+	if err := r.Lifecycle.Record(ctx, tj, corev1.EventTypeWarning, api.EventDeadlineExceeded, "FailTrainJob", "",
+		fmt.Sprintf("%s: activeDeadlineSeconds %d passed at %s", api.MessageDeadlineExceeded,
+			*tj.Spec.ActiveDeadlineSeconds, deadline.UTC().Format(time.RFC3339))); err != nil {
+		return err
+	}
 	orig := tj.DeepCopy()
 	meta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{
 		Type:               api.TrainJobFailed,
@@ -164,9 +182,6 @@ func (r *Reconciler) exceed(ctx context.Context, tj *trainerv1alpha1.TrainJob, d
 	}
 	deadlineExceededTotal.Inc()
 	deadlineLagSeconds.Observe(now.Sub(deadline).Seconds())
-	r.Recorder.Eventf(tj, nil, corev1.EventTypeWarning, api.EventDeadlineExceeded, "FailTrainJob",
-		"%s: activeDeadlineSeconds %d passed at %s", api.MessageDeadlineExceeded,
-		*tj.Spec.ActiveDeadlineSeconds, deadline.UTC().Format(time.RFC3339))
 	ctrl.LoggerFrom(ctx).Info("TrainJob exceeded its active deadline", "deadline", deadline, "lag", now.Sub(deadline))
 	return r.deleteJobSet(ctx, tj)
 }
@@ -283,13 +298,17 @@ func DeleteTrainJob(ctx context.Context, c client.Client, tj *trainerv1alpha1.Tr
 
 // deleteTrainJob deletes a finished TrainJob whose TTL expired and records it.
 func (r *Reconciler) deleteTrainJob(ctx context.Context, tj *trainerv1alpha1.TrainJob, ttl int32) error {
+	// The Event first: once the TrainJob is gone nobody can tell it was
+	// shepherd's TTL that took it.
+	if err := r.Lifecycle.Record(ctx, tj, corev1.EventTypeNormal, api.EventTTLExpired, "DeleteTrainJob", "",
+		fmt.Sprintf("Deleted: finished and ttlSecondsAfterFinished (%ds) of its runtime passed", ttl)); err != nil {
+		return err
+	}
 	deleted, err := DeleteTrainJob(ctx, r.Client, tj)
 	if err != nil || !deleted {
 		return err
 	}
 	ttlDeletionsTotal.Inc()
-	r.Recorder.Eventf(tj, nil, corev1.EventTypeNormal, api.EventTTLExpired, "DeleteTrainJob",
-		"Deleted: finished and ttlSecondsAfterFinished (%ds) of its runtime passed", ttl)
 	ctrl.LoggerFrom(ctx).Info("deleted TrainJob after its TTL", "ttlSecondsAfterFinished", ttl)
 	return nil
 }
