@@ -33,7 +33,7 @@ func newCandidates(ordered []*compiledRule) *candidates {
 	c := &candidates{byResource: map[schema.GroupResource][]*compiledRule{}, ordered: ordered}
 	var named []schema.GroupResource
 	for _, cr := range ordered {
-		res := cr.resources()
+		res := cr.groupResources
 		c.resources = append(c.resources, res)
 		for _, gr := range res {
 			if gr.Group != anyName && gr.Resource != anyName && !slices.Contains(named, gr) {
@@ -70,7 +70,8 @@ func (c *candidates) filter(gr schema.GroupResource) []*compiledRule {
 	return out
 }
 
-// resources lists the (group, resource) pairs cr's matchConstraints name,
+// resources lists the (group, resource) pairs cr's matchConstraints name
+// (compileRule keeps them in groupResources),
 // subresources cut off ("trainjobs/status" names trainjobs) and wildcards
 // kept; a rule with no resourceRules matches every resource.
 func (cr *compiledRule) resources() []schema.GroupResource {

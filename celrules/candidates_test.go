@@ -19,7 +19,9 @@ func ruleOn(id string, rules ...[2][]string) *compiledRule {
 			RuleWithOperations: admissionregistrationv1.RuleWithOperations{Rule: admissionregistrationv1.Rule{APIGroups: r[0], Resources: r[1]}},
 		})
 	}
-	return &compiledRule{rule: Rule{ID: id}, policy: vap}
+	cr := &compiledRule{rule: Rule{ID: id}, policy: vap}
+	cr.groupResources = cr.resources()
+	return cr
 }
 
 func TestCandidatesKeepEveryRuleThatCanMatch(t *testing.T) {
