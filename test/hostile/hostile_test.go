@@ -50,7 +50,20 @@ func tlsConfig(t *testing.T) *tls.Config {
 	if !pool.AppendCertsFromPEM(env.Env.WebhookInstallOptions.LocalServingCAData) {
 		t.Fatal("envtest's webhook CA is not PEM")
 	}
-	return &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
+	// The apiserver's client certificate: sent only to a serve that asks
+	// for one (--webhook-client-ca).
+	return &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", Certificates: []tls.Certificate{clientPKI.cert}}
+}
+
+// sources is how many source addresses the tests' many connections come
+// from: each holds a few, far below --webhook-max-connections-per-client
+// (a quarter of the cap), so the global bounds are what these tests meet.
+const sources = 32
+
+// from is a dialer whose connections come from source address i (of
+// sources) in 127.0.1.0/24; Linux routes all of 127/8 to lo.
+func from(i int) *net.Dialer {
+	return &net.Dialer{Timeout: timeout, LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(1+i%sources))}}
 }
 
 // liveHeap is the heap in use by live objects, after a collection.
@@ -113,9 +126,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// openStalled opens n connections in parallel, each sending the headers of
-// a POST that declares declaredLen bytes, then body bytes of the body, then
-// nothing more. A write the server cuts short is not an error: the server
+// openStalled opens n connections in parallel, from sources addresses,
+// each sending the headers of a POST that declares declaredLen bytes, then
+// body bytes of the body, then nothing more. A write the server cuts short is not an error: the server
 // may refuse the body mid-way. The connections are closed when the test
 // ends.
 func openStalled(t *testing.T, n int, declaredLen int64, body []byte) []net.Conn {
@@ -128,7 +141,7 @@ func openStalled(t *testing.T, n int, declaredLen int64, body []byte) []net.Conn
 	for range 16 {
 		wg.Go(func() {
 			for i := range work {
-				c, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", webhook, cfg)
+				c, err := tls.DialWithDialer(from(i), "tcp", webhook, cfg)
 				if err != nil {
 					errs <- fmt.Errorf("connection %d: %w", i, err)
 					continue
@@ -295,6 +308,7 @@ func TestSentBodiesAreBoundedByTheBudget(t *testing.T) {
 
 // Over --webhook-max-connections, a connection is closed as soon as it is
 // accepted: the client fails at once instead of waiting for its timeout.
+// The connections come from many addresses, each within its own cap.
 func TestConnectionsOverTheCapAreRefusedAtOnce(t *testing.T) {
 	cfg := tlsConfig(t)
 	var held []net.Conn
@@ -309,7 +323,7 @@ func TestConnectionsOverTheCapAreRefusedAtOnce(t *testing.T) {
 			t.Fatalf("%d connections accepted, cap %d", i, maxConnections)
 		}
 		dialStart := time.Now()
-		c, err := tls.DialWithDialer(&net.Dialer{Timeout: timeout}, "tcp", webhook, cfg)
+		c, err := tls.DialWithDialer(from(i), "tcp", webhook, cfg)
 		if err != nil {
 			took := time.Since(dialStart)
 			t.Logf("connection %d refused in %v (%d opened in %v): %v", i+1, took, len(held), time.Since(start), err)
@@ -325,7 +339,7 @@ func TestConnectionsOverTheCapAreRefusedAtOnce(t *testing.T) {
 		}
 		held = append(held, c)
 	}
-	if metric(t, "shepherd_webhook_rejected_connections_total") == 0 {
+	if metric(t, "shepherd_webhook_rejected_connections_total", "reason", "max_connections") == 0 {
 		t.Error("no rejected connection counted")
 	}
 	closeAll(t, held)
