@@ -5,12 +5,20 @@
 // which wires it all into a manager for `shepherd serve`.
 //
 // Any client that reaches the webhook port can call it, so what one client
-// can hold is bounded (httpserver.go, limits.go): the time to send a
-// request, the connections open, the body bytes buffered — read as they
-// arrive, never allocated from a declared length — and the admissions in
-// flight; over a bound a client is refused at once (a closed connection,
-// 408, 413 or 429), never left waiting, and the apiserver's failurePolicy
-// decides. Metric labels taken from a request come from a closed set.
+// can hold is bounded (httpserver.go, listener.go, limits.go): the time to
+// send a request, the connections open — in all and per source address —
+// the body bytes buffered — read as they arrive, never allocated from a
+// declared length; one address at most half of them — and the admissions
+// in flight; over a bound a client is refused at once (a closed
+// connection, 408, 413 or 429), never left waiting, and the apiserver's
+// failurePolicy decides. Metric labels taken from a request come from a
+// closed set.
+//
+// With a client CA (--webhook-client-ca) only the apiserver, presenting its
+// client certificate, is answered: any other request is a 401 before its
+// body is read, so it writes no Event and no audit record. Either way each
+// Request says whether its caller was authenticated, and the audit trail
+// carries it.
 //
 // A rollout loses no admission (httpserver.go): on shutdown the server keeps
 // answering for a drain period while the Service stops routing to it
