@@ -6,7 +6,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -30,16 +29,15 @@ const (
 
 // Defaults.
 const (
-	DefaultNamespace          = api.DefaultNamespace
-	DefaultServiceName        = "shepherd-webhook"
-	DefaultSecretName         = "shepherd-webhook-certs"
-	DefaultMutatingWebhook    = "shepherd" // deploy/webhook/webhooks.yaml
-	DefaultValidatingWebhook  = "shepherd"
-	DefaultCALifetime         = 2 * 365 * 24 * time.Hour
-	DefaultServingLifetime    = 90 * 24 * time.Hour
-	DefaultRotationFraction   = 2.0 / 3
-	DefaultPropagationDelay   = time.Minute
-	serviceAccountNamespaceFn = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+	DefaultNamespace         = api.DefaultNamespace
+	DefaultServiceName       = "shepherd-webhook"
+	DefaultSecretName        = "shepherd-webhook-certs"
+	DefaultMutatingWebhook   = "shepherd" // deploy/webhook/webhooks.yaml
+	DefaultValidatingWebhook = "shepherd"
+	DefaultCALifetime        = 2 * 365 * 24 * time.Hour
+	DefaultServingLifetime   = 90 * 24 * time.Hour
+	DefaultRotationFraction  = 2.0 / 3
+	DefaultPropagationDelay  = time.Minute
 )
 
 // DefaultCertDir is controller-runtime's default webhook certificate
@@ -82,7 +80,7 @@ type Options struct {
 func DefaultOptions() Options {
 	return Options{
 		Mode:                    ModeSelfSigned,
-		Namespace:               defaultNamespace(),
+		Namespace:               api.OwnNamespace(),
 		ServiceName:             DefaultServiceName,
 		SecretName:              DefaultSecretName,
 		CertDir:                 DefaultCertDir,
@@ -94,20 +92,6 @@ func DefaultOptions() Options {
 		ServingRotationFraction: DefaultRotationFraction,
 		CAPropagationDelay:      DefaultPropagationDelay,
 	}
-}
-
-// defaultNamespace is $POD_NAMESPACE, else the service account's namespace,
-// else DefaultNamespace.
-func defaultNamespace() string {
-	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
-		return ns
-	}
-	if b, err := os.ReadFile(serviceAccountNamespaceFn); err == nil {
-		if ns := strings.TrimSpace(string(b)); ns != "" {
-			return ns
-		}
-	}
-	return DefaultNamespace
 }
 
 // AddFlags registers the certificate flags. Unset fields get their defaults

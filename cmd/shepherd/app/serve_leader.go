@@ -29,6 +29,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
+	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/reconcile"
 )
 
@@ -314,13 +315,26 @@ type leaseClient interface {
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
+// leaseNamespace is the leader-election Lease's namespace:
+// --leader-election-namespace if set, else shepherd's own as the
+// certificate code defaults it (api.OwnNamespace: $POD_NAMESPACE, else the
+// service account's, else shepherd-system). controller-runtime's own
+// default reads only the service account's file, so out of a pod it
+// ignored $POD_NAMESPACE and failed.
+func leaseNamespace(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return api.OwnNamespace()
+}
+
 // newElector builds the Lease lock as controller-runtime's manager would
-// (the same identity scheme, client timeout and namespace defaulting).
+// (the same identity scheme and client timeout), in leaseNamespace.
 func newElector(cfg *rest.Config, events recorder.Provider, terms *leaderTerms, o *serveOptions) (*elector, error) {
 	lock, err := crleaderelection.NewResourceLock(cfg, events, crleaderelection.Options{
 		LeaderElection:          true,
 		LeaderElectionID:        o.leaderElectionID,
-		LeaderElectionNamespace: o.leaderElectionNamespace,
+		LeaderElectionNamespace: leaseNamespace(o.leaderElectionNamespace),
 		RenewDeadline:           o.renewDeadline,
 	})
 	if err != nil {

@@ -1,12 +1,21 @@
 package app
 
 import (
+	"os"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	"github.com/shepherd-k8s/shepherd/certs"
 )
 
 // A Lease is taken over early only when someone else holds it and has not
@@ -36,6 +45,51 @@ func TestLeaseExpired(t *testing.T) {
 	} {
 		if got := leaseExpired(tc.lease, "me", now); got != tc.want {
 			t.Errorf("%s: leaseExpired = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// nopRecorders is the recorder.Provider a Lease lock needs to be built.
+type nopRecorders struct{ recorder.Provider }
+
+func (nopRecorders) GetEventRecorderFor(string) record.EventRecorder { return &record.FakeRecorder{} }
+
+// The Lease's namespace: --leader-election-namespace, else $POD_NAMESPACE
+// (as the certificate code), else the service account's namespace, else
+// shepherd-system — out of a pod too, where controller-runtime's own default
+// knows only the service account's file.
+func TestLeaseNamespace(t *testing.T) {
+	lockNamespace := func(t *testing.T, flag string) string {
+		t.Helper()
+		o := defaultServeOptions()
+		o.leaderElectionNamespace = flag
+		e, err := newElector(&rest.Config{Host: "https://127.0.0.1:1"}, nopRecorders{}, &leaderTerms{log: logr.Discard()}, o)
+		if err != nil {
+			t.Fatalf("newElector: %v", err)
+		}
+		ll, ok := e.lock.(*resourcelock.LeaseLock)
+		if !ok {
+			t.Fatalf("lock is %T, want a Lease", e.lock)
+		}
+		return ll.LeaseMeta.Namespace
+	}
+	t.Setenv("POD_NAMESPACE", "from-env")
+	if got := lockNamespace(t, "from-flag"); got != "from-flag" {
+		t.Errorf("flag and POD_NAMESPACE: Lease in %q, want from-flag", got)
+	}
+	if got := lockNamespace(t, ""); got != "from-env" {
+		t.Errorf("POD_NAMESPACE: Lease in %q, want from-env", got)
+	}
+	if got, want := lockNamespace(t, ""), certs.DefaultOptions().Namespace; got != want {
+		t.Errorf("the Lease in %q, the certificate Secret in %q: want the same default", got, want)
+	}
+	t.Setenv("POD_NAMESPACE", "")
+	if got, want := leaseNamespace(""), api.OwnNamespace(); got != want {
+		t.Errorf("no flag, no POD_NAMESPACE: %q, want %q (the service account's, else %s)", got, want, api.DefaultNamespace)
+	}
+	if _, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); os.IsNotExist(err) {
+		if got := lockNamespace(t, ""); got != api.DefaultNamespace {
+			t.Errorf("out of a pod, no POD_NAMESPACE: Lease in %q, want %q", got, api.DefaultNamespace)
 		}
 	}
 }
