@@ -432,6 +432,11 @@ func records(fresh []NewFinding) []audit.Record {
 	return out
 }
 
+// Permissions writeStatus needs (for RBAC generation; test/rbac checks the
+// shipped RBAC grants them).
+// +kubebuilder:rbac:groups=shepherd.dev,resources=workloadpolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=shepherd.dev,resources=workloadpolicies/status,verbs=get;patch
+
 // writeStatus patches the audit fields of every WorkloadPolicy whose
 // figures changed (every enforced one on the interval's pass). A failed
 // write is logged; the next pass writes it again.

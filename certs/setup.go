@@ -31,6 +31,14 @@ import (
 // directory holds a serving pair before the webhook server starts.
 const BootstrapTimeout = 2 * time.Minute
 
+// Permissions of the self-signed mode (for RBAC generation; test/rbac
+// checks the shipped RBAC of that mode grants them): the Secret and
+// shepherd's two webhook configurations, by name (lists and watches by a
+// metadata.name field selector); create cannot be limited by name.
+// +kubebuilder:rbac:groups=core,resources=secrets,verbs=create,namespace=shepherd-system
+// +kubebuilder:rbac:groups=core,resources=secrets,verbs=get;list;watch;patch,namespace=shepherd-system,resourceNames=shepherd-webhook-certs
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;patch,resourceNames=shepherd
+
 // Setup wires the serving certificates into mgr and returns the readiness
 // check for /readyz.
 //

@@ -17,6 +17,10 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 )
 
+// Permissions the Writer needs (for RBAC generation; test/rbac checks the
+// shipped RBAC grants them).
+// +kubebuilder:rbac:groups=openreports.io,resources=reports;clusterreports,verbs=get;list;create;patch;delete
+
 // Writer keeps the cluster's shepherd reports equal to the findings.
 type Writer struct {
 	// Client writes the reports. Reader lists and reads them: an

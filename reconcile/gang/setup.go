@@ -44,6 +44,16 @@ const workers = 8
 // race looks again; the next read sees the winner's write.
 const conflictRetry = 200 * time.Millisecond
 
+// Permissions the controllers need (for RBAC generation; test/rbac checks
+// the shipped RBAC grants them).
+// +kubebuilder:rbac:groups=grove.io,resources=podcliques,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups=grove.io,resources=podcliques/status,verbs=get;patch
+// +kubebuilder:rbac:groups=grove.io,resources=podcliquescalinggroups,verbs=get;list;watch
+// +kubebuilder:rbac:groups=grove.io,resources=podcliquescalinggroups/status,verbs=get;patch
+// +kubebuilder:rbac:groups=grove.io,resources=podcliquesets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=core,resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create
+
 // Setup registers the PodClique, PodCliqueScalingGroup and PodCliqueSet gang
 // controllers with mgr. enf decides, per SPEC §9, whether shepherd or Grove
 // enforces gang termination (nil: shepherd always does). schemas answers

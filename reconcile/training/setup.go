@@ -30,6 +30,16 @@ const (
 
 const conflictRetry = 200 * time.Millisecond
 
+// Permissions the controllers need (for RBAC generation; test/rbac checks
+// the shipped RBAC grants them).
+// +kubebuilder:rbac:groups=grove.io,resources=podcliquesets,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=grove.io,resources=podcliquesets/status,verbs=get;patch
+// +kubebuilder:rbac:groups=grove.io,resources=podcliques,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=grove.io,resources=podcliques/status,verbs=get;patch
+// +kubebuilder:rbac:groups=grove.io,resources=podcliquescalinggroups,verbs=get;list;watch
+// +kubebuilder:rbac:groups=core,resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
 // Setup registers the Training PodClique and PodCliqueSet controllers.
 // schemas answers which fields the served Grove schemas have, which decides
 // where the Training status (phase, restartCount, startTime) and a Training

@@ -51,6 +51,8 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		{verb: "patch", group: "grove.io", resource: "podcliquescalinggroups", subresource: "status", namespace: ns},
 		{verb: "patch", group: "grove.io", resource: "podcliquesets", subresource: "status", namespace: ns},
 		{verb: "patch", group: "grove.io", resource: "podcliques", namespace: ns},
+		// R-TR on Grove's schema: phase, restartCount, startTime annotations.
+		{verb: "patch", group: "grove.io", resource: "podcliquesets", namespace: ns},
 		{verb: "delete", group: "grove.io", resource: "podcliques", namespace: ns},
 		{verb: "delete", resource: "pods", namespace: ns},
 		{verb: "watch", resource: "pods"},

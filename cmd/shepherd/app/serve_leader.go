@@ -315,6 +315,14 @@ type leaseClient interface {
 	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
 }
 
+// Permissions of leader election (for RBAC generation; test/rbac checks
+// the shipped RBAC grants them): one Lease, --leader-election-id; create
+// cannot be limited by name; delete takes an expired Lease (takeExpired).
+// Its Events go through the core API.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=create,namespace=shepherd-system
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;update;patch;delete,namespace=shepherd-system,resourceNames=shepherd.shepherd.dev
+// +kubebuilder:rbac:groups=core,resources=events,verbs=create;patch
+
 // leaseNamespace is the leader-election Lease's namespace:
 // --leader-election-namespace if set, else shepherd's own as the
 // certificate code defaults it (api.OwnNamespace: $POD_NAMESPACE, else the

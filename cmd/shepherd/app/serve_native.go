@@ -165,6 +165,11 @@ func tokenFromFile(path string) func() string {
 	}
 }
 
+// Permissions of the native mode (for RBAC generation; test/rbac checks
+// the shipped RBAC of that mode grants them): server-side apply (patch,
+// and create for the first) and delete.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingadmissionpolicies;validatingadmissionpolicybindings,verbs=create;patch;delete
+
 // policyExporter keeps every WorkloadPolicy that compiles applied as the
 // ValidatingAdmissionPolicy and binding it exports as (shepherd-policy-NAME,
 // as `shepherd export vap --policy` writes it, with Audit added to the
