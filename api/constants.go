@@ -140,6 +140,9 @@ const (
 	ConditionPolicyReady = "Ready"
 	ReasonPolicyCompiled = "Compiled"
 	ReasonCompileError   = "CompileError"
+	// ReasonTooManyPolicies: the replicas already compile as many
+	// policies as --max-workload-policies allows.
+	ReasonTooManyPolicies = "TooManyPolicies"
 )
 
 // AuditOperation is the operation of an audit record (webhook/audit) of a

@@ -29,20 +29,39 @@ type candidates struct {
 const anyName = "*"
 
 // newCandidates indexes ordered (evaluation order is kept in every list).
+// It runs on every change of the rules (the first evaluation after it), so
+// it is one pass over the rules, each added to the lists of the resources
+// it covers: filtering every rule once per named resource cost
+// milliseconds per change with thousands of WorkloadPolicies.
 func newCandidates(ordered []*compiledRule) *candidates {
-	c := &candidates{byResource: map[schema.GroupResource][]*compiledRule{}, ordered: ordered}
-	var named []schema.GroupResource
+	c := &candidates{byResource: map[schema.GroupResource][]*compiledRule{}, ordered: ordered, resources: make([][]schema.GroupResource, 0, len(ordered))}
+	named := map[schema.GroupResource]bool{}
 	for _, cr := range ordered {
-		res := cr.groupResources
-		c.resources = append(c.resources, res)
-		for _, gr := range res {
-			if gr.Group != anyName && gr.Resource != anyName && !slices.Contains(named, gr) {
-				named = append(named, gr)
+		c.resources = append(c.resources, cr.groupResources)
+		for _, gr := range cr.groupResources {
+			if gr.Group != anyName && gr.Resource != anyName {
+				named[gr] = true
 			}
 		}
 	}
-	for _, gr := range named {
-		c.byResource[gr] = c.filter(gr)
+	for i, cr := range ordered {
+		var covers []schema.GroupResource
+		for _, own := range c.resources[i] {
+			if own.Group != anyName && own.Resource != anyName {
+				covers = append(covers, own)
+				continue
+			}
+			for gr := range named {
+				if (own.Group == anyName || own.Group == gr.Group) && (own.Resource == anyName || own.Resource == gr.Resource) {
+					covers = append(covers, gr)
+				}
+			}
+		}
+		for j, gr := range covers {
+			if !slices.Contains(covers[:j], gr) {
+				c.byResource[gr] = append(c.byResource[gr], cr)
+			}
+		}
 	}
 	return c
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/cel-go/cel"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -57,6 +58,15 @@ type compiledRule struct {
 	// groupResources are the resources the rule's matchConstraints name
 	// (resources), for the candidate index.
 	groupResources []schema.GroupResource
+	// nsSelector is the matchConstraints' namespaceSelector, parsed once
+	// (nil when absent, empty or unparsable: the matcher then decides
+	// alone); see outsideNamespaces.
+	nsSelector labels.Selector
+	// reads is what the rule's expressions read (Engine.UpdateReads).
+	reads ruleReads
+	// shared holds the compiled conditions this rule shares with others,
+	// keeping them alive while it is (sharedConditions).
+	shared []*sharedCondition
 }
 
 // pathsExpr is a fieldPathsExpression: a list of strings.
@@ -153,13 +163,43 @@ func compileRule(r Rule, source Source, mode environment.Type, s *Schemas) (*com
 		readsNamespace: mentionsNamespaceObject(vap, r)}
 
 	cr.groupResources = cr.resources()
+	cr.reads = readsOfRule(&r)
+	if mc := vap.Spec.MatchConstraints; mc != nil && mc.NamespaceSelector != nil {
+		if sel, err := metav1.LabelSelectorAsSelector(mc.NamespaceSelector); err == nil && !sel.Empty() {
+			cr.nsSelector = sel
+		}
+	}
 
-	comp, err := compositedCompiler(len(vap.Spec.Variables) > 0)
+	shareable := len(vap.Spec.Variables) == 0
+	comp, err := compositedCompiler(!shareable)
 	if err != nil {
 		return nil, field.ErrorList{field.InternalError(spec, fmt.Errorf("building the CEL environment: %w", err))}
 	}
 	rec := &recordingCompiler{Compiler: comp.Compiler}
 	comp.ConditionCompiler = rec
+	// compile is comp.CompileCondition, shared between the rules without
+	// variables that compile the same expressions (sharedCondition); the
+	// rule keeps what it uses alive.
+	compile := func(exprs []plugincel.ExpressionAccessor) plugincel.ConditionEvaluator {
+		key, ok := conditionKey(mode, exprs)
+		if !shareable || !ok {
+			return comp.CompileCondition(exprs, optionalVars, mode)
+		}
+		if sc := lookupCondition(key); sc != nil {
+			rec.last = sc.results
+			cr.shared = append(cr.shared, sc)
+			return sc.eval
+		}
+		ev := comp.CompileCondition(exprs, optionalVars, mode)
+		for _, res := range rec.last {
+			if res.Error != nil {
+				return ev // not shared: the rule will not load
+			}
+		}
+		sc := storeCondition(key, &sharedCondition{key: key, eval: ev, results: rec.last})
+		cr.shared = append(cr.shared, sc)
+		return sc.eval
+	}
 
 	var errs field.ErrorList
 	for i, v := range vap.Spec.Variables {
@@ -177,7 +217,7 @@ func compileRule(r Rule, source Source, mode environment.Type, s *Schemas) (*com
 	for i := range vap.Spec.MatchConditions {
 		mc := (*matchconditions.MatchCondition)(&vap.Spec.MatchConditions[i])
 		if mc.Name == UpdateConditionName {
-			filter := comp.CompileCondition([]plugincel.ExpressionAccessor{mc}, optionalVars, mode)
+			filter := compile([]plugincel.ExpressionAccessor{mc})
 			errs = append(errs, rec.errors(spec.Child("matchConditions").Index(i), "expression")...)
 			cr.onUpdate = matchconditions.NewMatcher(filter, vap.Spec.FailurePolicy, "policy", "validate", vap.Name)
 			continue
@@ -185,7 +225,7 @@ func compileRule(r Rule, source Source, mode environment.Type, s *Schemas) (*com
 		conds = append(conds, mc)
 	}
 	if len(conds) > 0 {
-		filter := comp.CompileCondition(conds, optionalVars, mode)
+		filter := compile(conds)
 		errs = append(errs, rec.errors(spec.Child("matchConditions"), "expression")...)
 		matcher = matchconditions.NewMatcher(filter, vap.Spec.FailurePolicy, "policy", "validate", vap.Name)
 	}
@@ -198,16 +238,16 @@ func compileRule(r Rule, source Source, mode environment.Type, s *Schemas) (*com
 		}
 	}
 	vals := spec.Child("validations")
-	validationFilter := comp.CompileCondition(validations, optionalVars, mode)
+	validationFilter := compile(validations)
 	errs = append(errs, rec.errors(vals, "expression")...)
-	messageFilter := comp.CompileCondition(messages, optionalVars, mode)
+	messageFilter := compile(messages)
 	errs = append(errs, rec.errors(vals, "messageExpression")...)
 	cr.fieldPaths = make([]plugincel.ConditionEvaluator, len(r.Validations))
 	for i, v := range r.Validations {
 		if v.FieldPathsExpression == "" {
 			continue
 		}
-		cr.fieldPaths[i] = comp.CompileCondition([]plugincel.ExpressionAccessor{pathsExpr(v.FieldPathsExpression)}, optionalVars, mode)
+		cr.fieldPaths[i] = compile([]plugincel.ExpressionAccessor{pathsExpr(v.FieldPathsExpression)})
 		if err := rec.last[0].Error; err != nil {
 			errs = append(errs, field.Invalid(vals.Index(i).Child("fieldPathsExpression"), v.FieldPathsExpression, compileMessage(err)))
 		}

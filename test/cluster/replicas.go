@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -170,4 +172,23 @@ func (r *Replica) Exited() (bool, string) {
 	default:
 		return false, ""
 	}
+}
+
+// MaxRSS is the replica's peak resident set size so far (VmHWM of
+// /proc/PID/status), in bytes; 0 where /proc cannot tell.
+func (r *Replica) MaxRSS() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", r.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			if err != nil {
+				return 0
+			}
+			return kb << 10
+		}
+	}
+	return 0
 }

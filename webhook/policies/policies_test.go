@@ -1,14 +1,18 @@
 package policies
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
+	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 )
 
@@ -102,7 +106,7 @@ func (f *fakeSink) DeletePolicy(name string) { delete(f.holding, name) }
 func TestLoadCompilesEachGenerationOnceAndDropsBrokenOnes(t *testing.T) {
 	s := &fakeSink{holding: map[string]int64{}}
 	r := &Reconciler{Sink: s}
-	if errs := r.load(policy(1)); len(errs) != 0 || s.holding["p"] != 1 {
+	if errs := r.load(policy(1)).errs; len(errs) != 0 || s.holding["p"] != 1 {
 		t.Fatalf("gen 1: %v, holding %v", errs, s.holding)
 	}
 	r.load(policy(1))
@@ -110,7 +114,7 @@ func TestLoadCompilesEachGenerationOnceAndDropsBrokenOnes(t *testing.T) {
 		t.Errorf("a resync recompiled an unchanged generation: %d compiles", s.set)
 	}
 	s.fail = true
-	if errs := r.load(policy(2)); len(errs) != 1 {
+	if errs := r.load(policy(2)).errs; len(errs) != 1 {
 		t.Fatalf("gen 2: want 1 error, got %v", errs)
 	}
 	if _, ok := s.holding["p"]; ok {
@@ -125,5 +129,44 @@ func TestLoadCompilesEachGenerationOnceAndDropsBrokenOnes(t *testing.T) {
 	r.remove("p")
 	if len(r.applied) != 0 {
 		t.Errorf("applied after remove: %v", r.applied)
+	}
+}
+
+func named(name string, gen int64) *shepherdv1alpha1.WorkloadPolicy {
+	p := policy(gen)
+	p.Name = name
+	p.UID = types.UID("uid-" + name)
+	return p
+}
+
+// Over --max-workload-policies a policy is held back, not compiled, with
+// the outcome saying so; a generation of a policy already compiled still
+// compiles (it replaces itself); once another is deleted, the held one
+// compiles on its retry.
+func TestPoliciesOverTheCapAreHeldBack(t *testing.T) {
+	s := &fakeSink{holding: map[string]int64{}}
+	r := &Reconciler{Sink: s, MaxPolicies: 2}
+	for _, name := range []string{"a", "b"} {
+		if a := r.load(named(name, 1)); !a.ok {
+			t.Fatalf("%s: %+v", name, a)
+		}
+	}
+	if a := r.load(named("c", 1)); a.ok || !a.overCap {
+		t.Fatalf("c over the cap: %+v, want held back", a)
+	}
+	if _, ok := s.holding["c"]; ok || s.set != 2 {
+		t.Errorf("c was compiled over the cap (%d compiles, holding %v)", s.set, s.holding)
+	}
+	if a := r.load(named("a", 2)); !a.ok {
+		t.Errorf("a new generation of a compiled policy was held back: %+v", a)
+	}
+	r.remove("b")
+	if a := r.load(named("c", 1)); !a.ok {
+		t.Errorf("c after b's deletion: %+v, want compiled", a)
+	}
+	st := OverCapStatus(named("d", 1), 2, metav1.Now())
+	if c := meta.FindStatusCondition(st.Conditions, api.ConditionPolicyReady); c == nil || c.Status != metav1.ConditionFalse ||
+		c.Reason != api.ReasonTooManyPolicies || !strings.Contains(c.Message, "--max-workload-policies") {
+		t.Errorf("over-cap status condition %+v", c)
 	}
 }

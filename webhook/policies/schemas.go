@@ -94,6 +94,7 @@ func (r *Reconciler) recheckAll(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	r.applied = map[string]applied{}
+	r.compiled = 0
 	r.mu.Unlock()
 	if r.recheck == nil {
 		return nil

@@ -60,3 +60,19 @@ func truncate(s string, n int) string {
 	}
 	return s[:n-3] + "..."
 }
+
+// OverCapStatus is the status of a policy held back because the replica
+// compiles at most max WorkloadPolicies (--max-workload-policies): Ready
+// False, reason TooManyPolicies, saying what to do.
+func OverCapStatus(p *shepherdv1alpha1.WorkloadPolicy, max int, now metav1.Time) shepherdv1alpha1.WorkloadPolicyStatus {
+	st := DesiredStatus(p, nil, now)
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type:               api.ConditionPolicyReady,
+		Status:             metav1.ConditionFalse,
+		Reason:             api.ReasonTooManyPolicies,
+		Message:            fmt.Sprintf("the policy is not applied: shepherd compiles at most %d WorkloadPolicies (--max-workload-policies) and holds that many; delete unused policies, or raise the flag together with the replicas' memory limit", max),
+		ObservedGeneration: p.Generation,
+		LastTransitionTime: now,
+	})
+	return st
+}

@@ -63,3 +63,15 @@ func TestServeRejectsAnImpossibleAuditCPUShare(t *testing.T) {
 		}
 	}
 }
+
+// TestServeRejectsAMaxPoliciesBelowOne: a cap of no policies is a usage
+// error at start, not a replica that silently enforces none.
+func TestServeRejectsAMaxPoliciesBelowOne(t *testing.T) {
+	for _, n := range []string{"0", "-3"} {
+		var out, errOut bytes.Buffer
+		code := Main([]string{"serve", "--max-workload-policies=" + n}, &out, &errOut)
+		if code != 2 || !strings.Contains(errOut.String(), "--max-workload-policies") {
+			t.Errorf("--max-workload-policies=%s: exit %d, stderr %q; want 2 naming the flag", n, code, errOut.String())
+		}
+	}
+}

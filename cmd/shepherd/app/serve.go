@@ -45,6 +45,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/reconcile"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
+	"github.com/shepherd-k8s/shepherd/webhook/policies"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
 )
 
@@ -55,6 +56,8 @@ type serveOptions struct {
 	kubeBurst  int
 	eventQPS   float32
 	eventBurst int
+	// maxPolicies is --max-workload-policies.
+	maxPolicies int
 	// PolicyViolation Events per namespace (audit.NamespaceLimiter).
 	eventNamespaceQPS   float64
 	eventNamespaceBurst int
@@ -107,6 +110,7 @@ type serveOptions struct {
 func defaultServeOptions() *serveOptions {
 	return &serveOptions{
 		kubeQPS:             200,
+		maxPolicies:         policies.DefaultMaxPolicies,
 		kubeBurst:           400,
 		eventQPS:            events.DefaultQPS,
 		eventBurst:          events.DefaultBurst,
@@ -137,6 +141,7 @@ func defaultServeOptions() *serveOptions {
 
 func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to a kubeconfig. Empty: $KUBECONFIG, the in-cluster service account, then ~/.kube/config.")
+	fs.IntVar(&o.maxPolicies, "max-workload-policies", o.maxPolicies, "How many WorkloadPolicies a replica compiles and enforces. One more is not compiled: its status says Ready=False, reason TooManyPolicies, until others are deleted. Sized to the chart's 512Mi memory limit; raise both together.")
 	fs.Float32Var(&o.kubeQPS, "kube-api-qps", o.kubeQPS, "Sustained rate of requests to the apiserver. Reconcilers patch status, write events and delete per expired deadline or breached gang; client-go's default of 5 would delay enforcement by minutes at a few thousand deadlines a minute.")
 	fs.IntVar(&o.kubeBurst, "kube-api-burst", o.kubeBurst, "Burst of requests to the apiserver above --kube-api-qps.")
 	fs.Float32Var(&o.eventQPS, "event-qps", o.eventQPS, "Sustained rate of Events written (GangTerminated, PolicyViolation, ...), on a client of their own: Events over it wait and never delay the writes that enforce deadlines and gangs.")
@@ -273,6 +278,9 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if o.leaderElect && !(o.retryPeriod > 0 && o.retryPeriod < o.renewDeadline && o.renewDeadline < o.leaseDuration) {
 		return &ExitError{Code: 2, Err: fmt.Errorf("leader election needs 0 < --leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s)", o.retryPeriod, o.renewDeadline, o.leaseDuration)}
 	}
+	if o.maxPolicies < 1 {
+		return &ExitError{Code: 2, Err: fmt.Errorf("--max-workload-policies=%d: want at least 1 (default %d)", o.maxPolicies, policies.DefaultMaxPolicies)}
+	}
 	if err := o.backgroundAudit.validate(); err != nil {
 		return err
 	}
@@ -384,7 +392,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err := registerAdmission(ctx, mgr, chain, rec, probe, server.Options{MaxBodyBytes: o.maxBodyBytes, MaxInFlight: o.maxInFlight, MaxBufferedBytes: o.maxBuffered}); err != nil {
 		return err
 	}
-	policyReload, err := setupPolicyReload(mgr, chain)
+	policyReload, err := setupPolicyReload(mgr, chain, o.maxPolicies)
 	if err != nil {
 		return err
 	}

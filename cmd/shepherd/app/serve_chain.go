@@ -46,8 +46,8 @@ func newChain(mgr ctrl.Manager, probe *server.WorkloadAPIProbe, frameworks *inte
 
 // setupPolicyReload starts the WorkloadPolicy hot reload into chain and
 // makes /readyz wait for every policy to be compiled.
-func setupPolicyReload(mgr ctrl.Manager, chain admissionChain) (*policies.Reconciler, error) {
-	r, err := policies.Setup(mgr, chain, clock.RealClock{})
+func setupPolicyReload(mgr ctrl.Manager, chain admissionChain, maxPolicies int) (*policies.Reconciler, error) {
+	r, err := policies.Setup(mgr, chain, clock.RealClock{}, maxPolicies)
 	if err != nil {
 		return nil, err
 	}

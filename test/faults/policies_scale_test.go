@@ -1,0 +1,215 @@
+package faults
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+)
+
+const (
+	// scalePolicies is how many WorkloadPolicies the scale test creates.
+	scalePolicies = 10000
+	// memoryLimit is the chart's memory limit; GOMEMLIMIT is 90 % of it,
+	// as the chart sets it.
+	memoryLimit = 512 << 20
+	// scaleBatch is how many policies one deletecollection removes.
+	scaleBatch = 500
+)
+
+// deleteScalePolicies deletes the scale test's policies, a batch at a
+// time.
+func deleteScalePolicies(ctx context.Context) error {
+	for b := 0; b*scaleBatch < scalePolicies; b++ {
+		if err := env.Client.DeleteAllOf(ctx, &shepherdv1alpha1.WorkloadPolicy{},
+			client.MatchingLabels{"shepherd.dev/test": "scale", "shepherd.dev/batch": strconv.Itoa(b)}); err != nil {
+			return fmt.Errorf("deleting batch %d of the policies: %w", b, err)
+		}
+	}
+	return nil
+}
+
+// gauge reads one sample of a replica's /metrics: the line that starts
+// with series, e.g. `shepherd_workload_policies{ready="true"}`.
+func gauge(t *testing.T, metrics, series string) float64 {
+	t.Helper()
+	for _, line := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+// scalePolicy is policy i of the scale test, as a platform generates one
+// per team: it applies to the namespaces labelled for team i, with an
+// expression of its own (the thresholds differ). The load's namespace is
+// team 0's, so one policy judges each of its TrainJobs (and never denies:
+// the threshold is far above their one node) while every policy goes
+// through the matcher.
+func scalePolicy(i int) *shepherdv1alpha1.WorkloadPolicy {
+	return &shepherdv1alpha1.WorkloadPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("scale-%05d", i), Labels: map[string]string{
+			"shepherd.dev/test": "scale",
+			// A deletecollection of all 10,000 outlasts the apiserver's
+			// request timeout: they are deleted a batch at a time.
+			"shepherd.dev/batch": strconv.Itoa(i / scaleBatch),
+		}},
+		Spec: shepherdv1alpha1.WorkloadPolicySpec{
+			Match: shepherdv1alpha1.Match{
+				Resources:         []shepherdv1alpha1.ResourceRule{{APIGroups: []string{api.TrainerGroup}, Kinds: []string{api.KindTrainJob}}},
+				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"shepherd.dev/team": fmt.Sprintf("team-%05d", i)}},
+			},
+			Validations: []shepherdv1alpha1.Validation{{
+				Expression: fmt.Sprintf("!has(object.spec.trainer) || !has(object.spec.trainer.numNodes) || object.spec.trainer.numNodes <= %d", 1000+i),
+				Message:    fmt.Sprintf("at most %d nodes", 1000+i),
+			}},
+		},
+	}
+}
+
+// 10,000 WorkloadPolicies created at once beside a steady load of
+// admissions through the apiserver: every admission succeeds meanwhile
+// (the replica stays ready: readiness is about the first compile only),
+// every policy compiles, the replica's peak RSS stays under the chart's
+// memory limit (with the chart's GOMEMLIMIT), and once the policies are
+// deleted the heap they took is given back. The time to compile them
+// all is logged (README's reliability section).
+func TestTenThousandWorkloadPolicies(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", strconv.Itoa(memoryLimit*9/10))
+	leaseNS := env.Namespace(t)
+	p := startProxy(t)
+	var extra []string
+	if v := os.Getenv("SHEPHERD_SCALE_SERVE_ARGS"); v != "" { // e.g. --pprof-bind-address=127.0.0.1:6060
+		extra = strings.Fields(v)
+	}
+	r := env.StartReplica(t, replicaFlags(leaseNS, extra...)...)
+	p.waitReady(t, p.add(r))
+	ns := env.Namespace(t)
+	nsObj := &corev1.Namespace{}
+	if err := env.Client.Get(context.Background(), client.ObjectKey{Name: ns}, nsObj); err != nil {
+		t.Fatal(err)
+	}
+	orig := nsObj.DeepCopy()
+	nsObj.Labels = map[string]string{"shepherd.dev/team": "team-00000"}
+	if err := env.Client.Patch(context.Background(), nsObj, client.MergeFrom(orig)); err != nil {
+		t.Fatalf("labelling namespace %s for team 0: %v", ns, err)
+	}
+	rt := createRuntime(t, r)
+	l := startLoad(t, ns, rt, 20)
+	heapBefore := gauge(t, scrape(t, r), "go_memstats_heap_inuse_bytes")
+
+	// Readiness, polled throughout.
+	var notReady atomic.Int64
+	stopProbe := make(chan struct{})
+	var probe sync.WaitGroup
+	probe.Add(1)
+	go func() {
+		defer probe.Done()
+		for {
+			select {
+			case <-stopProbe:
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			resp, err := http.Get(r.Health + "/readyz") //nolint:gosec // local test URL
+			if err != nil || resp.StatusCode != http.StatusOK {
+				notReady.Add(1)
+			}
+			if resp != nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+
+	start := time.Now()
+	ctx := context.Background()
+	work := make(chan int)
+	var createErrs atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := env.Client.Create(ctx, scalePolicy(i)); err != nil {
+					if createErrs.Add(1) == 1 {
+						t.Errorf("creating WorkloadPolicy %d: %v", i, err)
+					}
+				}
+			}
+		}()
+	}
+	for i := range scalePolicies {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	created := time.Since(start)
+	t.Cleanup(func() { _ = deleteScalePolicies(context.Background()) })
+
+	var compiled float64
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(context.Context) (bool, error) {
+		alive(t, "the replica", r)
+		compiled = gauge(t, scrape(t, r), `shepherd_workload_policies{ready="true"}`)
+		return compiled >= scalePolicies, nil
+	}); err != nil {
+		t.Fatalf("%v of %d policies compiled within 10 minutes: %v", compiled, scalePolicies, err)
+	}
+	allCompiled := time.Since(start)
+	peak := r.MaxRSS()
+	heapPeak := gauge(t, scrape(t, r), "go_memstats_heap_inuse_bytes")
+	t.Logf("%d WorkloadPolicies: created in %v, all compiled %v after the first create; peak RSS %d MiB; heap in use %.0f MiB (%.0f before them); %d admissions so far, %d failed; /readyz failed %d times",
+		scalePolicies, created.Round(100*time.Millisecond), allCompiled.Round(100*time.Millisecond), peak>>20,
+		heapPeak/(1<<20), heapBefore/(1<<20), l.total.Load(), l.failed.Load(), notReady.Load())
+
+	deleteStart := time.Now()
+	if err := deleteScalePolicies(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var heapAfter float64
+	if err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(context.Context) (bool, error) {
+		m := scrape(t, r)
+		heapAfter = gauge(t, m, "go_memstats_heap_inuse_bytes")
+		return gauge(t, m, `shepherd_workload_policies{ready="true"}`) == 0 && heapAfter < heapBefore+(heapPeak-heapBefore)/2, nil
+	}); err != nil {
+		t.Errorf("after deleting the policies the heap in use is %.0f MiB (%.0f MiB before them, %.0f MiB with them): not given back: %v",
+			heapAfter/(1<<20), heapBefore/(1<<20), heapPeak/(1<<20), err)
+	}
+	close(stopProbe)
+	probe.Wait()
+	l.end()
+
+	total, failed := l.total.Load(), l.failed.Load()
+	peak = r.MaxRSS()
+	t.Logf("deleted and forgotten in %v; peak RSS %d MiB (limit %d MiB, GOMEMLIMIT 90%%); heap in use %.0f → %.0f → %.0f MiB (before, with, after the policies); %d admissions in all, %d failed; /readyz failed %d times",
+		time.Since(deleteStart).Round(100*time.Millisecond), peak>>20, memoryLimit>>20,
+		heapBefore/(1<<20), heapPeak/(1<<20), heapAfter/(1<<20), total, failed, notReady.Load())
+	if failed > 0 {
+		t.Errorf("%d of %d admissions failed while the policies compiled:%s", failed, total, l.errors())
+	}
+	if n := notReady.Load(); n > 0 {
+		t.Errorf("/readyz failed %d times while the policies compiled: a replica ready once stays ready", n)
+	}
+	if peak == 0 || peak >= memoryLimit {
+		t.Errorf("peak RSS %d MiB, want under the chart's %d MiB limit", peak>>20, memoryLimit>>20)
+	}
+}

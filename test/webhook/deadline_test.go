@@ -1,0 +1,58 @@
+package webhook
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// A WorkloadPolicy whose cost stays within CEL's budget but whose wall
+// time does not (a nested all() over a 10,000-element list runs for tens
+// of seconds): a 90 KB TrainJob created through the apiserver is denied
+// by the rule, named, with the time it ran, within the webhook's 5 s
+// timeout — not failed by the apiserver's failurePolicy after it, which
+// would name no rule at all.
+func TestAnExpensiveRuleIsStoppedWithinTheWebhookTimeout(t *testing.T) {
+	ctx := context.Background()
+	f := newPolicyFixture(t)
+	name := "slow-" + f.id
+	p := f.policy(t, name, "Deny", "Fail",
+		"!has(object.spec.trainer.args) || object.spec.trainer.args.all(a, object.spec.trainer.args.all(b, a == b || a != b))",
+		"unreachable")
+	if err := k.Create(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	waitPolicy(t, name, metav1.ConditionTrue)
+
+	tj := object(t, f.ns, fmt.Sprintf(trainJobManifest, f.runtime, 3600))
+	args := make([]any, 10000)
+	for i := range args {
+		args[i] = fmt.Sprintf("--arg-%05d", i)
+	}
+	if err := unstructured.SetNestedSlice(tj.Object, args, "spec", "trainer", "args"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err := k.Create(ctx, tj)
+	took := time.Since(start)
+	t.Logf("create answered after %v: %v", took.Round(10*time.Millisecond), err)
+	if !apierrors.IsInvalid(err) {
+		t.Fatalf("want the rule's 422 Invalid, got %v", err)
+	}
+	for _, want := range []string{name, "ran out of time", "stopped after"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the denial does not say %q: %v", want, err)
+		}
+	}
+	// The webhook's timeoutSeconds (deploy/webhook) is 5: the answer came
+	// before the apiserver gave up on it.
+	if took >= 5*time.Second {
+		t.Errorf("the create took %v, not within the webhook's 5 s timeout", took)
+	}
+}
