@@ -4,7 +4,9 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
 )
 
 // candidates is an evaluation snapshot indexed by the resource a request
@@ -17,6 +19,9 @@ import (
 // through the matcher, so what matches is decided exactly as before.
 type candidates struct {
 	byResource map[schema.GroupResource][]*compiledRule
+	// byNamespace narrows each list of byResource by the request's
+	// namespace (nil for a list no rule of which can be narrowed).
+	byNamespace map[schema.GroupResource]*namespaceIndex
 	// ordered is the whole snapshot, filtered on the fly for a resource no
 	// rule names (the webhooks are sent none; `check` and the audit may
 	// be); resources holds what each of its rules names, in the same order.
@@ -63,7 +68,80 @@ func newCandidates(ordered []*compiledRule) *candidates {
 			}
 		}
 	}
+	c.byNamespace = map[schema.GroupResource]*namespaceIndex{}
+	for gr, list := range c.byResource {
+		if idx := newNamespaceIndex(list); idx != nil {
+			c.byNamespace[gr] = idx
+		}
+	}
 	return c
+}
+
+// namespaceIndex narrows a list of rules by the labels of the request's
+// namespace: a rule whose namespaceSelector requires a label to have one
+// value ("team=a", as per-team policies do) can only match in a namespace
+// with that label and value. With thousands of per-team WorkloadPolicies,
+// running even the parsed selector of every one on every request was
+// most of an admission's CPU (issue 32). Like the resource index it only
+// narrows: every rule it keeps still goes through the selector and the
+// matcher.
+type namespaceIndex struct {
+	// open are the positions of the rules that may match in any
+	// namespace; byLabel those that need "key=value", by it.
+	open    []int
+	byLabel map[string][]int
+}
+
+// requiredLabel is a "key=value" that every namespace the selector
+// matches has; false when the selector requires none.
+func requiredLabel(sel labels.Selector) (string, bool) {
+	if sel == nil {
+		return "", false
+	}
+	reqs, selectable := sel.Requirements()
+	if !selectable {
+		return "", false
+	}
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			if vals := r.Values(); vals.Len() == 1 {
+				return r.Key() + "=" + vals.UnsortedList()[0], true
+			}
+		}
+	}
+	return "", false
+}
+
+// newNamespaceIndex indexes list, nil when no rule of it requires a label.
+func newNamespaceIndex(list []*compiledRule) *namespaceIndex {
+	idx := &namespaceIndex{byLabel: map[string][]int{}}
+	for i, cr := range list {
+		if kv, ok := requiredLabel(cr.nsSelector); ok {
+			idx.byLabel[kv] = append(idx.byLabel[kv], i)
+		} else {
+			idx.open = append(idx.open, i)
+		}
+	}
+	if len(idx.byLabel) == 0 {
+		return nil
+	}
+	return idx
+}
+
+// narrow returns the rules of list (which idx indexes) that may match in
+// a namespace with nsLabels, in evaluation order.
+func (idx *namespaceIndex) narrow(list []*compiledRule, nsLabels map[string]string) []*compiledRule {
+	pos := slices.Clone(idx.open)
+	for k, v := range nsLabels {
+		pos = append(pos, idx.byLabel[k+"="+v]...)
+	}
+	slices.Sort(pos)
+	out := make([]*compiledRule, len(pos))
+	for i, p := range pos {
+		out[i] = list[p]
+	}
+	return out
 }
 
 // of returns the rules that may match a request for gr.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -32,6 +31,10 @@ type Engine struct {
 
 	mu       sync.RWMutex
 	policies map[string]*compiledRule
+	// names are the keys of policies, sorted: the order policies are
+	// evaluated in, kept as they come and go rather than sorted again on
+	// every change.
+	names []string
 	// given holds every policy last given to SetPolicy, compiled or not, so
 	// a change of schemas can compile each one again.
 	given map[string]*shepherdv1alpha1.WorkloadPolicy
@@ -126,7 +129,7 @@ func (e *Engine) SetSchemas(s *Schemas) error {
 	if err := e.useSchemas(s); err != nil {
 		return err
 	}
-	e.policies = map[string]*compiledRule{}
+	e.policies, e.names = map[string]*compiledRule{}, nil
 	e.failed = map[string]failedPolicy{}
 	for _, p := range e.given {
 		e.compilePolicy(p)
@@ -221,11 +224,11 @@ func (e *Engine) compilePolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorLi
 func (e *Engine) record(p *shepherdv1alpha1.WorkloadPolicy, cr *compiledRule, errs field.ErrorList) {
 	rv := p.ResourceVersion
 	if len(errs) > 0 {
-		delete(e.policies, p.Name)
+		e.drop(p.Name)
 		e.failed[p.Name] = failedPolicy{resourceVersion: rv, errs: errs}
 	} else {
 		cr.resourceVersion = rv
-		e.policies[p.Name] = cr
+		e.put(p.Name, cr)
 		delete(e.failed, p.Name)
 	}
 }
@@ -237,10 +240,31 @@ func (e *Engine) DeletePolicy(name string) {
 	if _, known := e.given[name]; known {
 		e.version.Add(1)
 	}
-	delete(e.policies, name)
+	e.drop(name)
 	delete(e.given, name)
 	delete(e.failed, name)
 	e.changed()
+}
+
+// put makes cr the compiled policy of name, keeping names sorted (the
+// evaluation order); e.mu must be held.
+func (e *Engine) put(name string, cr *compiledRule) {
+	if _, ok := e.policies[name]; !ok {
+		i, _ := slices.BinarySearch(e.names, name)
+		e.names = slices.Insert(e.names, i, name)
+	}
+	e.policies[name] = cr
+}
+
+// drop removes the compiled policy of name; e.mu must be held.
+func (e *Engine) drop(name string) {
+	if _, ok := e.policies[name]; !ok {
+		return
+	}
+	delete(e.policies, name)
+	if i, found := slices.BinarySearch(e.names, name); found {
+		e.names = slices.Delete(e.names, i, i+1)
+	}
 }
 
 // changed marks the evaluation snapshot stale; e.mu must be held.
@@ -264,13 +288,9 @@ func (e *Engine) fresh() ([]*compiledRule, *candidates) {
 
 // reorder rebuilds the evaluation snapshot; e.mu must be held.
 func (e *Engine) reorder() {
-	names := make([]string, 0, len(e.policies))
-	for n := range e.policies {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	ordered := slices.Clone(e.builtins)
-	for _, n := range names {
+	ordered := make([]*compiledRule, 0, len(e.builtins)+len(e.names))
+	ordered = append(ordered, e.builtins...)
+	for _, n := range e.names {
 		ordered = append(ordered, e.policies[n])
 	}
 	e.ordered = ordered
@@ -284,9 +304,9 @@ func (e *Engine) snapshot() []*compiledRule {
 
 // candidatesFor returns the rules of the current snapshot that may match a
 // request for gr, in evaluation order.
-func (e *Engine) candidatesFor(gr schema.GroupResource) []*compiledRule {
+func (e *Engine) candidatesFor(gr schema.GroupResource) ([]*compiledRule, *namespaceIndex) {
 	_, index := e.fresh()
-	return index.of(gr)
+	return index.of(gr), index.byNamespace[gr]
 }
 
 // Rules lists every built-in rule (enabled or not) and every active policy.
@@ -367,8 +387,15 @@ type Result struct {
 // every failed validation, in rule order.
 func (e *Engine) Evaluate(ctx context.Context, in *Input) []Result {
 	r := newRequest(ctx, in)
+	rules, byNS := e.candidatesFor(schema.GroupResource{Group: in.Group, Resource: in.Resource})
+	if byNS != nil && in.Namespace != "" && in.Resource != "namespaces" {
+		// A namespace that cannot be found is the matcher's to answer.
+		if ns, err := r.namespace(in.Namespace); err == nil {
+			rules = byNS.narrow(rules, ns.Labels)
+		}
+	}
 	var out []Result
-	for _, cr := range e.candidatesFor(schema.GroupResource{Group: in.Group, Resource: in.Resource}) {
+	for _, cr := range rules {
 		start := time.Now()
 		res := cr.evaluate(r)
 		if ctx.Err() != nil {

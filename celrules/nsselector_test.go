@@ -9,23 +9,27 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 )
 
-// The namespaceSelector parsed once at compile time (outsideNamespaces)
-// only skips what the apiserver's matcher, run alone, also finds no match
-// for: the verdicts with it and without it are the same for every
+// The namespaceSelector parsed once at compile time (outsideNamespaces),
+// and the index of the labels selectors require (namespaceIndex), only
+// skip what the apiserver's matcher, run alone, also finds no match for: the verdicts with it and without it are the same for every
 // selector form, every namespace, a namespace that cannot be found (the
 // matcher's 404 still shows) and a cluster-scoped object.
 func TestNamespaceSelectorShortcutDecidesAsTheMatcher(t *testing.T) {
 	selectors := map[string]*metav1.LabelSelector{
-		"labels":       {MatchLabels: map[string]string{"team": "a"}},
-		"in":           {MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}}},
-		"notin":        {MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"a"}}}},
-		"exists":       {MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "gpu", Operator: metav1.LabelSelectorOpExists}}},
-		"doesnotexist": {MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "gpu", Operator: metav1.LabelSelectorOpDoesNotExist}}},
-		"empty":        {},
+		"labels":          {MatchLabels: map[string]string{"team": "a"}},
+		"in":              {MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpIn, Values: []string{"a", "b"}}}},
+		"notin":           {MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"a"}}}},
+		"exists":          {MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "gpu", Operator: metav1.LabelSelectorOpExists}}},
+		"doesnotexist":    {MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "gpu", Operator: metav1.LabelSelectorOpDoesNotExist}}},
+		"empty":           {},
+		"in-one":          {MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpIn, Values: []string{"b"}}}},
+		"two-labels":      {MatchLabels: map[string]string{"team": "b", "gpu": "yes"}},
+		"label-and-notin": {MatchLabels: map[string]string{"gpu": "yes"}, MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "team", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"a"}}}},
 	}
 	var policies []*shepherdv1alpha1.WorkloadPolicy
 	for name, sel := range selectors {
@@ -60,6 +64,17 @@ func TestNamespaceSelectorShortcutDecidesAsTheMatcher(t *testing.T) {
 			shortcuts++
 		}
 		cr.nsSelector = nil // the matcher alone
+	}
+	plain.changed() // rebuild its index without the selectors: nothing narrowed
+	_, idx := fast.candidatesFor(schema.GroupResource{Group: "trainer.kubeflow.org", Resource: "trainjobs"})
+	indexed := 0
+	if idx != nil {
+		for _, pos := range idx.byLabel {
+			indexed += len(pos)
+		}
+	}
+	if indexed != 4 {
+		t.Fatalf("namespace index %+v, want the four selectors that require one label value", idx)
 	}
 	if shortcuts != len(selectors)-1 {
 		t.Fatalf("%d rules have a parsed selector, want every non-empty one (%d)", shortcuts, len(selectors)-1)
