@@ -50,6 +50,11 @@ func newCandidates(ordered []*compiledRule) *candidates {
 		}
 	}
 	for i, cr := range ordered {
+		if own := c.resources[i]; len(own) == 1 && own[0].Group != anyName && own[0].Resource != anyName {
+			// Most rules name one resource: no list of what they cover.
+			c.byResource[own[0]] = append(c.byResource[own[0]], cr)
+			continue
+		}
 		var covers []schema.GroupResource
 		for _, own := range c.resources[i] {
 			if own.Group != anyName && own.Resource != anyName {
@@ -117,7 +122,7 @@ func requiredLabel(sel labels.Selector) (string, bool) {
 func newNamespaceIndex(list []*compiledRule) *namespaceIndex {
 	idx := &namespaceIndex{byLabel: map[string][]int{}}
 	for i, cr := range list {
-		if kv, ok := requiredLabel(cr.nsSelector); ok {
+		if kv := cr.nsRequires; kv != "" {
 			idx.byLabel[kv] = append(idx.byLabel[kv], i)
 		} else {
 			idx.open = append(idx.open, i)

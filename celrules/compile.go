@@ -62,6 +62,9 @@ type compiledRule struct {
 	// (nil when absent, empty or unparsable: the matcher then decides
 	// alone); see outsideNamespaces.
 	nsSelector labels.Selector
+	// nsRequires is the "key=value" label nsSelector requires of a
+	// namespace ("" when none: requiredLabel), for the namespace index.
+	nsRequires string
 	// reads is what the rule's expressions read (Engine.UpdateReads).
 	reads ruleReads
 	// shared holds the compiled conditions this rule shares with others,
@@ -167,6 +170,7 @@ func compileRule(r Rule, source Source, mode environment.Type, s *Schemas) (*com
 	if mc := vap.Spec.MatchConstraints; mc != nil && mc.NamespaceSelector != nil {
 		if sel, err := metav1.LabelSelectorAsSelector(mc.NamespaceSelector); err == nil && !sel.Empty() {
 			cr.nsSelector = sel
+			cr.nsRequires, _ = requiredLabel(sel)
 		}
 	}
 

@@ -63,7 +63,7 @@ func TestNamespaceSelectorShortcutDecidesAsTheMatcher(t *testing.T) {
 		if cr.nsSelector != nil {
 			shortcuts++
 		}
-		cr.nsSelector = nil // the matcher alone
+		cr.nsSelector, cr.nsRequires = nil, "" // the matcher alone
 	}
 	plain.changed() // rebuild its index without the selectors: nothing narrowed
 	_, idx := fast.candidatesFor(schema.GroupResource{Group: "trainer.kubeflow.org", Resource: "trainjobs"})
