@@ -35,7 +35,7 @@ import (
 //     and pod template and selector labels are identical.
 //   - The CRD's helm.sh/resource-policy: keep annotation: an uninstall must
 //     not delete WorkloadPolicies (Kustomize never deletes anything).
-//   - GOMEMLIMIT: the chart sets it to goMemLimitPercent (90%) of the memory
+//   - GOMEMLIMIT: the chart sets it to goMemLimitPercent (80%) of the memory
 //     limit, leaving headroom for memory Go does not count; deploy/ sets it
 //     to the whole limit through a resourceFieldRef.
 var chartOnlyLabels = []string{

@@ -208,8 +208,8 @@ func TestDefaults(t *testing.T) {
 	if limit.IsZero() || c.Resources.Requests.Memory().IsZero() || c.Resources.Limits.Cpu().IsZero() || c.Resources.Requests.Cpu().IsZero() {
 		t.Errorf("resources %+v, want CPU and memory requests and limits", c.Resources)
 	}
-	if got := goMemLimitBytes(t, c); got >= limit.Value() || got < limit.Value()*8/10 {
-		t.Errorf("GOMEMLIMIT %d bytes, want below the %d-byte memory limit (by at most 20%%)", got, limit.Value())
+	if got := goMemLimitBytes(t, c); got >= limit.Value() || got < limit.Value()*3/4 {
+		t.Errorf("GOMEMLIMIT %d bytes, want below the %d-byte memory limit (by at most 25%%)", got, limit.Value())
 	}
 	if pod.PriorityClassName != "" {
 		t.Errorf("priorityClassName %q by default", pod.PriorityClassName)
