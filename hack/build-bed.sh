@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Builds the real upstream controllers of the test bed (test/bed) from the Go
+# module proxy, each in a scratch module of its own (see REAL-CLUSTER.md), into
+# a cache outside the repository keyed by component and version, and prints the
+# directory holding one subdirectory per component:
+#
+#   jobset-<v>/jobset-controller                     sigs.k8s.io/jobset (root main)
+#   trainer-<v>/trainer-controller-manager           github.com/kubeflow/trainer/v2
+#   kube-controller-manager-<v>/kube-controller-manager   k8s.io/kubernetes
+#
+# Later runs find the binaries there and return at once. BED_COMPONENTS (a
+# space-separated subset of "jobset trainer kcm") limits what is built.
+set -euo pipefail
+
+JOBSET_VERSION=${JOBSET_VERSION:-v0.12.0}
+TRAINER_VERSION=${TRAINER_VERSION:-v2.3.0}
+K8S_VERSION=${K8S_VERSION:-v1.37.1}
+BED_COMPONENTS=${BED_COMPONENTS:-jobset trainer kcm}
+CACHE=${SHEPHERD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/shepherd}
+OUT="$CACHE/bed"
+
+log() { echo "build-bed: $*" >&2; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export GOFLAGS=-mod=mod GOTOOLCHAIN=local
+mkdir -p "$OUT"
+
+# build NAME DIR BIN: runs the function NAME in a fresh scratch module unless
+# DIR/BIN exists, and times it.
+build() {
+  local fn=$1 dir=$2 bin=$3
+  [ -x "$dir/$bin" ] && return 0
+  mkdir -p "$dir" "$work/$fn"
+  local start=$SECONDS
+  (cd "$work/$fn"; "$fn" "$dir/$bin.tmp")
+  mv "$dir/$bin.tmp" "$dir/$bin"
+  log "$bin built in $((SECONDS - start)) s"
+}
+
+build_jobset() {
+  log "building the JobSet $JOBSET_VERSION controller (first time only)"
+  go mod init shepherd.local/jobset >/dev/null 2>&1
+  go mod edit -require="sigs.k8s.io/jobset@$JOBSET_VERSION"
+  # No package of our own imports it: resolve the module's own requirements.
+  go mod download "sigs.k8s.io/jobset@$JOBSET_VERSION"
+  go get "sigs.k8s.io/jobset@$JOBSET_VERSION" >/dev/null 2>&1 || go get "sigs.k8s.io/jobset@$JOBSET_VERSION"
+  go build -trimpath -ldflags "-s -w" -o "$1" sigs.k8s.io/jobset
+}
+
+build_trainer() {
+  log "building the Trainer $TRAINER_VERSION controller manager (first time only)"
+  local pkg=github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
+  go mod init shepherd.local/trainer >/dev/null 2>&1
+  go get "$pkg@$TRAINER_VERSION" >/dev/null 2>&1 || go get "$pkg@$TRAINER_VERSION"
+  go build -trimpath -ldflags "-s -w" -o "$1" "$pkg"
+}
+
+build_kcm() {
+  log "building kube-controller-manager $K8S_VERSION (first time only, several minutes)"
+  local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  local staging="v0.${K8S_VERSION#v1.}"
+  cat > main.go <<'GO'
+// Command kube-controller-manager is the upstream controller manager, built as a library import.
+package main
+
+import (
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
+)
+
+func main() { os.Exit(cli.Run(app.NewControllerManagerCommand())) }
+GO
+  go mod init shepherd.local/kube-controller-manager >/dev/null 2>&1
+  local gomod
+  gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  # k8s.io/kubernetes points every staging module at ./staging; replace each
+  # with the published module of the same minor, read from its own go.mod.
+  local m
+  for m in $(awk '$2 == "=>" && $3 ~ /^\.\/staging/ {print $1}' "$gomod"); do
+    go mod edit -replace="$m=$m@$staging"
+  done
+  go mod edit -require="k8s.io/kubernetes@$K8S_VERSION"
+  go mod tidy >/dev/null 2>&1 || go mod tidy
+  local pkg=k8s.io/component-base/version
+  go build -trimpath -o "$1" -ldflags "-s -w \
+    -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor \
+    -X $pkg.gitTreeState=clean" .
+}
+
+for c in $BED_COMPONENTS; do
+  case $c in
+  jobset) build build_jobset "$OUT/jobset-$JOBSET_VERSION" jobset-controller ;;
+  trainer) build build_trainer "$OUT/trainer-$TRAINER_VERSION" trainer-controller-manager ;;
+  kcm) build build_kcm "$OUT/kube-controller-manager-$K8S_VERSION" kube-controller-manager ;;
+  *) log "unknown component $c (want jobset, trainer, kcm)"; exit 2 ;;
+  esac
+done
+
+echo "$OUT"
