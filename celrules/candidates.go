@@ -41,20 +41,37 @@ const anyName = "*"
 func newCandidates(ordered []*compiledRule) *candidates {
 	c := &candidates{byResource: map[schema.GroupResource][]*compiledRule{}, ordered: ordered, resources: make([][]schema.GroupResource, 0, len(ordered))}
 	named := map[schema.GroupResource]bool{}
+	var last schema.GroupResource // runs of policies name the same resource
 	for _, cr := range ordered {
 		c.resources = append(c.resources, cr.groupResources)
 		for _, gr := range cr.groupResources {
-			if gr.Group != anyName && gr.Resource != anyName {
-				named[gr] = true
+			if gr != last && gr.Group != anyName && gr.Resource != anyName {
+				named[gr], last = true, gr
 			}
+		}
+	}
+	// The list being appended to, written back when the resource changes
+	// (a map assignment per rule was most of the cost).
+	var curGR schema.GroupResource
+	var cur []*compiledRule
+	open := false
+	flush := func() {
+		if open {
+			c.byResource[curGR] = cur
+			open = false
 		}
 	}
 	for i, cr := range ordered {
 		if own := c.resources[i]; len(own) == 1 && own[0].Group != anyName && own[0].Resource != anyName {
 			// Most rules name one resource: no list of what they cover.
-			c.byResource[own[0]] = append(c.byResource[own[0]], cr)
+			if !open || own[0] != curGR {
+				flush()
+				curGR, cur, open = own[0], c.byResource[own[0]], true
+			}
+			cur = append(cur, cr)
 			continue
 		}
+		flush()
 		var covers []schema.GroupResource
 		for _, own := range c.resources[i] {
 			if own.Group != anyName && own.Resource != anyName {
@@ -73,6 +90,7 @@ func newCandidates(ordered []*compiledRule) *candidates {
 			}
 		}
 	}
+	flush()
 	c.byNamespace = map[schema.GroupResource]*namespaceIndex{}
 	for gr, list := range c.byResource {
 		if idx := newNamespaceIndex(list); idx != nil {
@@ -120,10 +138,19 @@ func requiredLabel(sel labels.Selector) (string, bool) {
 
 // newNamespaceIndex indexes list, nil when no rule of it requires a label.
 func newNamespaceIndex(list []*compiledRule) *namespaceIndex {
-	idx := &namespaceIndex{byLabel: map[string][]int{}}
+	idx := &namespaceIndex{byLabel: make(map[string][]int, len(list))}
+	// Per-team policies each require a label of their own: one position
+	// per key, cut from one array (an allocation per key was most of a
+	// rebuild).
+	positions := make([]int, len(list))
 	for i, cr := range list {
 		if kv := cr.nsRequires; kv != "" {
-			idx.byLabel[kv] = append(idx.byLabel[kv], i)
+			if prev, ok := idx.byLabel[kv]; ok {
+				idx.byLabel[kv] = append(prev, i)
+				continue
+			}
+			positions[i] = i
+			idx.byLabel[kv] = positions[i : i+1 : i+1]
 		} else {
 			idx.open = append(idx.open, i)
 		}
