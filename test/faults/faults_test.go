@@ -88,32 +88,36 @@ func TestRollingRestartFailsNoAdmission(t *testing.T) {
 	}
 }
 
-// SIGTERM of the leader right after it enforced a burst of deadlines,
-// with the Events it wrote rate-limited so that most are still queued:
-// every one of them reaches the apiserver before the replica exits (0),
-// and the standby, taking the released Lease, enforces nothing twice.
+// SIGTERM of a replica right after it answered a burst of denials, with
+// the PolicyViolation Events they make rate-limited so that most are still
+// queued in the broadcaster: every one of them reaches the apiserver
+// before the replica exits (0). (The reconcilers' lifecycle Events are
+// written before their action, not queued: test/replicas.)
 func TestSIGTERMWritesTheQueuedEvents(t *testing.T) {
 	leaseNS := env.Namespace(t)
 	p := startProxy(t)
-	// 5 Events a second: 30 take 6 s to write, longer than the drain.
-	a := env.StartReplica(t, replicaFlags(leaseNS, "--event-qps=5", "--event-burst=1")...)
+	// 5 Events a second: 30 take 6 s to write, longer than the drain; no
+	// per-namespace bound below them.
+	a := env.StartReplica(t, replicaFlags(leaseNS, "--event-qps=5", "--event-burst=1", "--event-namespace-burst=100")...)
 	waitHolder(t, leaseNS, timeout)
 	b := env.StartReplica(t, replicaFlags(leaseNS)...)
 	p.waitReady(t, p.add(a))
 	p.waitReady(t, p.add(b))
 
 	ns := env.Namespace(t)
-	rt := createRuntime(t, a, b)
+	hc := webhookClient(t)
 	const n = 30
 	jobs := make([]string, n)
 	for i := range jobs {
 		jobs[i] = fmt.Sprintf("job-%02d", i)
-		createDeadlineJob(t, ns, jobs[i], rt, 2)
+		// A TrainJob naming a runtime that does not exist: denied by
+		// V-TJ-3, one PolicyViolation Event.
+		code, resp, err := postReview(hc, a.Webhook, namedTrainJobReview(t, ns, jobs[i], "no-such-runtime"))
+		if err != nil || code != http.StatusOK || resp == nil || resp.Allowed {
+			t.Fatalf("review %d: HTTP %d, %+v, %v; want a denial", i, code, resp, err)
+		}
 	}
-	for _, j := range jobs {
-		waitEnforced(t, ns, j, timeout)
-	}
-	written, err := eventCounts(context.Background(), ns, api.EventDeadlineExceeded)
+	written, err := eventCounts(context.Background(), ns, api.EventPolicyViolation)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,10 +133,10 @@ func TestSIGTERMWritesTheQueuedEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	if code != 0 {
-		t.Errorf("the leader exited %d after SIGTERM, want 0:\n%s", code, a.Log())
+		t.Errorf("the replica exited %d after SIGTERM, want 0:\n%s", code, a.Log())
 	}
-	t.Logf("SIGTERM with %d of %d DeadlineExceeded Events still queued; exited after %v", n-len(written), n, time.Since(termAt).Round(10*time.Millisecond))
-	checkEvents(t, ns, api.EventDeadlineExceeded, jobs, 10*time.Second)
+	t.Logf("SIGTERM with %d of %d PolicyViolation Events still queued; exited after %v", n-len(written), n, time.Since(termAt).Round(10*time.Millisecond))
+	checkEvents(t, ns, api.EventPolicyViolation, jobs, 10*time.Second)
 	alive(t, "the standby", b)
 }
 
@@ -220,7 +224,7 @@ func TestMetricsIgnoreMadeUpKinds(t *testing.T) {
 			`"kind":{"group":"made.up","version":"v1","kind":"MadeUpKind%d"},"resource":{"group":"made.up","version":"v1","resource":"madeups"},`+
 			`"operation":%q,"namespace":"default","name":"x","object":{"metadata":{"name":"x"}}}}`, i, i, op)
 		code, _, err := postReview(hc, r.Webhook, []byte(body))
-		if err != nil || code != want {
+		if code != want || (want == http.StatusOK && err != nil) { // a 400 is plain text
 			t.Fatalf("made-up review %d (operation %s): HTTP %d, %v; want %d", i, op, code, err, want)
 		}
 	}
@@ -374,14 +378,21 @@ func postReview(hc *http.Client, addr string, body []byte) (int, *admissionv1.Ad
 // trainJobReview is an AdmissionReview creating a TrainJob of runtime.
 func trainJobReview(t *testing.T, ns, runtime string) []byte {
 	t.Helper()
-	obj, err := json.Marshal(newJob(ns, "in-outage", runtime, nil))
+	return namedTrainJobReview(t, ns, "in-outage", runtime)
+}
+
+// namedTrainJobReview is an AdmissionReview creating TrainJob name of
+// runtime.
+func namedTrainJobReview(t *testing.T, ns, name, runtime string) []byte {
+	t.Helper()
+	obj, err := json.Marshal(newJob(ns, name, runtime, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return []byte(fmt.Sprintf(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"outage",`+
 		`"kind":{"group":%q,"version":"v1alpha1","kind":%q},"resource":{"group":%q,"version":"v1alpha1","resource":"trainjobs"},`+
-		`"operation":"CREATE","namespace":%q,"name":"in-outage","userInfo":{"username":"faults"},"object":%s}}`,
-		api.TrainerGroup, api.KindTrainJob, api.TrainerGroup, ns, obj))
+		`"operation":"CREATE","namespace":%q,"name":%q,"userInfo":{"username":"faults"},"object":%s}}`,
+		api.TrainerGroup, api.KindTrainJob, api.TrainerGroup, ns, name, obj))
 }
 
 // scrape is a replica's /metrics (served without authentication here:
