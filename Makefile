@@ -98,6 +98,10 @@ verify: generate lint ## Fail if generated files are stale or code is unformatte
 controlplane: ## Build (once) the real kube-apiserver + etcd used by tests and make run.
 	./hack/build-controlplane.sh >/dev/null
 
+.PHONY: bed
+bed: ## Build (once) the test bed's real controllers (JobSet, Trainer, kube-controller-manager) used by test/bed.
+	./hack/build-bed.sh >/dev/null
+
 ##@ Build and run
 
 .PHONY: build
@@ -105,8 +109,8 @@ build: pinned-crds ## Build bin/shepherd.
 	go build -ldflags "$(LDFLAGS)" -o bin/shepherd ./cmd/shepherd
 
 .PHONY: test
-test: controlplane pinned-crds $(CONTROLLER_GEN) ## Unit and integration tests against a real kube-apiserver + etcd.
-	KUBEBUILDER_ASSETS="$$(./hack/build-controlplane.sh)" go test $(GO_TEST_FLAGS) ./...
+test: controlplane bed pinned-crds $(CONTROLLER_GEN) ## Unit and integration tests against a real kube-apiserver + etcd (and the test bed's real controllers).
+	SHEPHERD_BED="$$(./hack/build-bed.sh)" KUBEBUILDER_ASSETS="$$(./hack/build-controlplane.sh)" go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: bench-audit
 bench-audit: controlplane pinned-crds ## Background audit at scale: 10,000 TrainJobs + 2,000 PodCliqueSets, built-ins + 10 WorkloadPolicies: pass time, RSS, admission latency during a pass (AUDIT_TRAINJOBS, AUDIT_PODCLIQUESETS).
