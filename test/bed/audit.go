@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -27,6 +28,27 @@ type Write struct {
 	} `json:"responseStatus"`
 	StageTimestamp time.Time `json:"stageTimestamp"`
 	Stage          string    `json:"stage"`
+	// Annotations name, among others, each mutating webhook called
+	// (mutation.webhook.admission.k8s.io/round_R_index_I).
+	Annotations map[string]string `json:"annotations"`
+}
+
+// Mutated reports whether the mutating webhook named webhook was called on
+// the request (and whether it changed the object).
+func (w Write) Mutated(webhook string) (called, changed bool) {
+	for k, v := range w.Annotations {
+		if !strings.HasPrefix(k, "mutation.webhook.admission.k8s.io/") {
+			continue
+		}
+		var a struct {
+			Webhook string `json:"webhook"`
+			Mutated bool   `json:"mutated"`
+		}
+		if json.Unmarshal([]byte(v), &a) == nil && a.Webhook == webhook {
+			return true, a.Mutated
+		}
+	}
+	return false, false
 }
 
 // OK reports whether the apiserver carried the write out (2xx).

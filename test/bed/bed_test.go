@@ -285,12 +285,22 @@ func TestTrainJobRunsThroughTheRealChain(t *testing.T) {
 		}
 		return n == nodes, fmt.Sprintf("%d of %d Pods owned by the JobSet's Jobs", n, len(pods.Items))
 	})
-	// JobSet's pod defaulting webhook ran on them (it labels each pod with
-	// its index and sets restartPolicy from the Job).
-	for _, p := range pods.Items {
-		if _, ok := p.Labels["jobset.sigs.k8s.io/jobset-name"]; !ok {
-			t.Errorf("pod %s has no jobset-name label: %v", p.Name, p.Labels)
+	// JobSet's pod webhook (configuration jobset-mutating-webhook-configuration,
+	// objectSelector jobset-name) was called on each pod create.
+	ws, err := tb.Writes("pods", ns, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	called := 0
+	for _, w := range ws {
+		if w.Verb == "create" && w.OK() {
+			if ok, _ := w.Mutated("mpod.kb.io"); ok {
+				called++
+			}
 		}
+	}
+	if called != nodes {
+		t.Errorf("JobSet's pod webhook mpod.kb.io called on %d pod creates, want %d:\n%s", called, nodes, list(ws))
 	}
 
 	for resource, want := range map[string]string{"jobsets": bed.TrainerUser, "jobs": bed.JobSetUser, "pods": bed.KCMUser} {
