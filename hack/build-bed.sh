@@ -7,14 +7,18 @@
 #   jobset-<v>/jobset-controller                     sigs.k8s.io/jobset (root main)
 #   trainer-<v>/trainer-controller-manager           github.com/kubeflow/trainer/v2
 #   kube-controller-manager-<v>/kube-controller-manager   k8s.io/kubernetes
+#   kube-scheduler-<v>/kube-scheduler                k8s.io/kubernetes (on request)
+#   kwok-<v>/kwok                                    sigs.k8s.io/kwok (on request)
 #
 # Later runs find the binaries there and return at once. BED_COMPONENTS (a
-# space-separated subset of "jobset trainer kcm") limits what is built.
+# space-separated list of jobset, trainer, kcm, scheduler, kwok; default the
+# three test/bed runs) selects what is built.
 set -euo pipefail
 
 JOBSET_VERSION=${JOBSET_VERSION:-v0.12.0}
 TRAINER_VERSION=${TRAINER_VERSION:-v2.3.0}
 K8S_VERSION=${K8S_VERSION:-v1.37.1}
+KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 BED_COMPONENTS=${BED_COMPONENTS:-jobset trainer kcm}
 CACHE=${SHEPHERD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/shepherd}
 OUT="$CACHE/bed"
@@ -44,7 +48,9 @@ build_jobset() {
   # No package of our own imports it: resolve the module's own requirements.
   go mod download "sigs.k8s.io/jobset@$JOBSET_VERSION"
   go get "sigs.k8s.io/jobset@$JOBSET_VERSION" >/dev/null 2>&1 || go get "sigs.k8s.io/jobset@$JOBSET_VERSION"
-  go build -trimpath -ldflags "-s -w" -o "$1" sigs.k8s.io/jobset
+  # The version its log and user agent report (JobSet's Makefile sets it so).
+  go build -trimpath -ldflags "-s -w -X sigs.k8s.io/jobset/pkg/version.GitVersion=$JOBSET_VERSION" \
+    -o "$1" sigs.k8s.io/jobset
 }
 
 build_trainer() {
@@ -55,24 +61,31 @@ build_trainer() {
   go build -trimpath -ldflags "-s -w" -o "$1" "$pkg"
 }
 
-build_kcm() {
-  log "building kube-controller-manager $K8S_VERSION (first time only, several minutes)"
+# build_k8s CMD OUT: a k8s.io/kubernetes command (kube-controller-manager,
+# kube-scheduler) as a library import, the recipe of build-controlplane.sh.
+build_k8s() {
+  local cmd=$1 out=$2 ctor
+  case $cmd in
+  kube-controller-manager) ctor=NewControllerManagerCommand ;;
+  kube-scheduler) ctor=NewSchedulerCommand ;;
+  esac
+  log "building $cmd $K8S_VERSION (first time only, several minutes)"
   local minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
   local staging="v0.${K8S_VERSION#v1.}"
-  cat > main.go <<'GO'
-// Command kube-controller-manager is the upstream controller manager, built as a library import.
+  cat > main.go <<GO
+// Command $cmd is the upstream $cmd, built as a library import.
 package main
 
 import (
 	"os"
 
 	"k8s.io/component-base/cli"
-	"k8s.io/kubernetes/cmd/kube-controller-manager/app"
+	"k8s.io/kubernetes/cmd/$cmd/app"
 )
 
-func main() { os.Exit(cli.Run(app.NewControllerManagerCommand())) }
+func main() { os.Exit(cli.Run(app.$ctor())) }
 GO
-  go mod init shepherd.local/kube-controller-manager >/dev/null 2>&1
+  go mod init "shepherd.local/$cmd" >/dev/null 2>&1
   local gomod
   gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
   # k8s.io/kubernetes points every staging module at ./staging; replace each
@@ -84,9 +97,20 @@ GO
   go mod edit -require="k8s.io/kubernetes@$K8S_VERSION"
   go mod tidy >/dev/null 2>&1 || go mod tidy
   local pkg=k8s.io/component-base/version
-  go build -trimpath -o "$1" -ldflags "-s -w \
+  go build -trimpath -o "$out" -ldflags "-s -w \
     -X $pkg.gitVersion=$K8S_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor \
     -X $pkg.gitTreeState=clean" .
+}
+
+build_kcm() { build_k8s kube-controller-manager "$1"; }
+build_scheduler() { build_k8s kube-scheduler "$1"; }
+
+build_kwok() {
+  log "building kwok $KWOK_VERSION (first time only)"
+  local pkg=sigs.k8s.io/kwok/cmd/kwok
+  go mod init shepherd.local/kwok >/dev/null 2>&1
+  go get "$pkg@$KWOK_VERSION" >/dev/null 2>&1 || go get "$pkg@$KWOK_VERSION"
+  go build -trimpath -ldflags "-s -w" -o "$1" "$pkg"
 }
 
 for c in $BED_COMPONENTS; do
@@ -94,7 +118,9 @@ for c in $BED_COMPONENTS; do
   jobset) build build_jobset "$OUT/jobset-$JOBSET_VERSION" jobset-controller ;;
   trainer) build build_trainer "$OUT/trainer-$TRAINER_VERSION" trainer-controller-manager ;;
   kcm) build build_kcm "$OUT/kube-controller-manager-$K8S_VERSION" kube-controller-manager ;;
-  *) log "unknown component $c (want jobset, trainer, kcm)"; exit 2 ;;
+  scheduler) build build_scheduler "$OUT/kube-scheduler-$K8S_VERSION" kube-scheduler ;;
+  kwok) build build_kwok "$OUT/kwok-$KWOK_VERSION" kwok ;;
+  *) log "unknown component $c (want jobset, trainer, kcm, scheduler, kwok)"; exit 2 ;;
   esac
 done
 

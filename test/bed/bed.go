@@ -13,7 +13,9 @@
 //     deleted owners go away.
 //
 // hack/build-bed.sh builds the binaries from the Go module proxy into a cache
-// outside the repository ($SHEPHERD_BED, which make test sets; Dir). Both
+// outside the repository ($SHEPHERD_BED, which make test sets; Dir); it also
+// builds kube-scheduler v1.37.1 and kwok on request, which the bed does not
+// run yet (no nodes: Pods stay Pending, unscheduled). Both
 // operators run with their own certificate management off: the bed issues a
 // serving pair (certs) for 127.0.0.1, writes it where each expects it and
 // registers their webhook configurations — read from their modules at the
@@ -359,8 +361,8 @@ func (b *Bed) start(name, user, health, kubeconfig string, env []string, bin str
 	p.cmd.Env = append(append(os.Environ(), "KUBECONFIG="+kubeconfig), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	// Not in the test's process group: a ^C to `go test` reaches the test,
-	// which stops the bed.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// which stops the bed. A test killed outright takes the bed with it.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
