@@ -22,11 +22,12 @@
 // versions go.mod pins, with the kustomize patches of their default installs
 // applied — rewritten to loopback URLs with the pair's CA.
 //
-// The control plane must run with the flags of APIServerFlags: aggregator
-// routing on and no endpoint reconciler (a webhook configuration that still
-// names a Service resolves to endpoints, of which there are none, and the
-// apiserver never dials a ClusterIP), and an audit log of every write, which
-// Writes reads to tell who wrote what.
+// The control plane must run with the flags of APIServerFlags: no endpoint
+// reconciler (with the aggregator routing test/cluster turns on for every
+// control plane, a webhook configuration that still names a Service
+// resolves to endpoints, of which there are none, and the apiserver never
+// dials a ClusterIP), and an audit log of every write, which Writes reads
+// to tell who wrote what.
 package bed
 
 import (
@@ -127,12 +128,11 @@ func APIServerFlags(dir string) (map[string]string, string, error) {
 	}
 	log := filepath.Join(dir, "audit.log")
 	return map[string]string{
-		"enable-aggregator-routing": "true",
-		"endpoint-reconciler-type":  "none",
-		"audit-policy-file":         policy,
-		"audit-log-path":            log,
-		"audit-log-maxsize":         "0",
-		"audit-log-maxbackup":       "0",
+		"endpoint-reconciler-type": "none",
+		"audit-policy-file":        policy,
+		"audit-log-path":           log,
+		"audit-log-maxsize":        "0",
+		"audit-log-maxbackup":      "0",
 	}, log, nil
 }
 

@@ -194,6 +194,11 @@ func New(opts Options) (*Cluster, error) {
 		args.Append("feature-gates", "GenericWorkload=true")
 		args.Append("runtime-config", "scheduling.k8s.io/"+string(opts.WorkloadAPI)+"=true")
 	}
+	// Webhooks are called by loopback URL only: a configuration pointing
+	// at a Service (deploy/'s, the chart's) resolves to the Service's
+	// endpoints, of which there are none here, instead of making the
+	// apiserver dial a ClusterIP off the loopback.
+	args.Set("enable-aggregator-routing", "true")
 	for k, v := range opts.ExtraAPIServerFlags {
 		args.Append(k, v)
 	}

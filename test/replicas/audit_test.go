@@ -1,18 +1,11 @@
 package replicas
 
 import (
-	"bufio"
-	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
 
 // auditLog is the apiserver's audit log (JSON lines), written
@@ -74,55 +67,18 @@ func auditFlags() (map[string]string, error) {
 	}, nil
 }
 
-// auditEvent is the part of an audit.k8s.io/v1 Event the tests read.
-type auditEvent struct {
-	Stage string `json:"stage"`
-	Verb  string `json:"verb"`
-	User  struct {
-		Username string `json:"username"`
-	} `json:"user"`
-	ObjectRef *struct {
-		Resource    string `json:"resource"`
-		Subresource string `json:"subresource"`
-		Namespace   string `json:"namespace"`
-		Name        string `json:"name"`
-	} `json:"objectRef"`
-	ResponseStatus *struct {
-		Code int `json:"code"`
-	} `json:"responseStatus"`
-	StageTimestamp time.Time `json:"stageTimestamp"`
-}
-
-// OK reports whether the apiserver carried the request out (2xx).
-func (e auditEvent) OK() bool {
-	return e.ResponseStatus != nil && e.ResponseStatus.Code >= 200 && e.ResponseStatus.Code < 300
-}
+// auditEvent is one request of the audit log.
+type auditEvent = cluster.AuditEvent
 
 // audited returns the completed requests (stage ResponseComplete) of verb
 // on resource/subresource in namespace ns, oldest first.
 func audited(t *testing.T, ns, verb, resource, subresource string) []auditEvent {
 	t.Helper()
-	f, err := os.Open(auditLog)
+	out, err := cluster.CompletedRequests(auditLog, func(e auditEvent) bool {
+		return e.Verb == verb && e.ObjectRef.Namespace == ns && e.ObjectRef.Resource == resource && e.ObjectRef.Subresource == subresource
+	})
 	if err != nil {
-		t.Fatalf("reading the audit log: %v", err)
-	}
-	defer f.Close()
-	var out []auditEvent
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<24)
-	for sc.Scan() {
-		var e auditEvent
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("audit log line %q: %v", sc.Text(), err)
-		}
-		if e.Stage != "ResponseComplete" || e.Verb != verb || e.ObjectRef == nil ||
-			e.ObjectRef.Namespace != ns || e.ObjectRef.Resource != resource || e.ObjectRef.Subresource != subresource {
-			continue
-		}
-		out = append(out, e)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatalf("reading the audit log: %v", err)
+		t.Fatal(err)
 	}
 	return out
 }
@@ -133,30 +89,9 @@ func audited(t *testing.T, ns, verb, resource, subresource string) []auditEvent 
 // the audit log tells which replica made each write.
 func kubeconfigAs(t *testing.T, user string) string {
 	t.Helper()
-	u, err := env.Env.AddUser(envtest.User{Name: user, Groups: []string{"system:masters"}}, nil)
+	path, _, err := env.KubeconfigAs(t.TempDir(), user)
 	if err != nil {
-		t.Fatalf("adding user %s: %v", user, err)
-	}
-	b, err := kubeconfigFor(u.Config(), user)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), user+".kubeconfig")
-	if err := os.WriteFile(path, b, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
-}
-
-func kubeconfigFor(cfg *rest.Config, user string) ([]byte, error) {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
-	kc.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: user}
-	kc.CurrentContext = "envtest"
-	b, err := clientcmd.Write(*kc)
-	if err != nil {
-		return nil, fmt.Errorf("writing the kubeconfig of %s: %w", user, err)
-	}
-	return b, nil
 }

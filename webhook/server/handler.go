@@ -69,18 +69,36 @@ const DefaultTimeout = 10 * time.Second
 // and at most 1 s: an expensive rule is then stopped and answered for by
 // its own failurePolicy, naming it, before the apiserver gives up and
 // applies the webhook's failurePolicy to every rule at once.
-func deadline(r *http.Request, def time.Duration) (time.Duration, string) {
-	timeout, what := def, "shepherd's default admission timeout"
+func deadline(r *http.Request, def time.Duration) deadlineCause {
+	c := deadlineCause{timeout: def}
 	if v := r.URL.Query().Get("timeout"); v != "" {
 		if d, err := time.ParseDuration(v); err == nil && d > 0 {
-			timeout, what = d, "the caller's timeout"
+			c.timeout, c.callers = d, true
 		}
 	}
-	margin := min(max(timeout/5, 100*time.Millisecond), time.Second)
-	if margin >= timeout {
-		margin = timeout / 2
+	c.margin = min(max(c.timeout/5, 100*time.Millisecond), time.Second)
+	if c.margin >= c.timeout {
+		c.margin = c.timeout / 2
 	}
-	return timeout - margin, fmt.Sprintf("%s of %s less a margin of %s", what, timeout, margin)
+	return c
+}
+
+// deadlineCause is the cause of a request's context ending at its
+// deadline, which a rule stopped by it reports. It is formatted only then:
+// every admission has one, few are stopped.
+type deadlineCause struct {
+	timeout, margin time.Duration
+	callers         bool
+}
+
+func (c deadlineCause) budget() time.Duration { return c.timeout - c.margin }
+
+func (c deadlineCause) Error() string {
+	what := "shepherd's default admission timeout"
+	if c.callers {
+		what = "the caller's timeout"
+	}
+	return fmt.Sprintf("%s of %s less a margin of %s", what, c.timeout, c.margin)
 }
 
 // httpError is a request rejected before admission: it never reached the
@@ -160,8 +178,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req.CallerAuthenticated = CallerAuthenticated(r)
 	log := withRequestValues(h.Log, "webhook", h.Mode, "uid", req.UID, "kind", req.Kind.Kind,
 		"namespace", req.Namespace, "name", req.Name, "operation", req.Operation)
-	budget, why := deadline(r, cmp.Or(h.Timeout, DefaultTimeout))
-	ctx, cancel := context.WithTimeoutCause(logf.IntoContext(r.Context(), log), budget, errors.New(why))
+	cause := deadline(r, cmp.Or(h.Timeout, DefaultTimeout))
+	ctx, cancel := context.WithTimeoutCause(logf.IntoContext(r.Context(), log), cause.budget(), cause)
 	defer cancel()
 
 	verdict := h.admit(ctx, req)

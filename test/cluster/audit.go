@@ -1,0 +1,104 @@
+package cluster
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// AuditEvent is the part of an audit.k8s.io/v1 Event the suites read from
+// the apiserver's audit log (ExtraAPIServerFlags' audit-log-path): who
+// made which request, to what, and how it ended.
+type AuditEvent struct {
+	Stage     string `json:"stage"`
+	Verb      string `json:"verb"`
+	UserAgent string `json:"userAgent"`
+	User      struct {
+		Username string `json:"username"`
+	} `json:"user"`
+	ObjectRef *struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
+		Name        string `json:"name"`
+	} `json:"objectRef"`
+	ResponseStatus *struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+	StageTimestamp time.Time `json:"stageTimestamp"`
+	// Annotations name, among others, each mutating webhook called
+	// (mutation.webhook.admission.k8s.io/round_R_index_I).
+	Annotations map[string]string `json:"annotations"`
+}
+
+// OK reports whether the apiserver carried the request out (2xx).
+func (e AuditEvent) OK() bool {
+	return e.ResponseStatus != nil && e.ResponseStatus.Code >= 200 && e.ResponseStatus.Code < 300
+}
+
+// Mutated reports whether the mutating webhook named webhook was called on
+// the request (and whether it changed the object).
+func (e AuditEvent) Mutated(webhook string) (called, changed bool) {
+	for k, v := range e.Annotations {
+		if !strings.HasPrefix(k, "mutation.webhook.admission.k8s.io/") {
+			continue
+		}
+		var a struct {
+			Webhook string `json:"webhook"`
+			Mutated bool   `json:"mutated"`
+		}
+		if json.Unmarshal([]byte(v), &a) == nil && a.Webhook == webhook {
+			return true, a.Mutated
+		}
+	}
+	return false, false
+}
+
+func (e AuditEvent) String() string {
+	code := 0
+	if e.ResponseStatus != nil {
+		code = e.ResponseStatus.Code
+	}
+	var res, sub, ns, name string
+	if r := e.ObjectRef; r != nil {
+		res, sub, ns, name = r.Resource, r.Subresource, r.Namespace, r.Name
+	}
+	return fmt.Sprintf("%s %s %s/%s/%s/%s by %s: %d", e.StageTimestamp.Format(time.RFC3339Nano), e.Verb,
+		res, sub, ns, name, e.User.Username, code)
+}
+
+// CompletedRequests reads the audit log at path and returns, oldest
+// first, the requests that completed (stage ResponseComplete) on an
+// object and that keep says to. A last line that does not parse is one
+// the apiserver is writing, and is left out; any other is an error.
+func CompletedRequests(path string, keep func(AuditEvent) bool) ([]AuditEvent, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the audit log: %w", err)
+	}
+	defer f.Close()
+	var out []AuditEvent
+	var bad error
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		if bad != nil {
+			return nil, bad // the line that did not parse was not the last
+		}
+		var e AuditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			bad = fmt.Errorf("audit log line %q: %w", sc.Text(), err)
+			continue
+		}
+		if e.Stage == "ResponseComplete" && e.ObjectRef != nil && keep(e) {
+			out = append(out, e)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading the audit log: %w", err)
+	}
+	return out, nil
+}
