@@ -8,8 +8,9 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,17 +33,28 @@ type Serving struct {
 // Log is what serve has logged so far.
 func (s *Serving) Log() string { return s.log.String() }
 
-// ServeArgs is the command line of `shepherd serve` against c, its
-// kubeconfig written into dir: the webhook server on the port c registered
+// ServeArgs is the command line of `shepherd serve` against c as
+// shepherd's ServiceAccount bound by the shipped RBAC (ShepherdKubeconfig;
+// a --kubeconfig in extra replaces it): the webhook server on the port c registered
 // its webhooks for (Options.Webhooks) with envtest's certificate, health
 // and metrics on the given addresses, then extra (later flags win).
 func (c *Cluster) ServeArgs(dir, health, metrics string, extra ...string) ([]string, error) {
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, c.Env.KubeConfig, 0o600); err != nil {
-		return nil, err
+	// serve runs as shepherd's ServiceAccount with the shipped RBAC
+	// (rbac.go), unless the suite gives it a kubeconfig of its own.
+	var kubeconfig string
+	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--kubeconfig=") }) {
+		var err error
+		variant := rbacVariant(extra)
+		if kubeconfig, err = c.ShepherdKubeconfig(variant); err != nil {
+			return nil, err
+		}
+		if ns := leaseNamespace(extra); ns != "" && ns != ShepherdNamespace {
+			if err := c.grantLeaseNamespace(context.Background(), variant, ns); err != nil {
+				return nil, err
+			}
+		}
 	}
 	args := []string{"serve",
-		"--kubeconfig=" + kubeconfig,
 		"--metrics-bind-address=" + metrics,
 		"--health-probe-bind-address=" + health,
 		"--zap-log-level=error",
@@ -50,6 +62,9 @@ func (c *Cluster) ServeArgs(dir, health, metrics string, extra ...string) ([]str
 		// to it but the test: the drain a rollout needs would only make
 		// every stop 10 s longer. A test of the drain passes its own.
 		"--shutdown-drain-period=0s",
+	}
+	if kubeconfig != "" {
+		args = append(args, "--kubeconfig="+kubeconfig)
 	}
 	if wh := c.Env.WebhookInstallOptions; wh.LocalServingPort != 0 {
 		args = append(args,

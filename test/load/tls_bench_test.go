@@ -74,8 +74,9 @@ func BenchmarkTLSLoad(b *testing.B) {
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("building shepherd: %v\n%s", err, out)
 	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, c.Env.KubeConfig, 0o600); err != nil {
+	// serve runs as shepherd's ServiceAccount with the shipped RBAC.
+	kubeconfig, err := c.ShepherdKubeconfig(cluster.RBACDefault)
+	if err != nil {
 		b.Fatal(err)
 	}
 	wh := c.Env.WebhookInstallOptions

@@ -73,7 +73,7 @@ func run(m *testing.M) int {
 	}
 	// Plain-HTTP metrics so the suite scrapes without a token (test/webhook
 	// covers the authenticated server); leader election on, as deployed.
-	if serve, err = c.Serve("--metrics-secure=false", "--leader-election-namespace=default"); err != nil {
+	if serve, err = c.Serve("--metrics-secure=false"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

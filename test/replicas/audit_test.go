@@ -84,12 +84,13 @@ func audited(t *testing.T, ns, verb, resource, subresource string) []auditEvent 
 }
 
 // kubeconfigAs writes a kubeconfig for a new user of the control plane
-// (system:masters, a client certificate of its own) into a temporary
+// bound by shepherd's shipped RBAC, its Lease in leaseNS (a client
+// certificate of its own, cluster.KubeconfigAsShepherd) into a temporary
 // directory and returns its path. Each replica runs as its own user, so
 // the audit log tells which replica made each write.
-func kubeconfigAs(t *testing.T, user string) string {
+func kubeconfigAs(t *testing.T, user, leaseNS string) string {
 	t.Helper()
-	path, _, err := env.KubeconfigAs(t.TempDir(), user)
+	path, err := env.KubeconfigAsShepherd(t.TempDir(), user, leaseNS, cluster.RBACDefault)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func startPair(t *testing.T, extra ...string) *pair {
 	p := &pair{leaseNS: env.Namespace(t), leaderUser: "replica-a-" + t.Name(), standbyUser: "replica-b-" + t.Name()}
 	flags := append(append([]string{"--leader-elect=true", "--leader-election-namespace=" + p.leaseNS, "--graceful-shutdown-timeout=10s"}, leaseFlags...), extra...)
 
-	p.leader = env.StartReplica(t, append(flags, "--kubeconfig="+kubeconfigAs(t, p.leaderUser))...)
+	p.leader = env.StartReplica(t, append(flags, "--kubeconfig="+kubeconfigAs(t, p.leaderUser, p.leaseNS))...)
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		var err error
 		p.leaderID, err = holder(ctx, p.leaseNS)
@@ -74,7 +74,7 @@ func startPair(t *testing.T, extra ...string) *pair {
 	}); err != nil {
 		t.Fatalf("the first replica did not acquire Lease %s/%s: %v", p.leaseNS, leaseName, err)
 	}
-	p.standby = env.StartReplica(t, append(flags, "--kubeconfig="+kubeconfigAs(t, p.standbyUser))...)
+	p.standby = env.StartReplica(t, append(flags, "--kubeconfig="+kubeconfigAs(t, p.standbyUser, p.leaseNS))...)
 	proxyWebhooks(t, p.standby.Webhook)
 	return p
 }

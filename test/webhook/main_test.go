@@ -76,8 +76,9 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := os.WriteFile(kubeconfig, c.Env.KubeConfig, 0o600); err != nil {
+	// serve runs as shepherd's ServiceAccount with the shipped RBAC.
+	kubeconfig, err := c.ShepherdKubeconfig(cluster.RBACDefault)
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

@@ -26,9 +26,11 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -234,6 +236,9 @@ that.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			// Logs go where the command's errors go: stderr, or the
+			// writer of whoever runs the command in-process (tests).
+			o.zap.DestWriter = cmd.ErrOrStderr()
 			return runServe(ctx, o)
 		},
 	}
@@ -325,6 +330,10 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		PprofBindAddress:        o.pprofAddr,
 		GracefulShutdownTimeout: &o.shutdownTimeout,
 		Logger:                  log,
+		// Names are unique within one serve by construction; the check
+		// is process-wide, and would stop a second serve in the same
+		// process (tests restarting serve with other flags).
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
