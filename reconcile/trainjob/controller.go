@@ -39,9 +39,12 @@ const maxConcurrentReconciles = 8
 
 // Reconciler enforces a TrainJob's active deadline and its runtime's TTL.
 type Reconciler struct {
-	Client   client.Client
-	Clock    clock.PassiveClock
-	Recorder events.EventRecorder
+	Client client.Client
+	// APIReader reads what is not cached: Trainer's runtime snapshot of a
+	// finished job whose runtime is gone (snapshot.go). nil: none is read.
+	APIReader client.Reader
+	Clock     clock.PassiveClock
+	Recorder  events.EventRecorder
 	// Lifecycle writes the DeadlineExceeded and TTLExpired Events, each
 	// before its action, under a name fixed by the TrainJob's UID, so a
 	// leader killed mid-action loses none and its successor duplicates
@@ -78,6 +81,7 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, enf *integrations.Enforceme
 	}
 	r := &Reconciler{
 		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
 		Clock:       clk,
 		Recorder:    mgr.GetEventRecorder(ControllerName),
 		Lifecycle:   lc,
@@ -231,16 +235,20 @@ func (r *Reconciler) deleteJobSet(ctx context.Context, tj *trainerv1alpha1.Train
 
 // runtimeTTL reads ttlSecondsAfterFinished (seed field or carrier) from the
 // runtime tj references, with since when it has had its value (TTLSince);
-// nil when the runtime sets none, is missing or is
-// not a Trainer runtime. A malformed TTL is no TTL — deleting a job on a
+// when that runtime is gone, from Trainer's snapshot of it (snapshotTTL);
+// nil when the runtime sets none, is missing without a snapshot or is not
+// a Trainer runtime. A malformed TTL is no TTL — deleting a job on a
 // value nobody meant would be the one mistake that cannot be undone — and
 // is reported once per runtime version (log and Warning Event on the
 // runtime), not returned as an error: retrying cannot fix it, and the
 // runtime watch brings the jobs back once it is fixed.
 func (r *Reconciler) runtimeTTL(ctx context.Context, tj *trainerv1alpha1.TrainJob) (*RuntimeTTL, error) {
 	rt, err := runtimes.Get(ctx, r.Client, tj)
-	if err != nil || rt == nil {
+	if err != nil {
 		return nil, err
+	}
+	if rt == nil {
+		return r.snapshotTTL(ctx, tj)
 	}
 	ttl, err := trainer.RuntimeTTLOf(rt)
 	if err != nil {
