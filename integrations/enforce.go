@@ -126,6 +126,14 @@ func (e *Enforcement) report(f Feature) {
 	if reason != "" || setting != ModeAuto {
 		e.log.Info("feature enforcement decided", "feature", f, "setting", setting, "upstreamEnforces", upstream, "shepherdEnforces", enforces, "why", reason)
 	}
+	if setting == ModeOn && upstream {
+		// Both act: harmless for the deadline (Trainer and shepherd write
+		// the same Failed condition and whoever is second finds the job
+		// finished), but an admin who set on should know that auto would
+		// leave it to the operator.
+		e.log.Info("warning: the upstream operator enforces this feature too; shepherd enforces it as well because its setting is on (set it to auto to stand down)",
+			"feature", f, "why", reason)
+	}
 }
 
 // Status is the decision for every feature, for /readyz-style endpoints:
