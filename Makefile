@@ -99,7 +99,7 @@ controlplane: ## Build (once) the real kube-apiserver + etcd used by tests and m
 	./hack/build-controlplane.sh >/dev/null
 
 .PHONY: bed
-bed: ## Build (once) the test bed's real controllers (JobSet, Trainer, kube-controller-manager) used by test/bed.
+bed: ## Build (once) the test bed's real parts (JobSet, Trainer, kube-controller-manager, kube-scheduler, kwok) used by test/bed.
 	./hack/build-bed.sh >/dev/null
 
 ##@ Build and run

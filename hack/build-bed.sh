@@ -7,19 +7,19 @@
 #   jobset-<v>/jobset-controller                     sigs.k8s.io/jobset (root main)
 #   trainer-<v>/trainer-controller-manager           github.com/kubeflow/trainer/v2
 #   kube-controller-manager-<v>/kube-controller-manager   k8s.io/kubernetes
-#   kube-scheduler-<v>/kube-scheduler                k8s.io/kubernetes (on request)
-#   kwok-<v>/kwok                                    sigs.k8s.io/kwok (on request)
+#   kube-scheduler-<v>/kube-scheduler                k8s.io/kubernetes
+#   kwok-<v>/kwok                                    sigs.k8s.io/kwok
 #
 # Later runs find the binaries there and return at once. BED_COMPONENTS (a
-# space-separated list of jobset, trainer, kcm, scheduler, kwok; default the
-# three test/bed runs) selects what is built.
+# space-separated list of jobset, trainer, kcm, scheduler, kwok; default all
+# five, which test/bed runs) selects what is built.
 set -euo pipefail
 
 JOBSET_VERSION=${JOBSET_VERSION:-v0.12.0}
 TRAINER_VERSION=${TRAINER_VERSION:-v2.3.0}
 K8S_VERSION=${K8S_VERSION:-v1.37.1}
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
-BED_COMPONENTS=${BED_COMPONENTS:-jobset trainer kcm}
+BED_COMPONENTS=${BED_COMPONENTS:-jobset trainer kcm scheduler kwok}
 CACHE=${SHEPHERD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/shepherd}
 OUT="$CACHE/bed"
 

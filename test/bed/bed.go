@@ -10,12 +10,16 @@
 //     TrainJob defaulter and its TrainJob and runtime validators registered;
 //   - kube-controller-manager v1.37.1 (k8s.io/kubernetes) running the garbage
 //     collector and the Job controller, so Jobs create Pods and dependents of
-//     deleted owners go away.
+//     deleted owners go away;
+//   - kube-scheduler v1.37.1, binding pods to nodes (with the GenericWorkload
+//     gate on request: gang scheduling of Workloads and PodGroups);
+//   - kwok v0.8.0 (sigs.k8s.io/kwok), playing the kubelets of fake nodes
+//     that tests add (AddNodes): bound pods become Running and Ready, Job
+//     pods complete (kwok.go says when), deleted pods go away — through
+//     kwok's stages, so no test writes pod status.
 //
 // hack/build-bed.sh builds the binaries from the Go module proxy into a cache
-// outside the repository ($SHEPHERD_BED, which make test sets; Dir); it also
-// builds kube-scheduler v1.37.1 and kwok on request, which the bed does not
-// run yet (no nodes: Pods stay Pending, unscheduled). Both
+// outside the repository ($SHEPHERD_BED, which make test sets; Dir). Both
 // operators run with their own certificate management off: the bed issues a
 // serving pair (certs) for 127.0.0.1, writes it where each expects it and
 // registers their webhook configurations — read from their modules at the
@@ -41,6 +45,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -66,16 +71,23 @@ const Env = "SHEPHERD_BED"
 // The client identities of the bed's components (users of the control
 // plane, each with a client certificate of its own).
 const (
-	JobSetUser  = "jobset-controller"
-	TrainerUser = "trainer-controller-manager"
-	KCMUser     = "kube-controller-manager"
+	JobSetUser    = "jobset-controller"
+	TrainerUser   = "trainer-controller-manager"
+	KCMUser       = "kube-controller-manager"
+	SchedulerUser = "kube-scheduler"
+	KwokUser      = "kwok-controller"
 )
+
+// KwokVersion is the kwok hack/build-bed.sh builds.
+const KwokVersion = "v0.8.0"
 
 // binaries are the bed's executables, relative to Dir.
 var binaries = map[string]string{
-	"jobset":  filepath.Join("jobset-"+JobSetVersion, "jobset-controller"),
-	"trainer": filepath.Join("trainer-"+TrainerVersion, "trainer-controller-manager"),
-	"kcm":     filepath.Join("kube-controller-manager-"+K8sVersion, "kube-controller-manager"),
+	"jobset":    filepath.Join("jobset-"+JobSetVersion, "jobset-controller"),
+	"trainer":   filepath.Join("trainer-"+TrainerVersion, "trainer-controller-manager"),
+	"kcm":       filepath.Join("kube-controller-manager-"+K8sVersion, "kube-controller-manager"),
+	"scheduler": filepath.Join("kube-scheduler-"+K8sVersion, "kube-scheduler"),
+	"kwok":      filepath.Join("kwok-"+KwokVersion, "kwok"),
 }
 
 // Dir finds the bed's binaries: $SHEPHERD_BED, else the cache
@@ -149,7 +161,20 @@ type Bed struct {
 	// Dir is the bed's working directory (kubeconfigs, configs, certs).
 	Dir string
 
-	JobSet, Trainer, KCM *Process
+	JobSet, Trainer, KCM, Scheduler, Kwok *Process
+}
+
+// processes are the bed's components, in start order.
+func (b *Bed) processes() []*Process {
+	return []*Process{b.JobSet, b.Trainer, b.KCM, b.Scheduler, b.Kwok}
+}
+
+// Options configures the bed.
+type Options struct {
+	// GenericWorkload turns kube-scheduler's GenericWorkload feature gate
+	// (gang scheduling of Workloads and PodGroups) on; the control plane
+	// must serve scheduling.k8s.io/v1beta1 (cluster.WorkloadAPIV1beta1).
+	GenericWorkload bool
 }
 
 // Process is one component of the bed: a child process of the test.
@@ -173,7 +198,7 @@ func (p *Process) Log() string { return p.log.String() }
 // CRDs (cluster.UpstreamCRDs, the default): the three components, each
 // waited for until healthy, and the operators' webhook configurations,
 // registered once their servers answer. Stop it with Stop.
-func Start(c *cluster.Cluster, auditLog string) (b *Bed, err error) {
+func Start(c *cluster.Cluster, auditLog string, opts Options) (b *Bed, err error) {
 	bin, err := Dir()
 	if err != nil {
 		return nil, err
@@ -217,7 +242,13 @@ func Start(c *cluster.Cluster, auditLog string) (b *Bed, err error) {
 	if b.KCM, err = b.startKCM(filepath.Join(bin, binaries["kcm"])); err != nil {
 		return nil, err
 	}
-	for _, p := range []*Process{b.JobSet, b.Trainer, b.KCM} {
+	if b.Scheduler, err = b.startScheduler(filepath.Join(bin, binaries["scheduler"]), opts.GenericWorkload); err != nil {
+		return nil, err
+	}
+	if b.Kwok, err = b.startKwok(filepath.Join(bin, binaries["kwok"])); err != nil {
+		return nil, err
+	}
+	for _, p := range b.processes() {
 		if err := p.waitHealthy(3 * time.Minute); err != nil {
 			return nil, err
 		}
@@ -447,7 +478,9 @@ func (p *Process) stop() error {
 // configurations stay: the control plane is going away too.
 func (b *Bed) Stop() error {
 	var errs []error
-	for _, p := range []*Process{b.KCM, b.Trainer, b.JobSet} {
+	ps := b.processes()
+	slices.Reverse(ps)
+	for _, p := range ps {
 		if err := p.stop(); err != nil {
 			errs = append(errs, err)
 		}
@@ -461,7 +494,7 @@ func (b *Bed) Stop() error {
 // Logs is every component's log so far, each under a header.
 func (b *Bed) Logs() string {
 	var s strings.Builder
-	for _, p := range []*Process{b.JobSet, b.Trainer, b.KCM} {
+	for _, p := range b.processes() {
 		if p == nil {
 			continue
 		}
@@ -474,7 +507,10 @@ func (b *Bed) Logs() string {
 // the bed runs).
 func (b *Bed) Exited() []string {
 	var out []string
-	for _, p := range []*Process{b.JobSet, b.Trainer, b.KCM} {
+	for _, p := range b.processes() {
+		if p == nil {
+			continue
+		}
 		if gone, err := p.exited(); gone {
 			out = append(out, fmt.Sprintf("%s (%v)", p.Name, err))
 		}
@@ -487,4 +523,15 @@ func (b *Bed) Exited() []string {
 // the bed's directory.
 func (b *Bed) ConfigAs(user string) (string, *rest.Config, error) {
 	return b.Cluster.KubeconfigAs(b.Dir, user)
+}
+
+// ComponentLogs is each running component's log so far, by name.
+func (b *Bed) ComponentLogs() map[string]string {
+	out := map[string]string{}
+	for _, p := range b.processes() {
+		if p != nil {
+			out[p.Name] = p.Log()
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -25,14 +26,42 @@ import (
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
 
-// shepherdUser is serve's client identity.
-const shepherdUser = "shepherd"
+// shepherdUser is serve's client identity: shepherd's ServiceAccount,
+// bound by exactly the RBAC deploy/default ships (cluster.Serve).
+var shepherdUser = cluster.ShepherdUser
 
 var (
 	env   *cluster.Cluster
 	tb    *bed.Bed
 	serve *cluster.Serving
+	// serveArgs are serve's flags for the bed (its webhook address and
+	// serving pair).
+	serveArgs []string
 )
+
+// serveWith runs serve with extra flags for the rest of the test, then
+// with the bed's own again.
+func serveWith(t *testing.T, extra ...string) *cluster.Serving {
+	t.Helper()
+	restart := func(args ...string) {
+		if err := serve.Stop(); err != nil {
+			t.Errorf("stopping serve: %v", err)
+		}
+		s, err := env.Serve(args...)
+		if err != nil {
+			t.Fatalf("starting serve %v: %v", args, err)
+		}
+		serve = s
+	}
+	restart(append(slices.Clone(serveArgs), extra...)...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("serve %v:\n%s", extra, serve.Log())
+		}
+		restart(serveArgs...)
+	})
+	return serve
+}
 
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
@@ -54,7 +83,7 @@ func run(m *testing.M) int {
 	if err != nil {
 		return fail(err)
 	}
-	if env, err = cluster.New(cluster.Options{ExtraAPIServerFlags: flags}); err != nil {
+	if env, err = cluster.New(cluster.Options{ExtraAPIServerFlags: flags, WorkloadAPI: cluster.WorkloadAPIV1beta1}); err != nil {
 		return fail(err)
 	}
 	defer func() {
@@ -63,11 +92,11 @@ func run(m *testing.M) int {
 		}
 	}()
 	start := time.Now()
-	if tb, err = bed.Start(env, auditLog); err != nil {
+	if tb, err = bed.Start(env, auditLog, bed.Options{GenericWorkload: true}); err != nil {
 		return fail(err)
 	}
-	fmt.Fprintf(os.Stderr, "test bed: JobSet %s, Trainer %s, kube-controller-manager %s up in %v\n",
-		bed.JobSetVersion, bed.TrainerVersion, bed.K8sVersion, time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(os.Stderr, "test bed: JobSet %s, Trainer %s, kube-controller-manager and kube-scheduler %s, kwok %s up in %v\n",
+		bed.JobSetVersion, bed.TrainerVersion, bed.K8sVersion, bed.KwokVersion, time.Since(start).Round(time.Millisecond))
 	code := 1
 	defer func() {
 		if code != 0 {
@@ -82,7 +111,8 @@ func run(m *testing.M) int {
 	}()
 
 	// shepherd, as on a real cluster: its webhook configurations registered
-	// after the operators', its own client identity, its own serving pair.
+	// after the operators', its ServiceAccount with the shipped RBAC, its
+	// own serving pair.
 	webhook := cluster.FreeAddr()
 	cfgs, err := bed.ReadWebhooks(filepath.Join(cluster.RepoRoot(), "deploy", "webhook"))
 	if err != nil {
@@ -100,13 +130,10 @@ func run(m *testing.M) int {
 			return fail(err)
 		}
 	}
-	kubeconfig, _, err := tb.ConfigAs(shepherdUser)
-	if err != nil {
-		return fail(err)
-	}
 	host, port, _ := strings.Cut(webhook, ":")
-	if serve, err = env.Serve("--leader-elect=false", "--kubeconfig="+kubeconfig,
-		"--webhook-host="+host, "--webhook-port="+port, "--cert-dir="+certDir, "--cert-mode=cert-manager"); err != nil {
+	serveArgs = []string{"--leader-elect=false",
+		"--webhook-host=" + host, "--webhook-port=" + port, "--cert-dir=" + certDir, "--cert-mode=cert-manager"}
+	if serve, err = env.Serve(serveArgs...); err != nil {
 		return fail(err)
 	}
 	defer func() {
@@ -166,7 +193,8 @@ func createRuntime(ctx context.Context) error {
 }
 
 // trainJob creates a TrainJob on the torch runtime with numNodes nodes and
-// the given extra spec fields.
+// the given extra spec fields; its pods run until deleted
+// (bed.RunForeverImage) unless spec gives a trainer of its own.
 func trainJob(t *testing.T, ns, name string, numNodes int64, spec map[string]any) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{}
@@ -175,7 +203,7 @@ func trainJob(t *testing.T, ns, name string, numNodes int64, spec map[string]any
 	u.SetName(name)
 	s := map[string]any{
 		"runtimeRef": map[string]any{"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime", "name": runtimeName},
-		"trainer":    map[string]any{"image": "docker.io/torch-run", "numNodes": numNodes},
+		"trainer":    map[string]any{"image": bed.RunForeverImage, "numNodes": numNodes},
 	}
 	for k, v := range spec {
 		s[k] = v
@@ -254,6 +282,7 @@ func creators(t *testing.T, resource, ns string) map[string]int {
 func TestTrainJobRunsThroughTheRealChain(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
+	deleteWorkloads(t, ns)
 	const name, nodes = "chain", 2
 	trainJob(t, ns, name, nodes, nil)
 	waitJobSet(t, ns, name)
@@ -319,6 +348,7 @@ func TestTrainJobRunsThroughTheRealChain(t *testing.T) {
 func TestNoVJS5OnTrainerJobSets(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
+	deleteWorkloads(t, ns)
 	before := jobSetCreates(t)
 	for _, name := range []string{"warnless-a", "warnless-b"} {
 		trainJob(t, ns, name, 1, nil)
@@ -382,6 +412,7 @@ func TestNoVJS5OnTrainerJobSets(t *testing.T) {
 func TestDeadlineAutoTrainerAlone(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
+	deleteWorkloads(t, ns)
 	const name = "deadline"
 	trainJob(t, ns, name, 1, map[string]any{"activeDeadlineSeconds": int64(5)})
 	created := time.Now()
