@@ -43,11 +43,24 @@ type GroupBreach struct {
 	// Since is when the group fell below minAvailable: the breach time of the
 	// replica whose breach took it there. Set only when Below.
 	Since time.Time
+	// Missing is how many of the replicas have no PodClique (yet, or any
+	// more): they are not available either (issue 30: a group without
+	// PodCliques was reported "2 of 2 replicas available"). A missing
+	// replica is not a breach: it never makes the group Below.
+	Missing int32
 }
 
-// Available is the number of healthy replicas: neither breached nor being
-// terminated.
+// Available is the number of available replicas, as reported: those with
+// a PodClique, neither breached nor being terminated.
 func (g GroupBreach) Available() int32 {
+	return max(0, g.unbroken()-g.Missing)
+}
+
+// unbroken is the number of replicas neither breached nor being terminated,
+// whether their PodCliques exist yet or not: what Below compares with
+// minAvailable, so that a replica Grove has yet to create never turns a
+// replica-level breach into a group-level one.
+func (g GroupBreach) unbroken() int32 {
 	return max(0, g.Replicas-int32(len(g.Breached))-int32(len(g.Terminating)))
 }
 
@@ -122,6 +135,11 @@ func AggregateGroup(g *grovev1alpha1.PodCliqueScalingGroup, cliques []grovev1alp
 	if out.Replicas == 0 {
 		out.Replicas = int32(len(seen))
 	}
+	for idx := range out.Replicas {
+		if !seen[idx] {
+			out.Missing++
+		}
+	}
 	out.MinAvailable = out.Replicas
 	if g.Spec.MinAvailable != nil {
 		out.MinAvailable = *g.Spec.MinAvailable
@@ -141,7 +159,7 @@ func AggregateGroup(g *grovev1alpha1.PodCliqueScalingGroup, cliques []grovev1alp
 		}
 		return int(a.Index - b.Index)
 	})
-	if out.MinAvailable > 0 && out.Available() < out.MinAvailable && len(out.Breached) > 0 {
+	if out.MinAvailable > 0 && out.unbroken() < out.MinAvailable && len(out.Breached) > 0 {
 		out.Below = true
 		// The group dropped below minAvailable when breach number
 		// replicas-minAvailable-terminating+1 happened (index

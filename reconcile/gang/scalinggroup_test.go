@@ -70,6 +70,13 @@ func TestDecideGroup(t *testing.T) {
 		{name: "terminationDelay nil: conditions only", replicas: 2, minAvailable: 1,
 			cliques:       []grovev1alpha1.PodClique{clique("a0", 0, "g", 0, at(time.Hour)), clique("a1", 0, "g", 1, ok)},
 			wantAvailable: 1, wantBreached: metav1.ConditionFalse},
+		// Issue 30: a group without PodCliques was reported "2 of 2
+		// replicas available".
+		{name: "no PodCliques yet: none available, not breached", replicas: 2, minAvailable: 1, delay: &delay,
+			wantAvailable: 0, wantBreached: metav1.ConditionFalse},
+		{name: "one replica not created yet: not available, and no group breach", replicas: 3, minAvailable: 2, delay: &delay,
+			cliques:       []grovev1alpha1.PodClique{clique("a0", 0, "g", 0, at(time.Minute)), clique("a1", 0, "g", 1, ok)},
+			wantAvailable: 1, wantBreached: metav1.ConditionFalse, wantTerminate: []int32{0}},
 		{name: "training: conditions only", replicas: 2, minAvailable: 1, delay: &delay, training: true,
 			cliques:       []grovev1alpha1.PodClique{clique("a0", 0, "g", 0, at(time.Hour)), clique("a1", 0, "g", 1, ok)},
 			wantAvailable: 1, wantBreached: metav1.ConditionFalse},
