@@ -120,6 +120,10 @@ bench-audit: controlplane pinned-crds ## Background audit at scale: 10,000 Train
 bench-admission: controlplane pinned-crds ## Admission cost through a real kube-apiserver, modes interleaved in rounds: none, exported VAPs+MAPs, an empty webhook, serve (webhook), serve (native); TrainJob, PodCliqueSet, JobSet; dry-run and stored creates (ADMISSION_N, ADMISSION_CLIENTS, ADMISSION_ROUNDS, ADMISSION_KINDS, ADMISSION_STORED, ADMISSION_MODES, ADMISSION_WARMUP, SHEPHERD_BASELINE_BIN).
 	KUBEBUILDER_ASSETS="$$(./hack/build-controlplane.sh)" go test -count=1 -run '^$$' -bench '^BenchmarkAdmission$$' -benchtime 1x -timeout 60m ./test/perf/
 
+.PHONY: bench-flow
+bench-flow: controlplane bed pinned-crds ## On the test bed: N TrainJobs from create to Running and to Complete, with and without shepherd, interleaved (FLOW_N, FLOW_ROUNDS).
+	SHEPHERD_BED="$$(./hack/build-bed.sh)" KUBEBUILDER_ASSETS="$$(./hack/build-controlplane.sh)" go test -count=1 -run '^$$' -bench '^BenchmarkFlow$$' -benchtime 1x -timeout 30m ./test/bed/
+
 .PHONY: run
 run: build controlplane ## Start a local control plane with shepherd serving it.
 	./hack/run.sh

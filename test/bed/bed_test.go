@@ -37,6 +37,10 @@ var (
 	// serveArgs are serve's flags for the bed (its webhook address and
 	// serving pair).
 	serveArgs []string
+	// shepherdWebhooks are shepherd's webhook configurations (deploy/webhook)
+	// and shepherdAddr the address they are registered for.
+	shepherdWebhooks []*unstructured.Unstructured
+	shepherdAddr     string
 )
 
 // serveWith runs serve with extra flags for the rest of the test, then
@@ -121,6 +125,7 @@ func run(m *testing.M) int {
 	if err := tb.RegisterWebhooks(context.Background(), cfgs, webhook); err != nil {
 		return fail(err)
 	}
+	shepherdWebhooks, shepherdAddr = cfgs, webhook
 	certDir := filepath.Join(dir, "shepherd-certs")
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return fail(err)
@@ -197,6 +202,15 @@ func createRuntime(ctx context.Context) error {
 // (bed.RunForeverImage) unless spec gives a trainer of its own.
 func trainJob(t *testing.T, ns, name string, numNodes int64, spec map[string]any) *unstructured.Unstructured {
 	t.Helper()
+	u := trainJobObject(ns, name, numNodes, spec)
+	if err := env.Client.Create(context.Background(), u); err != nil {
+		t.Fatalf("creating TrainJob %s/%s: %v", ns, name, err)
+	}
+	return u
+}
+
+// trainJobObject is the TrainJob trainJob creates (not created).
+func trainJobObject(ns, name string, numNodes int64, spec map[string]any) *unstructured.Unstructured {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(trainJobGVK)
 	u.SetNamespace(ns)
@@ -209,9 +223,6 @@ func trainJob(t *testing.T, ns, name string, numNodes int64, spec map[string]any
 		s[k] = v
 	}
 	u.Object["spec"] = s
-	if err := env.Client.Create(context.Background(), u); err != nil {
-		t.Fatalf("creating TrainJob %s/%s: %v", ns, name, err)
-	}
 	return u
 }
 
