@@ -32,7 +32,7 @@ const (
 	DefaultNamespace         = api.DefaultNamespace
 	DefaultServiceName       = "shepherd-webhook"
 	DefaultSecretName        = "shepherd-webhook-certs"
-	DefaultMutatingWebhook   = "shepherd" // deploy/webhook/webhooks.yaml
+	DefaultMutatingWebhook   = "defaults.shepherd.dev" // deploy/webhook/webhooks.yaml: sorts before upstream defaulters
 	DefaultValidatingWebhook = "shepherd"
 	DefaultCALifetime        = 2 * 365 * 24 * time.Hour
 	DefaultServingLifetime   = 90 * 24 * time.Hour

@@ -37,7 +37,8 @@ const BootstrapTimeout = 2 * time.Minute
 // metadata.name field selector); create cannot be limited by name.
 // +kubebuilder:rbac:groups=core,resources=secrets,verbs=create,namespace=shepherd-system
 // +kubebuilder:rbac:groups=core,resources=secrets,verbs=get;list;watch;patch,namespace=shepherd-system,resourceNames=shepherd-webhook-certs
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;patch,resourceNames=shepherd
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;patch,resourceNames=defaults.shepherd.dev
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch;patch,resourceNames=shepherd
 
 // Setup wires the serving certificates into mgr and returns the readiness
 // check for /readyz.

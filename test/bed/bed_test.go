@@ -24,6 +24,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/test/bed"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/grovemodel"
 )
 
 // shepherdUser is serve's client identity: shepherd's ServiceAccount,
@@ -111,6 +112,18 @@ func run(m *testing.M) int {
 		}
 		if err := tb.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stopping the test bed:", err)
+		}
+	}()
+
+	// Grove is not on the module proxy: its behaviour model stands in for
+	// it, with its defaulting webhook registered under Grove's name.
+	grove, err := grovemodel.Start(context.Background(), env, grovemodel.Options{})
+	if err != nil {
+		return fail(err)
+	}
+	defer func() {
+		if err := grove.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the Grove model:", err)
 		}
 	}()
 
@@ -353,8 +366,8 @@ func TestTrainJobRunsThroughTheRealChain(t *testing.T) {
 
 // TestNoVJS5OnTrainerJobSets: every JobSet Trainer creates passes JobSet's
 // defaulting webhook (which writes startupPolicy AnyOrder) before shepherd's
-// (configurations are called in name order), and shepherd must not warn of
-// V-JS-5 (InOrder is deprecated) on it. A JobSet shepherd denies (V-JS-4) in
+// validating webhook judges it (validation follows every mutation), and
+// shepherd must not warn of V-JS-5 (InOrder is deprecated) on it. A JobSet shepherd denies (V-JS-4) in
 // the same namespace afterwards shows its Events arrive.
 func TestNoVJS5OnTrainerJobSets(t *testing.T) {
 	ctx := context.Background()

@@ -23,6 +23,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/test/bed"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/grovemodel"
 )
 
 // example is one manifest of examples/.
@@ -140,7 +141,8 @@ func namespaced(kind string) bool {
 // nodes (the TrainJob's 4 nodes × 4 GPUs, gang-scheduled through the
 // Workload API its runtime asks for), with no Warning Event in their
 // namespace and no error about them in any component's log. Grove's
-// examples are admitted (no Grove operator runs them here).
+// examples are admitted, and their pods run under the Grove model (Grove's
+// workloads serve; they do not complete).
 func TestValidExamplesRunToCompletion(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
@@ -188,13 +190,19 @@ func TestValidExamplesRunToCompletion(t *testing.T) {
 	if err := env.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
-	succeeded := 0
+	succeeded, grove := 0, 0
 	for _, p := range pods.Items {
 		if p.Status.Phase == corev1.PodSucceeded {
 			succeeded++
 		}
+		if ownedBy(&p, "PodClique", p.Labels["grove.io/podclique"]) || len(p.OwnerReferences) > 0 && p.OwnerReferences[0].Kind == "PodClique" {
+			grove++
+		}
 	}
-	t.Logf("%d TrainJobs and JobSets complete; %d of %d pods Succeeded", len(running), succeeded, len(pods.Items))
+	t.Logf("%d TrainJobs and JobSets complete; %d of %d pods Succeeded, %d pods of Grove's examples", len(running), succeeded, len(pods.Items), grove)
+	if grove == 0 {
+		t.Errorf("no pod of a Grove example: the Grove model did not run them")
+	}
 
 	var evs eventsv1.EventList
 	if err := env.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
@@ -293,4 +301,56 @@ func componentErrorsSince(before map[string]int, ns string) map[string][]string 
 		}
 	}
 	return out
+}
+
+// TestTrainingDefaultsBeforeGrovesDefaulter: the annotation-only Training
+// PodCliqueSet example is admitted beside Grove's defaulting webhook (the
+// Grove model's, under Grove's configuration name). Grove's webhook sets
+// restartPolicy Always on every clique without one, which V-PCS-8 denies on
+// a Training set; shepherd's mutating configuration (defaults.shepherd.dev)
+// sorts before Grove's, so D-PCS-3's Never is there first and Grove leaves
+// it. The audit log shows the order of the two calls.
+func TestTrainingDefaultsBeforeGrovesDefaulter(t *testing.T) {
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	var ex *example
+	for _, e := range readExamples(t, "valid") {
+		if strings.HasSuffix(e.file, "podcliqueset-training-minimal.yaml") {
+			ex = &e
+		}
+	}
+	if ex == nil {
+		t.Fatal("no examples/valid/podcliqueset-training-minimal.yaml")
+	}
+	obj := ex.obj.DeepCopy()
+	obj.SetNamespace(ns)
+	if err := env.Client.Create(ctx, obj); err != nil {
+		t.Fatalf("the annotation-only Training example was not admitted beside Grove's defaulting webhook: %v", err)
+	}
+	t.Cleanup(func() { _ = env.Client.Delete(ctx, obj) })
+	cliques, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "cliques")
+	for i, c := range cliques {
+		policy, _, _ := unstructured.NestedString(c.(map[string]any), "spec", "podSpec", "restartPolicy")
+		if policy != "Never" {
+			t.Errorf("clique %d stored with restartPolicy %q, want Never (D-PCS-3)", i, policy)
+		}
+	}
+	// Grove's defaults that shepherd does not set are still Grove's.
+	if d, _, _ := unstructured.NestedString(obj.Object, "spec", "template", "terminationDelay"); d == "" {
+		t.Errorf("no terminationDelay stored: Grove's defaulting webhook did not run")
+	}
+	ws, err := tb.Writes("podcliquesets", ns, obj.GetName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []string
+	for _, w := range ws {
+		if w.Verb == "create" && w.OK() {
+			order = w.MutationOrder()
+		}
+	}
+	shepherdAt, groveAt := slices.Index(order, "default.shepherd.dev"), slices.Index(order, grovemodel.WebhookName)
+	if shepherdAt < 0 || groveAt < 0 || shepherdAt > groveAt {
+		t.Errorf("mutating webhooks called in the order %v, want shepherd's default.shepherd.dev before Grove's %s", order, grovemodel.WebhookName)
+	}
 }

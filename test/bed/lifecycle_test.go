@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -64,21 +65,26 @@ func onRuntime(name, image string, numNodes int64) map[string]any {
 	}
 }
 
-// deleteWorkloads deletes the test's TrainJobs and JobSets when it ends
+// workloadKinds are the kinds deleteWorkloads deletes.
+var workloadKinds = []schema.GroupVersionKind{
+	trainJobGVK, jobSetGVK,
+	{Group: "grove.io", Version: "v1alpha1", Kind: "PodCliqueSet"},
+	{Group: "grove.io", Version: "v1alpha1", Kind: "PodCliqueScalingGroup"},
+	{Group: "grove.io", Version: "v1alpha1", Kind: "PodClique"},
+}
+
+// deleteWorkloads deletes the test's TrainJobs, JobSets and Grove objects
+// when it ends
 // and waits until their pods are gone, so the nodes a later test adds get
 // none of them (register it after AddNodes: cleanups run last first).
 func deleteWorkloads(t *testing.T, ns string) {
 	t.Cleanup(func() {
 		ctx := context.Background()
-		for _, gvk := range []string{"TrainJob", "JobSet"} {
+		for _, gvk := range workloadKinds {
 			u := &unstructured.Unstructured{}
-			if gvk == "TrainJob" {
-				u.SetGroupVersionKind(trainJobGVK)
-			} else {
-				u.SetGroupVersionKind(jobSetGVK)
-			}
+			u.SetGroupVersionKind(gvk)
 			if err := env.Client.DeleteAllOf(ctx, u, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
-				t.Errorf("deleting %ss in %s: %v", gvk, ns, err)
+				t.Errorf("deleting %ss in %s: %v", gvk.Kind, ns, err)
 			}
 		}
 		deadline := time.Now().Add(time.Minute)

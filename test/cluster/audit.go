@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 	"time"
 )
@@ -55,6 +56,45 @@ func (e AuditEvent) Mutated(webhook string) (called, changed bool) {
 		}
 	}
 	return false, false
+}
+
+// MutationOrder is the mutating webhooks called on the request, in the
+// order the apiserver called them (the audit annotations
+// mutation.webhook.admission.k8s.io/round_R_index_I, first round first).
+func (e AuditEvent) MutationOrder() []string {
+	type call struct {
+		round, index int
+		webhook      string
+	}
+	var calls []call
+	for k, v := range e.Annotations {
+		rest, ok := strings.CutPrefix(k, "mutation.webhook.admission.k8s.io/")
+		if !ok {
+			continue
+		}
+		var c call
+		if _, err := fmt.Sscanf(rest, "round_%d_index_%d", &c.round, &c.index); err != nil {
+			continue
+		}
+		var a struct {
+			Webhook string `json:"webhook"`
+		}
+		if json.Unmarshal([]byte(v), &a) == nil {
+			c.webhook = a.Webhook
+			calls = append(calls, c)
+		}
+	}
+	sort.Slice(calls, func(i, j int) bool {
+		if calls[i].round != calls[j].round {
+			return calls[i].round < calls[j].round
+		}
+		return calls[i].index < calls[j].index
+	})
+	out := make([]string, len(calls))
+	for i, c := range calls {
+		out[i] = c.webhook
+	}
+	return out
 }
 
 func (e AuditEvent) String() string {

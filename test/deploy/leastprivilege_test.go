@@ -70,7 +70,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		{verb: "create", resource: "secrets", namespace: shepherdNS},
 		{verb: "patch", resource: "secrets", namespace: shepherdNS, name: "shepherd-webhook-certs"},
 		{verb: "watch", resource: "secrets", namespace: shepherdNS, name: "shepherd-webhook-certs"},
-		{verb: "patch", group: "admissionregistration.k8s.io", resource: "mutatingwebhookconfigurations", name: "shepherd"},
+		{verb: "patch", group: "admissionregistration.k8s.io", resource: "mutatingwebhookconfigurations", name: "defaults.shepherd.dev"},
 		{verb: "patch", group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations", name: "shepherd"},
 		// The background audit's OpenReports.
 		{verb: "create", group: "openreports.io", resource: "reports", namespace: ns},
@@ -83,7 +83,8 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		{verb: "get", resource: "secrets", namespace: ns, name: "shepherd-webhook-certs"},
 		{verb: "delete", resource: "secrets", namespace: shepherdNS, name: "shepherd-webhook-certs"},
 		{verb: "patch", group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations", name: "another-webhook"},
-		{verb: "delete", group: "admissionregistration.k8s.io", resource: "mutatingwebhookconfigurations", name: "shepherd"},
+		{verb: "delete", group: "admissionregistration.k8s.io", resource: "mutatingwebhookconfigurations", name: "defaults.shepherd.dev"},
+		{verb: "patch", group: "admissionregistration.k8s.io", resource: "mutatingwebhookconfigurations", name: "shepherd"},
 		{verb: "update", group: "trainer.kubeflow.org", resource: "trainjobs", namespace: ns},
 		{verb: "patch", group: "trainer.kubeflow.org", resource: "trainingruntimes", namespace: ns},
 		{verb: "create", resource: "pods", namespace: ns},

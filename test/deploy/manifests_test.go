@@ -46,7 +46,7 @@ func TestKustomizeBuild(t *testing.T) {
 				"Namespace/" + shepherdNS, "ServiceAccount/shepherd", "ClusterRole/shepherd", "ClusterRoleBinding/shepherd",
 				"Role/shepherd-leader-election", "RoleBinding/shepherd-leader-election", "ClusterRole/shepherd-metrics-reader",
 				"Deployment/shepherd", "PodDisruptionBudget/shepherd", "Service/shepherd-webhook",
-				"MutatingWebhookConfiguration/shepherd", "ValidatingWebhookConfiguration/shepherd",
+				"MutatingWebhookConfiguration/defaults.shepherd.dev", "ValidatingWebhookConfiguration/shepherd",
 			} {
 				if !slices.Contains(kinds(objs), want) {
 					t.Errorf("build lacks %s", want)
@@ -378,7 +378,7 @@ func checkWebhooks(t *testing.T, objs []*unstructured.Unstructured) {
 		ns      *metav1.LabelSelector
 	}
 	var all []common
-	m := one[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration", "shepherd")
+	m := one[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration", "defaults.shepherd.dev")
 	for _, w := range m.Webhooks {
 		all = append(all, common{w.Name, w.ClientConfig, w.FailurePolicy, w.TimeoutSeconds, w.SideEffects, w.MatchPolicy, w.NamespaceSelector})
 	}

@@ -11,6 +11,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 
+	"github.com/shepherd-k8s/shepherd/certs"
 	"github.com/shepherd-k8s/shepherd/test/install"
 )
 
@@ -43,7 +44,7 @@ func TestNativeElsewhere(t *testing.T) {
 	_, objs := render(t, valueSetNamed(t, "native-elsewhere"))
 	excluded := []string{"kube-system", "gpu-operator", customNS}
 
-	mwc := typed[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration", "shepherd")
+	mwc := typed[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration", certs.DefaultMutatingWebhook)
 	vwc := typed[admissionregistrationv1.ValidatingWebhookConfiguration](t, objs, "ValidatingWebhookConfiguration", "shepherd")
 	var names []string
 	check := func(name string, cc admissionregistrationv1.WebhookClientConfig, fp *admissionregistrationv1.FailurePolicyType, timeout *int32,
@@ -76,7 +77,11 @@ func TestNativeElsewhere(t *testing.T) {
 		t.Errorf("webhooks %v, want %v", names, want)
 	}
 	for _, c := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
-		if a := find(objs, c, "shepherd")[0].GetAnnotations()["cert-manager.io/inject-ca-from"]; a != customNS+"/shepherd-webhook" {
+		name := "shepherd"
+		if c == "MutatingWebhookConfiguration" {
+			name = certs.DefaultMutatingWebhook
+		}
+		if a := find(objs, c, name)[0].GetAnnotations()["cert-manager.io/inject-ca-from"]; a != customNS+"/shepherd-webhook" {
 			t.Errorf("%s inject-ca-from %q", c, a)
 		}
 	}

@@ -345,7 +345,7 @@ func TestCertManagerElsewhere(t *testing.T) {
 
 func checkWebhooks(t *testing.T, objs []*unstructured.Unstructured, ns string, fp admissionregistrationv1.FailurePolicyType, timeout int32, excluded []string) {
 	t.Helper()
-	m := typed[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration", "shepherd")
+	m := typed[admissionregistrationv1.MutatingWebhookConfiguration](t, objs, "MutatingWebhookConfiguration", certs.DefaultMutatingWebhook)
 	v := typed[admissionregistrationv1.ValidatingWebhookConfiguration](t, objs, "ValidatingWebhookConfiguration", "shepherd")
 	type hook struct {
 		name string

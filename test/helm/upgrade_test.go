@@ -111,7 +111,7 @@ func TestUpgradeKeepsCertificates(t *testing.T) {
 	}
 	liveM := &admissionregistrationv1.MutatingWebhookConfiguration{}
 	liveV := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := env.Client.Get(ctx, client.ObjectKey{Name: "shepherd"}, liveM); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: certs.DefaultMutatingWebhook}, liveM); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.Client.Get(ctx, client.ObjectKey{Name: "shepherd"}, liveV); err != nil {

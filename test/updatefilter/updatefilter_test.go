@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/certs"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
 
@@ -72,10 +73,10 @@ func condition(t *testing.T) (string, bool) {
 	ctx := context.Background()
 	var v admissionregistrationv1.ValidatingWebhookConfiguration
 	var m admissionregistrationv1.MutatingWebhookConfiguration
-	if err := env.Client.Get(ctx, client.ObjectKey{Name: "shepherd"}, &v); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: certs.DefaultValidatingWebhook}, &v); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Get(ctx, client.ObjectKey{Name: "shepherd"}, &m); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKey{Name: certs.DefaultMutatingWebhook}, &m); err != nil {
 		t.Fatal(err)
 	}
 	find := func(cs []admissionregistrationv1.MatchCondition) string {

@@ -25,7 +25,8 @@ type RuleSet interface {
 
 // Permissions the Keeper needs, on shepherd's own two configurations only
 // (for RBAC generation; test/rbac checks the shipped RBAC grants them).
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;patch,resourceNames=shepherd
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;patch,resourceNames=defaults.shepherd.dev
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;patch,resourceNames=shepherd
 
 // Keeper is a leader-only runnable: it keeps the condition in the webhook
 // configurations named Mutating and Validating in step with Rules.
