@@ -91,8 +91,16 @@ lint: vet ## gofmt check and go vet.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: verify
-verify: generate lint ## Fail if generated files are stale or code is unformatted.
+verify: generate lint verify-docs ## Fail if generated files are stale, code is unformatted or docs/rules.md is stale.
 	@git diff --exit-code -- api deploy/crds deploy/native charts/shepherd/files test/seedcrds integrations/pinned || { echo "generated files are stale: run make generate"; exit 1; }
+
+.PHONY: docs
+docs: pinned-crds ## Regenerate docs/rules.md, the rules reference, from the rule library (hack/gen-rules-doc).
+	go run ./hack/gen-rules-doc -o docs/rules.md
+
+.PHONY: verify-docs
+verify-docs: pinned-crds ## Fail if docs/rules.md is not what make docs writes.
+	go run ./hack/gen-rules-doc -check -o docs/rules.md
 
 .PHONY: controlplane
 controlplane: ## Build (once) the real kube-apiserver + etcd used by tests and make run.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the real upstream controllers of the test bed (test/bed) from the Go
-# module proxy, each in a scratch module of its own (see REAL-CLUSTER.md), into
-# a cache outside the repository keyed by component and version, and prints the
-# directory holding one subdirectory per component:
+# module proxy, each in a scratch module of its own (see docs/architecture.md,
+# "The test bed"), into a cache outside the repository keyed by component and
+# version, and prints the directory holding one subdirectory per component:
 #
 #   jobset-<v>/jobset-controller                     sigs.k8s.io/jobset (root main)
 #   trainer-<v>/trainer-controller-manager           github.com/kubeflow/trainer/v2

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds a real kube-apiserver and etcd from the Go module proxy (no container
-# engine and no binary downloads are available here; see REAL-CLUSTER.md) into
-# a cache outside the repository, keyed by version, and prints the directory.
+# engine and no binary downloads are available here; see docs/architecture.md)
+# into a cache outside the repository, keyed by version, and prints the
+# directory.
 # Later runs find the binaries there and return at once.
 set -euo pipefail
 
