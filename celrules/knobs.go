@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
@@ -26,6 +27,8 @@ import (
 //	$(K.name)      the knob named for a user ("spec.workloadType", "annotation shepherd.dev/workload-type")
 //	$(K.expect)    what a well-formed carrier holds ("an integer")
 //	$(K:g)         scalingGroupDelay only: optional<string> override of the group bound to variable g
+//	$(trainingSpec)        a PodCliqueSet's trainingSpec is set (the seed object, or either carrier)
+//	$(trainingSpec.paths)  where, for fieldPathsExpression: spec.trainingSpec, or the carrier set
 var knobTokens = map[string]knob.Knob{
 	"runtimeTTL":        trainer.RuntimeTTL,
 	"runtimeWorkload":   trainer.RuntimeWorkload,
@@ -35,7 +38,26 @@ var knobTokens = map[string]knob.Knob{
 	"scalingGroupDelay": grove.ScalingGroupTerminationDelay,
 }
 
-var knobToken = regexp.MustCompile(`\$\(([A-Za-z]+)(\.(?:raw|text|valid|path|name|expect))?(@old|:[a-z]+)?\)`)
+var knobToken = regexp.MustCompile(`\$\(([A-Za-z]+)(\.(?:raw|text|valid|paths|path|name|expect))?(@old|:[a-z]+)?\)`)
+
+// trainingSpecToken is the seed trainingSpec object as a whole: a field in
+// the seed form, two carrier annotations (maxRestarts, maxRuntime) in
+// Grove's. V-PCS-2 reports a trainingSpec where it is not allowed at the
+// trainingSpec itself, not at the workloadType that disallows it.
+func trainingSpecToken(suffix, obj string, s knob.FieldSchemas) string {
+	mr, rt := grove.MaxRestarts, grove.MaxRuntime
+	fr, ft := mr.Form(s), rt.Form(s)
+	if fr == knob.Field && ft == knob.Field {
+		if suffix == ".paths" {
+			return "[" + strconv.Quote(strings.Join(grove.TrainingSpec, ".")) + "]"
+		}
+		return obj + ".?" + strings.Join(grove.TrainingSpec, ".?") + ".hasValue()"
+	}
+	if suffix == ".paths" {
+		return fmt.Sprintf("%s.hasValue() ? [%s] : [%s]", mr.CELRaw(fr, obj), strconv.Quote(mr.FieldPath(fr)), strconv.Quote(rt.FieldPath(ft)))
+	}
+	return fmt.Sprintf("(%s.hasValue() || %s.hasValue())", mr.CELRaw(fr, obj), rt.CELRaw(ft, obj))
+}
 
 // expandKnobs returns r with every knob token replaced by its form on s.
 func expandKnobs(r Rule, s knob.FieldSchemas) (Rule, error) {
@@ -43,6 +65,9 @@ func expandKnobs(r Rule, s knob.FieldSchemas) (Rule, error) {
 	expand := func(in string) string {
 		return knobToken.ReplaceAllStringFunc(in, func(tok string) string {
 			m := knobToken.FindStringSubmatch(tok)
+			if m[1] == "trainingSpec" && (m[2] == "" || m[2] == ".paths") && m[3] == "" {
+				return trainingSpecToken(m[2], "object", s)
+			}
 			k, ok := knobTokens[m[1]]
 			if !ok {
 				if firstErr == nil {

@@ -106,6 +106,12 @@ func dropIfEmpty(obj map[string]any, path []string) {
 // CarrierField maps a violation's field path in the seed form to the one a
 // carrier-form object reports: a knob's seed field becomes its annotation.
 func CarrierField(field string) string {
+	// The trainingSpec object has no carrier of its own: V-PCS-2 reports
+	// it at the carrier of its maxRestarts (or maxRuntime when only that
+	// is set; no case of the corpus has only that).
+	if field == strings.Join(grove.TrainingSpec, ".") {
+		return grove.MaxRestarts.FieldPath(knob.Annotation)
+	}
 	for _, k := range Knobs {
 		if field == k.FieldPath(knob.Field) {
 			return k.FieldPath(knob.Annotation)

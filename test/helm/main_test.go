@@ -103,7 +103,7 @@ func customValues() map[string]any {
 		"tolerations":       []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "platform", "effect": "NoSchedule"}},
 		"podAnnotations":    map[string]any{"example.com/team": "platform"},
 		"extraEnv":          []any{map[string]any{"name": "GOGC", "value": "200"}},
-		"extraArgs":         []any{"--disable-rules=V-JS-5"},
+		"extraArgs":         []any{"--disable-rule=V-JS-5"},
 		"webhook":           map[string]any{"failurePolicy": "Ignore", "timeoutSeconds": 10, "excludedNamespaces": []any{"kube-system", "kube-node-lease", "gpu-operator"}},
 		"metrics":           map[string]any{"enabled": false},
 		"crds":              map[string]any{"install": false},

@@ -274,7 +274,7 @@ func TestCustomValues(t *testing.T) {
 	if a := pod.Affinity; a == nil || a.PodAntiAffinity == nil || len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
 		t.Errorf("affinity %+v, want a required pod anti-affinity", pod.Affinity)
 	}
-	for _, want := range []string{"--metrics-bind-address=0", "--disable-rules=V-JS-5",
+	for _, want := range []string{"--metrics-bind-address=0", "--disable-rule=V-JS-5",
 		"--audit-interval=30m", "--audit-cpu-share=0.1", "--audit-reports=false", "--audit-report-max-results=50"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %v lack %s", c.Args, want)

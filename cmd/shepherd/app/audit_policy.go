@@ -132,6 +132,9 @@ func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
 		if len(o.impact.rules.crds) > 0 {
 			return usageError("--crd is for -f: against a cluster the rules are type-checked against the CRDs it serves")
 		}
+		if err := webhook.CheckRuleIDs("disable-rule", o.impact.rules.disabled); err != nil {
+			return &ExitError{Code: 2, Err: err}
+		}
 		cfg.DisabledRules = o.impact.rules.disabled
 		if objects, cfg.Schemas, source, workloadAPI, err = readCluster(ctx, o); err != nil {
 			return err

@@ -604,3 +604,21 @@ func TestCheckJSONOutputIsIndentedLikeMarshalIndent(t *testing.T) {
 		t.Errorf("capped at depth 2:\n%s\nwant\n%s", got.String(), w)
 	}
 }
+
+// TestUnknownRuleIDIsAnError: a mistyped --disable-rule is an error listing
+// the valid IDs, in every command that takes the flag, not a rule left on.
+func TestUnknownRuleIDIsAnError(t *testing.T) {
+	for _, args := range [][]string{
+		{"check", "-f", filepath.Join("..", "..", "..", "examples", "valid"), "--disable-rule", "V-TJ-99"},
+		{"export", "rules", "--disable-rule", "V-TJ-99"},
+		{"test", shippedSuites, "--disable-rule", "V-TJ-99"},
+		// serve refuses it before it connects to anything.
+		{"serve", "--kubeconfig", filepath.Join(t.TempDir(), "none"), "--disable-rule", "V-TJ-99"},
+		{"serve", "--kubeconfig", filepath.Join(t.TempDir(), "none"), "--disable-rules", "V-TJ-99"},
+	} {
+		code, _, errOut := runMain(args...)
+		if code != 2 || !strings.Contains(errOut, "unknown rule ID V-TJ-99") || !strings.Contains(errOut, "V-TJ-1") {
+			t.Errorf("shepherd %v: exit %d, stderr %q; want 2 naming V-TJ-99 and listing the valid IDs", args, code, errOut)
+		}
+	}
+}

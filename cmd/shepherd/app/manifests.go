@@ -27,6 +27,7 @@ import (
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/integrations/pinned"
+	"github.com/shepherd-k8s/shepherd/webhook"
 )
 
 // manifest is one object read from a file, with where it came from.
@@ -403,6 +404,9 @@ const crdFlagUsage = "CRD file or directory of the target cluster to type-check 
 // --max-input-bytes is refused.
 func (f *ruleConfigFlags) config() (celrules.Config, error) {
 	cfg := celrules.Config{DisabledRules: f.disabled}
+	if err := webhook.CheckRuleIDs("disable-rule", f.disabled); err != nil {
+		return cfg, &ExitError{Code: 2, Err: err}
+	}
 	var err error
 	if f.kubeconfig != "" {
 		if len(f.crds) > 0 {

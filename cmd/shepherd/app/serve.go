@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -46,6 +45,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/reconcile"
+	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 	"github.com/shepherd-k8s/shepherd/webhook/policies"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
@@ -183,7 +183,10 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.discoveryInterval, "workload-api-discovery-interval", o.discoveryInterval, "How often discovery re-checks whether the cluster serves the Workload API (rule V-TR-7 and the Workload reconciler).")
 	fs.BoolVar(&o.disableReconcile, "disable-reconcilers", o.disableReconcile, "Serve admission only, without the lifecycle reconcilers.")
 
-	fs.StringSliceVar(&o.disabledRules, "disable-rules", o.disabledRules, "Comma-separated built-in rule IDs to switch off, e.g. V-JS-5,D-PCS-6 (shepherd export lists them).")
+	fs.StringSliceVar(&o.disabledRules, "disable-rule", o.disabledRules, "Built-in rule IDs to switch off (repeatable or comma-separated), e.g. V-JS-5,D-PCS-6; an unknown ID is an error (shepherd export rules lists them). The same flag as check, test, export and audit take.")
+	// The spelling serve had before every command took --disable-rule.
+	fs.StringSliceVar(&o.disabledRules, "disable-rules", o.disabledRules, "Deprecated spelling of --disable-rule.")
+	_ = fs.MarkDeprecated("disable-rules", "use --disable-rule, as check, test, export and audit do")
 	fs.BoolVar(&o.disableStartupPolicyRewrite, "disable-startup-policy-rewrite", o.disableStartupPolicyRewrite, "Switch D-JS-2 to a warning only: a JobSet's startupPolicy InOrder is no longer rewritten into dependsOn.")
 	fs.DurationVar(&o.inferenceTerminationDelay, "inference-termination-delay", o.inferenceTerminationDelay, "D-PCS-5: terminationDelay given to Inference PodCliqueSets that set none. 0 leaves it unset (gang termination stays opt-in).")
 
@@ -289,10 +292,8 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err := o.backgroundAudit.validate(); err != nil {
 		return err
 	}
-	for _, id := range o.disabledRules {
-		if strings.TrimSpace(id) == "" {
-			return &ExitError{Code: 2, Err: fmt.Errorf("--disable-rules has an empty rule ID")}
-		}
+	if err := webhook.CheckRuleIDs("disable-rule", o.disabledRules); err != nil {
+		return &ExitError{Code: 2, Err: err}
 	}
 	cfg, err := o.restConfig()
 	if err != nil {
