@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,59 +99,7 @@ spec:
       - {ip: {{ . | Quote }}}
       {{ end }}
       {{ end }}
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: bed-pod-succeed
-spec:
-  resourceRef: {apiGroup: v1, kind: Pod}
-  selector:
-    matchExpressions:
-    - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
-    - {key: '.status.phase', operator: In, values: [Running]}
-    - {key: '.metadata.ownerReferences.[].kind', operator: In, values: [Job]}
-    - {key: '.spec.containers.[].image', operator: NotIn, values: [%s]}
-  delay:
-    durationMilliseconds: %d
-  next:
-    statusTemplate: |
-      {{ $now := Now }}
-      phase: Succeeded
-      conditions:
-      - {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
-      - {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
-      containerStatuses:
-      {{ range .spec.containers }}
-      - {name: {{ .name | Quote }}, image: {{ .image | Quote }}, imageID: "", ready: false, started: false, restartCount: 0, state: {terminated: {exitCode: 0, reason: Completed, startedAt: {{ $now | Quote }}, finishedAt: {{ $now | Quote }}}}}
-      {{ end }}
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: bed-pod-succeed-slow
-spec:
-  resourceRef: {apiGroup: v1, kind: Pod}
-  selector:
-    matchExpressions:
-    - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
-    - {key: '.status.phase', operator: In, values: [Running]}
-    - {key: '.metadata.ownerReferences.[].kind', operator: In, values: [Job]}
-    - {key: '.spec.containers.[].image', operator: In, values: [%s]}
-  delay:
-    durationMilliseconds: %d
-  next:
-    statusTemplate: |
-      {{ $now := Now }}
-      phase: Succeeded
-      conditions:
-      - {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
-      - {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
-      containerStatuses:
-      {{ range .spec.containers }}
-      - {name: {{ .name | Quote }}, image: {{ .image | Quote }}, imageID: "", ready: false, started: false, restartCount: 0, state: {terminated: {exitCode: 0, reason: Completed, startedAt: {{ $now | Quote }}, finishedAt: {{ $now | Quote }}}}}
-      {{ end }}
----
+%s%s---
 apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
@@ -161,7 +111,45 @@ spec:
     - {key: '.metadata.deletionTimestamp', operator: Exists}
   next:
     delete: true
-`, fmt.Sprintf("%q, %q", RunForeverImage, SlowImage), SucceedAfter.Milliseconds(), fmt.Sprintf("%q", SlowImage), SlowAfter.Milliseconds())
+`, succeedStage("bed-pod-succeed", "NotIn", SucceedAfter, RunForeverImage, SlowImage),
+	succeedStage("bed-pod-succeed-slow", "In", SlowAfter, SlowImage))
+
+// succeedStage is a stage completing a Running pod owned by a Job after
+// delay, selected by whether its containers' images are (op In) or are not
+// (op NotIn) among images.
+func succeedStage(name, op string, delay time.Duration, images ...string) string {
+	quoted := make([]string, len(images))
+	for i, im := range images {
+		quoted[i] = strconv.Quote(im)
+	}
+	return fmt.Sprintf(`---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: %s
+spec:
+  resourceRef: {apiGroup: v1, kind: Pod}
+  selector:
+    matchExpressions:
+    - {key: '.metadata.deletionTimestamp', operator: DoesNotExist}
+    - {key: '.status.phase', operator: In, values: [Running]}
+    - {key: '.metadata.ownerReferences.[].kind', operator: In, values: [Job]}
+    - {key: '.spec.containers.[].image', operator: %s, values: [%s]}
+  delay:
+    durationMilliseconds: %d
+  next:
+    statusTemplate: |
+      {{ $now := Now }}
+      phase: Succeeded
+      conditions:
+      - {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+      - {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+      containerStatuses:
+      {{ range .spec.containers }}
+      - {name: {{ .name | Quote }}, image: {{ .image | Quote }}, imageID: "", ready: false, started: false, restartCount: 0, state: {terminated: {exitCode: 0, reason: Completed, startedAt: {{ $now | Quote }}, finishedAt: {{ $now | Quote }}}}}
+      {{ end }}
+`, name, op, strings.Join(quoted, ", "), delay.Milliseconds())
+}
 
 func (b *Bed) startKwok(bin string) (*Process, error) {
 	kc, err := b.kubeconfig(KwokUser)

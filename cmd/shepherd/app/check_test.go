@@ -622,3 +622,22 @@ func TestUnknownRuleIDIsAnError(t *testing.T) {
 		}
 	}
 }
+
+// TestRuleIDsComplete: the shell completes --disable-rule with built-in
+// rule IDs, the last of a comma-separated list too.
+func TestRuleIDsComplete(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+		not  string
+	}{
+		{args: []string{"__complete", "check", "--disable-rule", "V-TJ"}, want: "V-TJ-1\n", not: "V-PCS-1"},
+		{args: []string{"__complete", "export", "rules", "--disable-rule", "V-TJ-1,D-JS"}, want: "V-TJ-1,D-JS-1\n", not: "V-TJ-2"},
+		{args: []string{"__complete", "serve", "--disable-rule", "V-JS-"}, want: "V-JS-5\n"},
+	} {
+		code, out, errOut := runMain(tc.args...)
+		if code != 0 || !strings.Contains(out, tc.want) || (tc.not != "" && strings.Contains(out, tc.not)) {
+			t.Errorf("shepherd %v: exit %d, out %q (stderr %q); want %q and not %q", tc.args, code, out, errOut, tc.want, tc.not)
+		}
+	}
+}

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/shepherd-k8s/shepherd/webhook"
 )
 
 // ExitError carries a specific exit code out of a subcommand: `shepherd
@@ -48,7 +51,41 @@ restart budgets and runtime limits, Workload/PodGroup creation.`,
 	for _, sub := range subcommands {
 		root.AddCommand(sub())
 	}
+	completeRuleIDs(root)
 	return root
+}
+
+// ruleIDFlags are the flags that take built-in rule IDs.
+var ruleIDFlags = []string{"disable-rule", "disable-rules"}
+
+// completeRuleIDs makes the shell complete built-in rule IDs for every
+// flag of ruleIDFlags, on whichever command defines it.
+func completeRuleIDs(cmd *cobra.Command) {
+	for _, name := range ruleIDFlags {
+		if cmd.LocalNonPersistentFlags().Lookup(name) != nil || cmd.PersistentFlags().Lookup(name) != nil {
+			_ = cmd.RegisterFlagCompletionFunc(name, func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+				ids, err := webhook.BuiltinRuleIDs()
+				if err != nil {
+					return nil, cobra.ShellCompDirectiveError
+				}
+				// The flag takes a comma-separated list: complete its last ID.
+				done, last := "", toComplete
+				if i := strings.LastIndex(toComplete, ","); i >= 0 {
+					done, last = toComplete[:i+1], toComplete[i+1:]
+				}
+				var out []string
+				for _, id := range ids {
+					if strings.HasPrefix(id, last) {
+						out = append(out, done+id)
+					}
+				}
+				return out, cobra.ShellCompDirectiveNoFileComp
+			})
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		completeRuleIDs(sub)
+	}
 }
 
 // Main runs the command line with args and returns the process exit code.
