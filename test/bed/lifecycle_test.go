@@ -29,7 +29,7 @@ import (
 // runtimeCopy creates a ClusterTrainingRuntime name: Trainer's torch
 // runtime with the given annotations (shepherd's carriers), deleted when
 // the test ends.
-func runtimeCopy(t *testing.T, name string, annotations map[string]string) *unstructured.Unstructured {
+func runtimeCopy(t *testing.T, name string, annotations map[string]string, mutate ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
 	t.Helper()
 	dir, err := bed.ModuleDir("github.com/kubeflow/trainer/v2")
 	if err != nil {
@@ -46,6 +46,9 @@ func runtimeCopy(t *testing.T, name string, annotations map[string]string) *unst
 	u.SetName(name)
 	u.SetAnnotations(annotations)
 	u.SetLabels(nil)
+	for _, m := range mutate {
+		m(u)
+	}
 	if err := env.Client.Create(context.Background(), u); err != nil {
 		t.Fatalf("creating ClusterTrainingRuntime %s: %v", name, err)
 	}
@@ -585,4 +588,86 @@ func TestDeadlineOnBesideTrainer(t *testing.T) {
 	if byUser[shepherdUser] > 1 {
 		t.Errorf("shepherd wrote the TrainJob's status %d times, want at most once:\n%s", byUser[shepherdUser], list(ws))
 	}
+}
+
+// TestInitializerNotGangScheduled: a runtime with a dataset initializer
+// gets a Workload of two PodGroup templates — the initializer's basic, the
+// trainer's a gang of numNodes — and kube-scheduler treats them so: on two
+// one-pod nodes the initializer's pod binds at once while the 4-node
+// trainer gang waits whole.
+func TestInitializerNotGangScheduled(t *testing.T) {
+	ns := env.Namespace(t)
+	tb.AddNodes(t, "init", bed.Nodes{Count: 2, Pods: 1})
+	deleteWorkloads(t, ns)
+	const rt, name, nodes = "torch-initializer", "init", 4
+	runtimeCopy(t, rt, map[string]string{api.AnnotationPodGroupPolicy: api.PodGroupPolicyWorkload}, func(u *unstructured.Unstructured) {
+		rjs, _, _ := unstructured.NestedSlice(u.Object, "spec", "template", "spec", "replicatedJobs")
+		initializer := map[string]any{
+			"name": "dataset-initializer",
+			"template": map[string]any{
+				"metadata": map[string]any{"labels": map[string]any{"trainer.kubeflow.org/trainjob-ancestor-step": "dataset-initializer"}},
+				"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+					"restartPolicy": "Never",
+					"containers":    []any{map[string]any{"name": "dataset-initializer", "image": bed.RunForeverImage}},
+				}}},
+			},
+		}
+		if err := unstructured.SetNestedSlice(u.Object, append([]any{initializer}, rjs...), "spec", "template", "spec", "replicatedJobs"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	trainJob(t, ns, name, nodes, onRuntime(rt, bed.RunForeverImage, nodes))
+
+	groupOf := func(p corev1.Pod) string {
+		if sg := p.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+			return *sg.PodGroupName
+		}
+		return ""
+	}
+	var initPod *corev1.Pod
+	eventually(t, 2*time.Minute, "the initializer's pod binds while the trainer gang waits", func() (bool, string) {
+		_, all, pods := bound(t, ns)
+		initPod = nil
+		trainers, trainersBound := 0, 0
+		for i, p := range pods {
+			if strings.Contains(p.Name, "-dataset-initializer-") {
+				initPod = &pods[i]
+				continue
+			}
+			trainers++
+			if p.Spec.NodeName != "" {
+				trainersBound++
+			}
+		}
+		if trainersBound > 0 {
+			t.Fatalf("%d of %d trainer pods bound on two one-pod nodes: the gang of %d was split", trainersBound, trainers, nodes)
+		}
+		return initPod != nil && initPod.Spec.NodeName != "" && trainers == nodes,
+			fmt.Sprintf("%d pods (%d trainers); %s", all, trainers, podSummary(ns))
+	})
+	// One node is still free: without the gang a trainer pod would take
+	// it within a second.
+	time.Sleep(5 * time.Second)
+	_, _, pods := bound(t, ns)
+	for _, p := range pods {
+		if !strings.Contains(p.Name, "-dataset-initializer-") && p.Spec.NodeName != "" {
+			t.Errorf("trainer pod %s bound to %s beside a free node: the gang of %d was split", p.Name, p.Spec.NodeName, nodes)
+		}
+	}
+	ctx := context.Background()
+	group := groupOf(*initPod)
+	if group == "" {
+		t.Fatalf("the initializer's pod %s has no PodGroup", initPod.Name)
+	}
+	pg := &unstructured.Unstructured{}
+	pg.SetAPIVersion("scheduling.k8s.io/v1beta1")
+	pg.SetKind("PodGroup")
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: group}, pg); err != nil {
+		t.Fatalf("the initializer's PodGroup %s: %v", group, err)
+	}
+	policy, _, _ := unstructured.NestedMap(pg.Object, "spec", "schedulingPolicy")
+	if _, gang := policy["gang"]; gang || policy["basic"] == nil {
+		t.Errorf("the initializer's PodGroup %s has schedulingPolicy %v, want basic", group, policy)
+	}
+	t.Logf("initializer pod %s bound to %s in PodGroup %s (%v); the 4 trainer pods wait", initPod.Name, initPod.Spec.NodeName, group, policy)
 }
