@@ -497,9 +497,15 @@ func TestDeadlineAutoTrainerAlone(t *testing.T) {
 }
 
 // jobSetCreates is how many JobSet CREATEs shepherd's validating webhook
-// has answered (shepherd_admission_requests_total of the serve running in
-// this process).
-func jobSetCreates(t *testing.T) float64 {
+// has answered.
+func jobSetCreates(t testing.TB) float64 {
+	return admissionRequests(t, map[string]string{"webhook": "validating", "kind": "JobSet", "operation": "CREATE"})
+}
+
+// admissionRequests sums shepherd_admission_requests_total of the serve
+// running in this process over the series whose labels include want (all
+// of them for an empty want).
+func admissionRequests(t testing.TB, want map[string]string) float64 {
 	t.Helper()
 	mfs, err := metrics.Registry.Gather()
 	if err != nil {
@@ -515,7 +521,11 @@ func jobSetCreates(t *testing.T) float64 {
 			for _, p := range m.GetLabel() {
 				l[p.GetName()] = p.GetValue()
 			}
-			if l["webhook"] == "validating" && l["kind"] == "JobSet" && l["operation"] == "CREATE" {
+			matches := true
+			for k, v := range want {
+				matches = matches && l[k] == v
+			}
+			if matches {
 				n += m.GetCounter().GetValue()
 			}
 		}

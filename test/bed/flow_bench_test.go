@@ -14,9 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/shepherd-k8s/shepherd/test/bed"
 )
@@ -61,10 +59,10 @@ func BenchmarkFlow(b *testing.B) {
 				switchFlowMode(b, mode)
 				current = mode
 			}
-			before := admissionCalls(b)
+			before := admissionRequests(b, nil)
 			jobs := runFlow(b, n, fmt.Sprintf("flow-%d-%s", r, mode))
 			if mode == flowShepherd {
-				calls += admissionCalls(b) - before
+				calls += admissionRequests(b, nil) - before
 			}
 			results[mode] = append(results[mode], jobs...)
 		}
@@ -183,7 +181,7 @@ func runFlow(b *testing.B, n int, prefix string) []flowJob {
 				jobs[i].running = now
 			}
 			if jobs[i].finished.IsZero() {
-				if u := getTrainJobQuiet(ns, name); u != nil {
+				if u := getTrainJob(b, ns, name); u != nil {
 					if _, ok := conditionTrue(u, "Complete"); ok {
 						jobs[i].finished = now
 					}
@@ -224,32 +222,4 @@ func cleanupFlow(b *testing.B, ns string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// admissionCalls is how many admission requests shepherd (in this
-// process) has answered, all webhooks and kinds.
-func admissionCalls(b *testing.B) float64 {
-	mfs, err := metrics.Registry.Gather()
-	if err != nil {
-		b.Fatal(err)
-	}
-	total := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != "shepherd_admission_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			total += m.GetCounter().GetValue()
-		}
-	}
-	return total
-}
-
-// getTrainJobQuiet reads a TrainJob, nil on any error.
-func getTrainJobQuiet(ns, name string) *unstructured.Unstructured {
-	u := trainJobObject(ns, name, 0, nil)
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
-		return nil
-	}
-	return u
 }

@@ -110,7 +110,7 @@ func deleteWorkloads(t *testing.T, ns string) {
 }
 
 // getTrainJob reads a TrainJob; nil when it does not exist.
-func getTrainJob(t *testing.T, ns, name string) *unstructured.Unstructured {
+func getTrainJob(t testing.TB, ns, name string) *unstructured.Unstructured {
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(trainJobGVK)

@@ -11,6 +11,7 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -56,10 +57,30 @@ func (c *Cluster) rbac() *rbacState {
 	return s.(*rbacState)
 }
 
-// ShippedRBAC builds deploy/<variant> with Kustomize and returns its RBAC
-// objects and the Namespace and ServiceAccount they bind (nothing else: no
-// Deployment, no webhook configuration, no CRD).
+// shippedRBAC caches each variant's build: every serve and replica a suite
+// starts needs it, and the files do not change while it runs.
+var shippedRBAC sync.Map // variant -> func() ([]*unstructured.Unstructured, error)
+
+// ShippedRBAC builds deploy/<variant> with Kustomize (once per process)
+// and returns copies of its RBAC objects and the Namespace and
+// ServiceAccount they bind (nothing else: no Deployment, no webhook
+// configuration, no CRD).
 func ShippedRBAC(variant string) ([]*unstructured.Unstructured, error) {
+	build, _ := shippedRBAC.LoadOrStore(variant, sync.OnceValues(func() ([]*unstructured.Unstructured, error) {
+		return buildShippedRBAC(variant)
+	}))
+	objs, err := build.(func() ([]*unstructured.Unstructured, error))()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*unstructured.Unstructured, len(objs))
+	for i, o := range objs {
+		out[i] = o.DeepCopy()
+	}
+	return out, nil
+}
+
+func buildShippedRBAC(variant string) ([]*unstructured.Unstructured, error) {
 	dir := filepath.Join(RepoRoot(), "deploy", variant)
 	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
@@ -210,7 +231,7 @@ func (c *Cluster) KubeconfigAsShepherd(dir, user, leaseNamespace, variant string
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, b); err != nil {
 				return "", err
 			}
-			b.ObjectMeta = metaNamed(b.Name + suffix)
+			b.ObjectMeta = metav1.ObjectMeta{Name: b.Name + suffix}
 			b.Subjects = []rbacv1.Subject{subject}
 			obj = b
 		case "Role":
@@ -218,7 +239,7 @@ func (c *Cluster) KubeconfigAsShepherd(dir, user, leaseNamespace, variant string
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, r); err != nil {
 				return "", err
 			}
-			r.ObjectMeta = metaNamed(r.Name)
+			r.ObjectMeta = metav1.ObjectMeta{Name: r.Name}
 			r.Namespace = leaseNamespace
 			obj = r
 		case "RoleBinding":
@@ -226,7 +247,7 @@ func (c *Cluster) KubeconfigAsShepherd(dir, user, leaseNamespace, variant string
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, b); err != nil {
 				return "", err
 			}
-			b.ObjectMeta = metaNamed(b.Name + suffix)
+			b.ObjectMeta = metav1.ObjectMeta{Name: b.Name + suffix}
 			b.Namespace = leaseNamespace
 			b.Subjects = []rbacv1.Subject{subject}
 			obj = b

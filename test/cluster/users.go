@@ -5,7 +5,6 @@ import (
 	"os"
 	"path/filepath"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -49,5 +48,3 @@ func (c *Cluster) writeUserKubeconfig(path string, user envtest.User) (*rest.Con
 	}
 	return cfg, nil
 }
-
-func metaNamed(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }

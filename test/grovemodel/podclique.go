@@ -32,14 +32,8 @@ import (
 // pods synced, observedGeneration, then status — from the pods as listed at
 // the start, as Grove memoizes that list for the whole reconcile.
 func (m *model) reconcilePCLQ(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	u := newObj("PodClique")
-	if err := m.c.Get(ctx, req.NamespacedName, u); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	if u.GetDeletionTimestamp() != nil {
-		return reconcile.Result{}, m.patchFinalizer(ctx, u, finalizerPCLQ, false)
-	}
-	if err := m.patchFinalizer(ctx, u, finalizerPCLQ, true); err != nil {
+	u, err := m.getLive(ctx, "PodClique", req.NamespacedName, finalizerPCLQ)
+	if err != nil || u == nil {
 		return reconcile.Result{}, err
 	}
 	var pclq grove.PodClique

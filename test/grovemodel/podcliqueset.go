@@ -227,14 +227,8 @@ replicas:
 // updateStrategy OnDelete, patched from the template — under the default
 // RollingRecreate an existing group PodClique keeps whatever it has.
 func (m *model) reconcilePCSG(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	u := newObj("PodCliqueScalingGroup")
-	if err := m.c.Get(ctx, req.NamespacedName, u); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	if u.GetDeletionTimestamp() != nil {
-		return reconcile.Result{}, m.patchFinalizer(ctx, u, finalizerPCSG, false)
-	}
-	if err := m.patchFinalizer(ctx, u, finalizerPCSG, true); err != nil {
+	u, err := m.getLive(ctx, "PodCliqueScalingGroup", req.NamespacedName, finalizerPCSG)
+	if err != nil || u == nil {
 		return reconcile.Result{}, err
 	}
 	_, pcs, err := m.getPCS(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetLabels()[labelPartOf]})

@@ -201,6 +201,24 @@ func toAny(s []string) []any {
 
 // patchFinalizer adds (or removes) a finalizer with an optimistic-lock
 // merge patch (controller/utils/finalizer.go).
+// getLive reads an object of kind and settles its finalizer f as Grove's
+// reconcilers do first: removed from an object being deleted (then nil is
+// returned: nothing else to do), added to a live one. nil without error
+// when the object is gone.
+func (m *model) getLive(ctx context.Context, kind string, key client.ObjectKey, f string) (*unstructured.Unstructured, error) {
+	u := newObj(kind)
+	if err := m.c.Get(ctx, key, u); err != nil {
+		return nil, client.IgnoreNotFound(err)
+	}
+	if u.GetDeletionTimestamp() != nil {
+		return nil, m.patchFinalizer(ctx, u, f, false)
+	}
+	if err := m.patchFinalizer(ctx, u, f, true); err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
 func (m *model) patchFinalizer(ctx context.Context, u *unstructured.Unstructured, f string, add bool) error {
 	before := u.DeepCopy()
 	if add && !controllerutil.AddFinalizer(u, f) || !add && !controllerutil.RemoveFinalizer(u, f) {
