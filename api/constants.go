@@ -66,7 +66,8 @@ const (
 	TrainJobSuspended = "Suspended"
 	TrainJobComplete  = "Complete"
 	TrainJobFailed    = "Failed"
-	// TrainJobWorkloadReady reports whether shepherd could create the
+	// TrainJobWorkloadReady, a condition of the TrainJob's WorkloadRecord
+	// (never of the TrainJob), reports whether shepherd could create the
 	// TrainJob's Workload and PodGroups.
 	TrainJobWorkloadReady = "WorkloadReady"
 

@@ -23,6 +23,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	shepherdevents "github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/integrations"
@@ -68,6 +69,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=jobset.x-k8s.io,resources=jobsets,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=shepherd.dev,resources=workloadrecords,verbs=get;list;watch;create;patch
 
 // Setup registers the controller with mgr. enf decides whether shepherd or
 // Trainer enforces the deadline; nil means shepherd always does.
@@ -101,6 +103,14 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, enf *integrations.Enforceme
 			CreateFunc:  func(event.CreateEvent) bool { return true },
 			UpdateFunc:  func(event.UpdateEvent) bool { return false },
 			DeleteFunc:  func(event.DeleteEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		})).
+		// A record deleted behind shepherd's back is written again; the
+		// record's other changes are shepherd's own writes.
+		Owns(&shepherdv1alpha1.WorkloadRecord{}, builder.WithPredicates(predicate.Funcs{
+			CreateFunc:  func(event.CreateEvent) bool { return false },
+			UpdateFunc:  func(event.UpdateEvent) bool { return false },
+			DeleteFunc:  func(event.DeleteEvent) bool { return true },
 			GenericFunc: func(event.GenericEvent) bool { return false },
 		})).
 		Watches(&trainerv1alpha1.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
@@ -143,10 +153,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.V(1).Info("deadline passed; Trainer enforces it, shepherd stands down", "deadline", d.Deadline)
 	}
 
-	if !Finished(&tj) {
-		return result, nil
-	}
-	ttl, err := r.runtimeTTL(ctx, &tj)
+	ttl, err := r.runtimeTTL(ctx, &tj, Finished(&tj))
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -156,6 +163,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if t.RequeueAfter > 0 && (result.RequeueAfter == 0 || t.RequeueAfter < result.RequeueAfter) {
 		result.RequeueAfter = t.RequeueAfter
+	}
+	part := RecordPart(&tj, ttl, t.ExpiresAt, r.Enforcement.Enforces(integrations.FeatureDeadline))
+	if err := r.writeRecord(ctx, &tj, part); err != nil {
+		return ctrl.Result{}, err
 	}
 	return result, nil
 }
@@ -235,19 +246,25 @@ func (r *Reconciler) deleteJobSet(ctx context.Context, tj *trainerv1alpha1.Train
 
 // runtimeTTL reads ttlSecondsAfterFinished (seed field or carrier) from the
 // runtime tj references, with since when it has had its value (TTLSince);
-// when that runtime is gone, from Trainer's snapshot of it (snapshotTTL);
+// when that runtime is gone and the job finished, from Trainer's snapshot
+// of it (snapshotTTL);
 // nil when the runtime sets none, is missing without a snapshot or is not
 // a Trainer runtime. A malformed TTL is no TTL — deleting a job on a
 // value nobody meant would be the one mistake that cannot be undone — and
 // is reported once per runtime version (log and Warning Event on the
 // runtime), not returned as an error: retrying cannot fix it, and the
 // runtime watch brings the jobs back once it is fixed.
-func (r *Reconciler) runtimeTTL(ctx context.Context, tj *trainerv1alpha1.TrainJob) (*RuntimeTTL, error) {
+func (r *Reconciler) runtimeTTL(ctx context.Context, tj *trainerv1alpha1.TrainJob, finished bool) (*RuntimeTTL, error) {
 	rt, err := runtimes.Get(ctx, r.Client, tj)
 	if err != nil {
 		return nil, err
 	}
 	if rt == nil {
+		if !finished {
+			// Only a finished job's TTL is due; the snapshot is an
+			// uncached read, made once the job finished.
+			return nil, nil
+		}
 		return r.snapshotTTL(ctx, tj)
 	}
 	ttl, err := trainer.RuntimeTTLOf(rt)

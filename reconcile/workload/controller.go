@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,13 +22,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/shepherd-k8s/shepherd/api"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/reconcile/record"
 	"github.com/shepherd-k8s/shepherd/reconcile/runtimes"
 )
 
@@ -95,8 +99,8 @@ func (w *ownedWatcher) ensure(version string) error {
 
 // Permissions the controller needs (for RBAC generation).
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch
-// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/status,verbs=get;patch
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=shepherd.dev,resources=workloadrecords,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=scheduling.k8s.io,resources=workloads;podgroups,verbs=get;list;watch;create
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -121,9 +125,16 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 	}
 	c, err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
-		// Status churn (Trainer's jobsStatus, shepherd's own conditions)
-		// cannot change what to create; spec changes and (re)lists can.
+		// Status churn (Trainer's jobsStatus and conditions) cannot change
+		// what to create; spec changes and (re)lists can.
 		For(&trainerv1alpha1.TrainJob{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// A record deleted behind shepherd's back is written again.
+		Owns(&shepherdv1alpha1.WorkloadRecord{}, builder.WithPredicates(predicate.Funcs{
+			CreateFunc:  func(event.CreateEvent) bool { return false },
+			UpdateFunc:  func(event.UpdateEvent) bool { return false },
+			DeleteFunc:  func(event.DeleteEvent) bool { return true },
+			GenericFunc: func(event.GenericEvent) bool { return false },
+		})).
 		Watches(&trainerv1alpha1.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
 		Watches(&trainerv1alpha1.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
 		Build(r)
@@ -162,7 +173,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		msg := fmt.Sprintf("the runtime uses podGroupPolicy.workload but the cluster serves no Workload API "+
 			"(%s %s): enable the GenericWorkload feature gate and the API, or use another podGroupPolicy",
 			api.SchedulingGroup, strings.Join(Versions, ", "))
-		changed, err := r.setCondition(ctx, &tj, metav1.ConditionFalse, api.ReasonWorkloadAPIUnavailable, msg)
+		changed, err := r.setCondition(ctx, &tj, metav1.ConditionFalse, api.ReasonWorkloadAPIUnavailable, msg, nil)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
@@ -208,7 +219,8 @@ func (r *Reconciler) ensure(ctx context.Context, tj *trainerv1alpha1.TrainJob, p
 		names = append(names, pg.GetName())
 	}
 	msg := fmt.Sprintf("Workload %s with PodGroups %s (%s/%s)", wl.GetName(), strings.Join(names, ", "), api.SchedulingGroup, version)
-	changed, err := r.setCondition(ctx, tj, metav1.ConditionTrue, api.ReasonWorkloadCreated, msg)
+	changed, err := r.setCondition(ctx, tj, metav1.ConditionTrue, api.ReasonWorkloadCreated, msg,
+		&shepherdv1alpha1.PodGroups{APIVersion: api.SchedulingGroup + "/" + version, Workload: wl.GetName(), Names: names})
 	if err != nil {
 		return err
 	}
@@ -230,7 +242,7 @@ func (r *Reconciler) ensure(ctx context.Context, tj *trainerv1alpha1.TrainJob, p
 // removing theirs) enqueues tj through the watch on Workloads and PodGroups.
 func (r *Reconciler) foreign(ctx context.Context, tj *trainerv1alpha1.TrainJob, o *unstructured.Unstructured) error {
 	msg := ForeignMessage(o)
-	changed, err := r.setCondition(ctx, tj, metav1.ConditionFalse, api.ReasonWorkloadNotOwned, msg)
+	changed, err := r.setCondition(ctx, tj, metav1.ConditionFalse, api.ReasonWorkloadNotOwned, msg, nil)
 	if err != nil {
 		return err
 	}
@@ -257,21 +269,36 @@ func (r *Reconciler) createIfMissing(ctx context.Context, o *unstructured.Unstru
 	return false, nil
 }
 
-// setCondition writes shepherd's WorkloadReady condition on tj when it
-// differs — a merge patch of status.conditions guarded by resourceVersion,
-// so no other writer's condition is lost. changed reports a write.
-func (r *Reconciler) setCondition(ctx context.Context, tj *trainerv1alpha1.TrainJob, status metav1.ConditionStatus, reason, msg string) (changed bool, err error) {
-	if c := meta.FindStatusCondition(tj.Status.Conditions, api.TrainJobWorkloadReady); c != nil &&
-		c.Status == status && c.Reason == reason && c.Message == msg {
-		return false, nil
+// RecordManager is the field manager of this controller's part of a
+// TrainJob's WorkloadRecord: its PodGroups and the WorkloadReady condition.
+const RecordManager = "shepherd-trainjob-workload"
+
+// setCondition records on tj's WorkloadRecord whether its Workload and
+// PodGroups exist (the condition WorkloadReady, with pg naming them when
+// they do) — on shepherd's own object, not the TrainJob, whose conditions
+// Trainer shows as its state. changed reports a write.
+func (r *Reconciler) setCondition(ctx context.Context, tj *trainerv1alpha1.TrainJob, status metav1.ConditionStatus, reason, msg string, pg *shepherdv1alpha1.PodGroups) (changed bool, err error) {
+	rec, err := record.Get(ctx, r.Client, api.KindTrainJob, tj)
+	if err != nil {
+		return false, err
 	}
-	orig := tj.DeepCopy()
-	meta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{
+	ltt := metav1.NewTime(r.Clock.Now())
+	if rec != nil {
+		if c := meta.FindStatusCondition(rec.Status.Conditions, api.TrainJobWorkloadReady); c != nil && c.Status == status {
+			if c.Reason == reason && c.Message == msg && equality.Semantic.DeepEqual(rec.Status.PodGroups, pg) {
+				return false, nil
+			}
+			ltt = c.LastTransitionTime
+		}
+	}
+	want := record.For(tj, trainerv1alpha1.GroupVersion.WithKind(api.KindTrainJob))
+	want.Status.PodGroups = pg
+	want.Status.Conditions = []metav1.Condition{{
 		Type: api.TrainJobWorkloadReady, Status: status, Reason: reason, Message: msg,
-		LastTransitionTime: metav1.NewTime(r.Clock.Now()), ObservedGeneration: tj.Generation,
-	})
-	if err := r.Client.Status().Patch(ctx, tj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-		return false, fmt.Errorf("setting condition %s=%s on TrainJob %s/%s: %w", api.TrainJobWorkloadReady, status, tj.Namespace, tj.Name, err)
+		LastTransitionTime: ltt, ObservedGeneration: tj.Generation,
+	}}
+	if err := record.Apply(ctx, r.Client, want, RecordManager); err != nil {
+		return false, fmt.Errorf("recording %s=%s for TrainJob %s/%s: %w", api.TrainJobWorkloadReady, status, tj.Namespace, tj.Name, err)
 	}
 	return true, nil
 }

@@ -28,7 +28,7 @@
 // PodGroup of the name shepherd would create that is not controlled (by
 // ownerReference UID) by the TrainJob — typically the Workload of an
 // earlier TrainJob of the same name the garbage collector has yet to
-// remove — is never adopted or changed: the TrainJob gets WorkloadReady=False
+// remove — is never adopted or changed: the TrainJob's WorkloadRecord gets WorkloadReady=False
 // reason WorkloadNotOwned and a Warning Event, and the reconcile stops with
 // a terminal error instead of retrying. The Workload's deletion (matched to
 // the TrainJob of its name) enqueues the job again.

@@ -216,9 +216,8 @@ func TestValidExamplesRunToCompletion(t *testing.T) {
 	// An update conflict, or an object a controller just created not yet
 	// in its cache, is a controller racing its own cache and retrying —
 	// unless someone else writes its objects too: only those are
-	// forgiven, and only if shepherd wrote none of the JobSets and Jobs.
-	// (It still writes the TrainJob's WorkloadReady condition: issue 30
-	// moves that into an object of shepherd's own.)
+	// forgiven, and only if shepherd wrote none of the TrainJobs, JobSets
+	// and Jobs: what it derives goes to its own WorkloadRecords.
 	races := 0
 	for name, lines := range componentErrorsSince(logsBefore, ns) {
 		for _, l := range lines {
@@ -229,7 +228,7 @@ func TestValidExamplesRunToCompletion(t *testing.T) {
 			t.Errorf("%s logged an error about %s: %s", name, ns, l)
 		}
 	}
-	for _, resource := range []string{"jobsets", "jobs"} {
+	for _, resource := range []string{"trainjobs", "jobsets", "jobs"} {
 		ws, err := tb.Writes(resource, ns, "")
 		if err != nil {
 			t.Fatal(err)

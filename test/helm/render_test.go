@@ -85,9 +85,9 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 	}
 }
 
-// TestCRDIsDeployCopy: the chart carries exactly deploy/crds' WorkloadPolicy
-// CRD (make manifests copies it there), and it is the only CRD
-// any value set renders: shepherd never installs another project's.
+// TestCRDIsDeployCopy: the chart carries exactly deploy/crds' CRDs
+// (WorkloadPolicy, WorkloadRecord; make manifests copies them there), and
+// they are the only CRDs any value set renders: shepherd never installs another project's.
 func TestCRDIsDeployCopy(t *testing.T) {
 	chartCRDs, err := filepath.Glob(filepath.Join(chartDir(), "files", "shepherd.dev_*.yaml"))
 	if err != nil {
@@ -117,7 +117,7 @@ func TestCRDIsDeployCopy(t *testing.T) {
 		if v, ok := vs.values["crds"].(map[string]any); ok {
 			install = v["install"].(bool)
 		}
-		if install != (len(crds) == 1) {
+		if install != (len(crds) == len(deployCRDs)) {
 			t.Errorf("%s values: %d CRDs rendered, crds.install %v", vs.name, len(crds), install)
 		}
 		for _, crd := range crds {

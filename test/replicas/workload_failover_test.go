@@ -16,6 +16,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
@@ -74,17 +75,17 @@ func schedulingObjects(ctx context.Context, ns, kind string) ([]unstructured.Uns
 	return l.Items, nil
 }
 
-// workloadReady counts the TrainJobs of ns with WorkloadReady=True
+// workloadReady counts the TrainJobs of ns whose records say WorkloadReady=True
 // (reason WorkloadCreated): their Workload and every PodGroup exist.
 func workloadReady(ctx context.Context, ns string) (int, error) {
-	var l trainerv1alpha1.TrainJobList
+	var l shepherdv1alpha1.WorkloadRecordList
 	if err := env.Client.List(ctx, &l, client.InNamespace(ns)); err != nil {
 		return 0, err
 	}
 	n := 0
-	for _, tj := range l.Items {
-		c := meta.FindStatusCondition(tj.Status.Conditions, api.TrainJobWorkloadReady)
-		if c != nil && c.Status == metav1.ConditionTrue && c.Reason == api.ReasonWorkloadCreated {
+	for _, rec := range l.Items {
+		c := meta.FindStatusCondition(rec.Status.Conditions, api.TrainJobWorkloadReady)
+		if rec.Spec.WorkloadRef.Kind == api.KindTrainJob && c != nil && c.Status == metav1.ConditionTrue && c.Reason == api.ReasonWorkloadCreated {
 			n++
 		}
 	}

@@ -326,11 +326,11 @@ func assertWorkload(t *testing.T, c *controlPlane, version string, tj *trainerv1
 	}
 
 	eventually(t, "WorkloadReady=True", func(ctx context.Context) (bool, error) {
-		var got trainerv1alpha1.TrainJob
-		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(tj), &got); err != nil {
+		rec, err := cluster.Record(ctx, c.Client, tj.Namespace, api.KindTrainJob, tj.Name)
+		if err != nil || rec == nil {
 			return false, err
 		}
-		cond := meta.FindStatusCondition(got.Status.Conditions, api.TrainJobWorkloadReady)
+		cond := meta.FindStatusCondition(rec.Status.Conditions, api.TrainJobWorkloadReady)
 		return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == api.ReasonWorkloadCreated, nil
 	})
 }
@@ -518,11 +518,11 @@ func testServedVersion(t *testing.T, setting cluster.WorkloadAPI, crds cluster.C
 		}
 		tj := createTrainJob(t, c, ns, "taken", rt.Name, ptr.To[int32](2))
 		eventually(t, "WorkloadReady=False reason WorkloadNotOwned", func(ctx context.Context) (bool, error) {
-			var got trainerv1alpha1.TrainJob
-			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(tj), &got); err != nil {
+			rec, err := cluster.Record(ctx, c.Client, tj.Namespace, api.KindTrainJob, tj.Name)
+			if err != nil || rec == nil {
 				return false, err
 			}
-			cond := meta.FindStatusCondition(got.Status.Conditions, api.TrainJobWorkloadReady)
+			cond := meta.FindStatusCondition(rec.Status.Conditions, api.TrainJobWorkloadReady)
 			return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == api.ReasonWorkloadNotOwned, nil
 		})
 		hasEvent(t, c, tj, api.EventWorkloadNotOwned, corev1.EventTypeWarning)
@@ -603,11 +603,11 @@ func TestNoWorkloadAPI(t *testing.T) {
 	tj := createTrainJob(t, c, ns, "no-api", rt.Name, ptr.To[int32](2))
 
 	eventually(t, "WorkloadReady=False reason WorkloadAPIUnavailable", func(ctx context.Context) (bool, error) {
-		var got trainerv1alpha1.TrainJob
-		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(tj), &got); err != nil {
+		rec, err := cluster.Record(ctx, c.Client, tj.Namespace, api.KindTrainJob, tj.Name)
+		if err != nil || rec == nil {
 			return false, err
 		}
-		cond := meta.FindStatusCondition(got.Status.Conditions, api.TrainJobWorkloadReady)
+		cond := meta.FindStatusCondition(rec.Status.Conditions, api.TrainJobWorkloadReady)
 		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == api.ReasonWorkloadAPIUnavailable, nil
 	})
 	hasEvent(t, c, tj, api.EventWorkloadAPIMissing, corev1.EventTypeWarning)

@@ -93,7 +93,8 @@ type Trainer struct {
 // TrainJobStatus is the observed state of a TrainJob.
 // +kubebuilder:pruning:PreserveUnknownFields
 type TrainJobStatus struct {
-	// Conditions: Suspended, Complete, Failed, and shepherd's WorkloadReady.
+	// Conditions: Suspended, Complete, Failed (shepherd keeps its own
+	// WorkloadReady in the TrainJob's WorkloadRecord).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
