@@ -49,7 +49,7 @@ func Controllers() []Controller {
 		{Name: "gang", Frameworks: []string{integrations.Grove},
 			setup: func(mgr ctrl.Manager, o Options) error { return gang.Setup(mgr, o.Clock, o.Enforcement, o.Schemas) }},
 		{Name: "training", Frameworks: []string{integrations.Grove},
-			setup: func(mgr ctrl.Manager, o Options) error { return training.Setup(mgr, o.Clock, o.Schemas) }},
+			setup: func(mgr ctrl.Manager, o Options) error { return training.Setup(mgr, o.Clock) }},
 	}
 }
 

@@ -39,25 +39,22 @@ func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 	if !r.gate.Acts(api.KindPodClique, &pclq, pclq.Status.Conditions) {
 		return ctrl.Result{}, nil // Grove keeps this status itself
 	}
-	pods, err := OwnedPods(ctx, r.client, IndexPodOwner, &pclq)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
 	pcs, err := ParentSet(ctx, r.client, &pclq)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	marker, err := ActiveMarker(pclq.Annotations)
-	if err != nil {
-		// A hand-edited marker must not stop status updates; treat it as
-		// absent and say why.
-		log.Error(err, "ignoring the restart marker", "podclique", req.NamespacedName)
-		marker = nil
+	if grove.IsTrainingSet(pcs) {
+		// A Training set's breaches are package training's, read from the
+		// pods and answered by a restart; shepherd writes nothing to its
+		// PodCliques.
+		return ctrl.Result{}, nil
 	}
-	training := grove.IsTrainingSet(pcs)
-	last, _ := Marker(pclq.Annotations) // a bad one was reported above
-	st := DecideCliqueStatus(r.clock, CliqueInput{Clique: &pclq, Pods: pods, Training: training, Marker: marker, Last: last})
-	wrote, err := PatchClique(ctx, r.client, &pclq, st.Apply(&pclq, !training, r.schemas))
+	pods, err := OwnedPods(ctx, r.client, IndexPodOwner, &pclq)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	st := DecideCliqueStatus(r.clock, CliqueInput{Clique: &pclq, Pods: pods})
+	wrote, err := PatchClique(ctx, r.client, &pclq, st.Apply(&pclq, true, r.schemas))
 	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return result(conflictRetry), nil
@@ -104,9 +101,11 @@ func (r *groupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if grove.IsTrainingSet(pcs) {
+		return ctrl.Result{}, nil // package training's (see the clique reconciler)
+	}
 	in := GroupInput{Group: &g, Cliques: list.Items}
 	if pcs != nil {
-		in.Training = grove.IsTrainingSet(pcs)
 		if in.Delay, err = GroupDelay(pcs, &g); err != nil {
 			log.Error(err, "using the PodCliqueSet's terminationDelay", "podcliquescalinggroup", req.NamespacedName)
 		}

@@ -58,23 +58,15 @@
 //
 // # Split with package training
 //
-// For a PodCliqueSet of workloadType Training this package still writes every
-// PodClique's readyReplicas and MinAvailableBreached and every PCSG's status
-// (when it enforces), but never deletes anything of a Training PodCliqueSet —
-// there a breach is answered by a restart (or the Failed phase), owned by
-// package training, which detects breaches from the pods itself. A Training
-// clique's wasAvailable is package training's to write: it is the restart
-// gate and must be kept even when Grove enforces gang termination. Two things
-// of training's are honoured here: a pod that exited 0 counts as available (a
-// worker that finished is not a lost worker), and a PodClique carrying an
-// active api.AnnotationRestart marker is being restarted: the pods the marker
-// names do not count (nor, once it is done, those of the last marker,
-// which may linger in Terminating), and wasAvailable is held false until
-// the marker is done, so the restarted replica gets the same startup
-// protection as a new one. That protection is for pods slow to start, not
-// for pods that failed: a Training clique never yet available whose failed
-// pods exceed replicas − minAvailable is breached
-// (Availability.FailedBeforeAvailable). Package training writes the PodClique Succeeded condition; both
-// packages write status with optimistic-lock merge patches that carry the
-// whole conditions list as read, so neither drops the other's condition.
+// A PodCliqueSet of workloadType Training is package training's alone: there
+// a breach is answered by a restart (or the Failed phase), detected from the
+// pods, and what that package derives lives in the set's WorkloadRecord.
+// This package writes nothing on a Training set's PodCliques or scaling
+// groups and deletes nothing of it. It still exports the pieces training
+// builds on: CliqueAvailability (a pod that exited 0 counts as available
+// for Training; the pods a restart marker names never count; wasAvailable
+// is held false while a marker is active, so a restarted replica gets the
+// startup protection of a new one; a Training clique never yet available
+// whose failed pods exceed replicas − minAvailable is breached,
+// Availability.FailedBeforeAvailable), RestartMarker, and the pod helpers.
 package gang

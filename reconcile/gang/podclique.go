@@ -28,6 +28,10 @@ type CliqueInput struct {
 	// pods it names belong to an earlier attempt and never count, even
 	// while they linger in Terminating after the restart is done.
 	Last *RestartMarker
+	// WasAvailable is the sticky bit as kept before this observation; nil
+	// reads it from the PodClique (grove.WasAvailable). Package training
+	// keeps it in the set's WorkloadRecord.
+	WasAvailable *bool
 }
 
 // CliqueStatus is the part of PodClique status shepherd owns.
@@ -96,6 +100,9 @@ func CliqueAvailability(in CliqueInput) Availability {
 	}
 	a := Availability{Ready: ready, Available: ready + succeeded, MinAvailable: MinAvailable(c), Rolling: grove.UpdateInProgress(c)}
 	a.WasAvailable = grove.WasAvailable(c)
+	if in.WasAvailable != nil {
+		a.WasAvailable = *in.WasAvailable
+	}
 	switch {
 	case in.Marker != nil:
 		a.WasAvailable = false

@@ -2,11 +2,9 @@ package training
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -17,59 +15,17 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
-	"github.com/shepherd-k8s/shepherd/integrations/knob"
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
+	"github.com/shepherd-k8s/shepherd/reconcile/record"
 )
-
-// cliqueReconciler writes the Succeeded condition and the wasAvailable of
-// Training PodCliques.
-type cliqueReconciler struct {
-	client  client.Client
-	clock   clock.PassiveClock
-	schemas knob.FieldSchemas
-}
-
-func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var pclq grovev1alpha1.PodClique
-	if err := r.client.Get(ctx, req.NamespacedName, &pclq); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if gang.Terminating(&pclq) || CliqueSucceeded(&pclq) {
-		return ctrl.Result{}, nil
-	}
-	pcs, err := trainingSet(ctx, r.client, &pclq)
-	if err != nil || pcs == nil {
-		return ctrl.Result{}, err
-	}
-	pods, err := gang.OwnedPods(ctx, r.client, indexPodOwner, &pclq)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if _, err := gang.Marker(pclq.Annotations); err != nil {
-		// A hand-edited marker must not stop Succeeded; it is treated as
-		// absent.
-		ctrl.LoggerFrom(ctx).Error(err, "ignoring the restart marker", "podclique", req.NamespacedName)
-	}
-	want, succeeded := DecideClique(r.clock, &pclq, pods, r.schemas)
-	if _, err := gang.PatchClique(ctx, r.client, &pclq, want); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return ctrl.Result{RequeueAfter: conflictRetry}, nil
-		}
-		return ctrl.Result{}, err
-	}
-	if succeeded {
-		ctrl.LoggerFrom(ctx).Info("PodClique succeeded", "podclique", req.NamespacedName)
-	}
-	return ctrl.Result{}, nil
-}
 
 // setReconciler runs the lifecycle of Training PodCliqueSets.
 type setReconciler struct {
 	client   client.Client
 	deleter  *gang.Deleter
 	clock    clock.PassiveClock
-	schemas  knob.FieldSchemas
 	recorder recorder.EventRecorder
 }
 
@@ -81,18 +37,11 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if pcs.DeletionTimestamp != nil || !grove.IsTrainingSet(&pcs) {
 		return ctrl.Result{}, nil
 	}
-	// A carrier that does not parse is reported (the error is logged and
-	// retried with backoff) and nothing is done: guessing a restart count or
-	// a limit could restart, or fail, a workload wrongly.
-	st, err := grove.TrainingStatusOf(&pcs)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
 	maxRestarts, maxRuntime, err := grove.TrainingLimits(&pcs)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("trainingSpec of PodCliqueSet %s: %w", req.NamespacedName, err)
 	}
-	in := Input{Set: &pcs, Status: st, MaxRuntime: maxRuntime}
+	in := Input{Set: &pcs, MaxRuntime: maxRuntime}
 	if maxRestarts != nil {
 		in.MaxRestarts = *maxRestarts
 	}
@@ -115,37 +64,45 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, fmt.Errorf("listing pods of %s: %w", req.NamespacedName, err)
 	}
 	in.Pods = pods.Items
-
-	d := Decide(r.clock, in)
-	return r.apply(ctx, &pcs, in.Cliques, d)
+	rec, err := record.Get(ctx, r.client, api.KindPodCliqueSet, &pcs)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if rec != nil {
+		in.State = StateOf(rec)
+	} else {
+		// No record yet: a new set, or one an earlier shepherd kept on
+		// the objects. A carrier that does not parse is reported (the
+		// error is logged and retried with backoff) and nothing is done:
+		// guessing a restart count could restart, or fail, a workload
+		// wrongly.
+		if in.State, err = Upgrade(in); err != nil {
+			return ctrl.Result{}, err
+		}
+		in.Unrecorded = true
+	}
+	return r.apply(ctx, &pcs, rec, in.Cliques, Decide(r.clock, in))
 }
 
 // apply makes the decision's one write, then — once a status write has
-// landed — its events and metrics. Every write is guarded: the status and
-// the marker by the resourceVersion the decision read (optimistic lock), the
-// deletes by UID preconditions; a write that loses a race is not retried as
-// is but decided again from a fresh read.
-func (r *setReconciler) apply(ctx context.Context, pcs *grovev1alpha1.PodCliqueSet, cliques []grovev1alpha1.PodClique, d Decision) (ctrl.Result, error) {
+// landed — its events and metrics. Every write is guarded: the record by
+// the resourceVersion the decision read (or, for its first write, by
+// create), the deletes by UID preconditions, the scale-downs by UID; a
+// write that loses a race is not retried as is but decided again from a
+// fresh read.
+func (r *setReconciler) apply(ctx context.Context, pcs *grovev1alpha1.PodCliqueSet, rec *shepherdv1alpha1.WorkloadRecord, cliques []grovev1alpha1.PodClique, d Decision) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx).WithValues("podcliqueset", client.ObjectKeyFromObject(pcs))
 	switch d.Write {
-	case WriteStatus:
-		committed, err := PatchSet(ctx, r.client, pcs, d.Status.Apply(pcs, r.schemas))
-		if committed {
-			log.Info("Training status", "phase", d.Status.Phase, "restartCount", d.Status.RestartCount)
+	case WriteStatus, WriteMarker, WriteCliques:
+		if err := record.Put(ctx, r.client, d.State.Record(pcs), rec, RecordManager); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) {
+				return ctrl.Result{RequeueAfter: conflictRetry}, nil
+			}
+			return ctrl.Result{}, err
+		}
+		if d.Write == WriteStatus {
+			log.Info("Training status", "phase", d.State.Phase, "restartCount", d.State.RestartCount)
 			r.record(pcs, cliques, d)
-		}
-		if err != nil {
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-				return ctrl.Result{RequeueAfter: conflictRetry}, nil
-			}
-			return ctrl.Result{}, err
-		}
-	case WriteMarker:
-		if err := r.annotate(ctx, pcs.Namespace, d.Mark); err != nil {
-			if apierrors.IsConflict(err) {
-				return ctrl.Result{RequeueAfter: conflictRetry}, nil
-			}
-			return ctrl.Result{}, err
 		}
 	case WriteDelete:
 		victims := make([]*corev1.Pod, 0, len(d.Delete))
@@ -155,8 +112,27 @@ func (r *setReconciler) apply(ctx context.Context, pcs *grovev1alpha1.PodCliqueS
 		if _, err := gang.DeleteAllExact(ctx, r.deleter, victims); err != nil {
 			return ctrl.Result{}, err
 		}
+	case WriteScale:
+		for _, c := range d.Scale {
+			if err := r.scaleDown(ctx, pcs.Namespace, c); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
+		log.Info("failed Training set: PodCliques scaled to 0 replicas", "podcliques", len(d.Scale))
 	}
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+}
+
+// scaleDown sets a PodClique's replicas to 0 — a merge patch of
+// spec.replicas carrying the UID the decision read, so a PodClique created
+// again under the name is not scaled by mistake.
+func (r *setReconciler) scaleDown(ctx context.Context, ns string, c PodRef) error {
+	body := fmt.Appendf(nil, `{"metadata":{"uid":%q},"spec":{"replicas":0}}`, c.UID)
+	pclq := &grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.Name}}
+	if err := r.client.Patch(ctx, pclq, client.RawPatch(types.MergePatchType, body)); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("scaling PodClique %s/%s of a failed Training set to 0: %w", ns, c.Name, err)
+	}
+	return nil
 }
 
 // record emits a committed decision's events and counts its metrics.
@@ -176,25 +152,6 @@ func (r *setReconciler) record(pcs *grovev1alpha1.PodCliqueSet, cliques []grovev
 	}
 }
 
-// annotate writes a restart marker: a merge patch of that one annotation
-// carrying the resourceVersion the decision read, so the apiserver refuses
-// it (Conflict) if the PodClique changed since — a marker decided on a
-// stale cache must not overwrite a newer one.
-func (r *setReconciler) annotate(ctx context.Context, ns string, m Mark) error {
-	body, err := json.Marshal(map[string]any{"metadata": map[string]any{
-		"resourceVersion": m.ResourceVersion,
-		"annotations":     map[string]any{api.AnnotationRestart: m.Marker.String()},
-	}})
-	if err != nil {
-		return fmt.Errorf("encoding the restart marker: %w", err)
-	}
-	pclq := &grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: m.Clique}}
-	if err := r.client.Patch(ctx, pclq, client.RawPatch(types.MergePatchType, body)); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("writing the restart marker of PodClique %s/%s: %w", ns, m.Clique, err)
-	}
-	return nil
-}
-
 func findClique(cliques []grovev1alpha1.PodClique, name string) *grovev1alpha1.PodClique {
 	for i := range cliques {
 		if name != "" && cliques[i].Name == name {
@@ -202,34 +159,4 @@ func findClique(cliques []grovev1alpha1.PodClique, name string) *grovev1alpha1.P
 		}
 	}
 	return nil
-}
-
-// PatchSet writes what want changes on the PodCliqueSet cur, each part only
-// if it changed and each with an optimistic lock, so that a restart is
-// counted once whichever form holds the count. On the seed schema that is
-// one write, the status. On Grove's schema the phase, restartCount and
-// startTime are carriers (annotations), written first, and the conditions
-// then go to the status subresource: a second request. committed reports
-// whether the write that carries the phase and the count landed — the
-// commit the events follow — even when the second then fails; a Failed
-// condition lost that way is put back by Decide from the phase.
-func PatchSet(ctx context.Context, c client.Client, cur, want *grovev1alpha1.PodCliqueSet) (committed bool, err error) {
-	annotations := !equality.Semantic.DeepEqual(cur.Annotations, want.Annotations)
-	if annotations {
-		next := cur.DeepCopy()
-		next.Annotations = want.Annotations
-		if err := c.Patch(ctx, next, client.MergeFromWithOptions(cur, client.MergeFromWithOptimisticLock{})); err != nil {
-			return false, fmt.Errorf("patching annotations of PodCliqueSet %s/%s: %w", cur.Namespace, cur.Name, err)
-		}
-		committed, cur = true, next
-	}
-	if !equality.Semantic.DeepEqual(cur.Status, want.Status) {
-		next := cur.DeepCopy()
-		next.Status = want.Status
-		if err := c.Status().Patch(ctx, next, client.MergeFromWithOptions(cur, client.MergeFromWithOptimisticLock{})); err != nil {
-			return committed, fmt.Errorf("patching status of PodCliqueSet %s/%s: %w", cur.Namespace, cur.Name, err)
-		}
-		committed = true
-	}
-	return committed, nil
 }

@@ -4,14 +4,30 @@
 // runtime limit (maxRuntime), the PodClique Succeeded condition, and the
 // GREP's events. Failed and Succeeded are final.
 //
-// Shape: read → one pure decision of (objects, clock) → one write → events.
-// The PodCliqueSet controller lists the set's PodCliques, PodCliqueScalingGroups
-// and pods, Decide (workload.go) returns the one write to make — the Training
-// status, one PodClique's restart marker, or a batch of pod deletes — and
-// the events and metrics of a status write go out only once it has landed.
-// The watch events of that write bring the next reconcile, which decides the
-// next write. The PodClique controller (podclique.go: Succeeded, and the
-// wasAvailable restart gate) is the same shape.
+// Shape: read → one pure decision of (objects, record, clock) → one write →
+// events. The PodCliqueSet controller lists the set's PodCliques,
+// PodCliqueScalingGroups and pods and reads the set's WorkloadRecord;
+// Decide (workload.go) returns the one write to make — the record (the
+// Training status, one PodClique's restart marker, or the PodCliques'
+// wasAvailable and Succeeded), a batch of pod deletes, or the scale-down of
+// a failed set — and the events and metrics of a status write go out only
+// once it has landed. The watch events of that write (the record's too)
+// bring the next reconcile, which decides the next write.
+//
+// # State: the set's WorkloadRecord, never the Grove objects
+//
+// Everything this package derives is kept in the set's WorkloadRecord
+// (state.go, package record), which only this controller writes: the
+// phase, restartCount, startTime and Failed condition, and per PodClique
+// the sticky wasAvailable bit, Succeeded, and the last restart marker.
+// None of it goes on the PodCliqueSet or its PodCliques: Grove's
+// PodCliqueSet and scaling-group controllers replace a PodClique's
+// annotations with the template's on every reconcile (Grove fcc3b3b,
+// components/podclique buildResource), which wiped the earlier carriers
+// within seconds. A set without a record is read once from where an
+// earlier shepherd kept its state (Upgrade: the seed fields or the
+// carriers, was-available and shepherd.dev/restart), so an upgrade in the
+// middle of a restart loses nothing.
 //
 // # Breach detection: from the pods, at once
 //
@@ -45,21 +61,12 @@
 // must say so with minAvailable.)
 //
 // The availability rule needs the sticky wasAvailable bit (a starting gang
-// is not a breached one). For a Training PodClique this package keeps it —
-// the status field where the served schema has one, else the
-// shepherd.dev/was-available carrier (grove.SetWasAvailable) — in every
-// mode, since Grove never keeps it; package gang keeps it for Inference
-// cliques only. Package gang still writes a Training clique's readyReplicas
-// and MinAvailableBreached when it enforces gang termination, and never
-// deletes anything of a Training PodCliqueSet: the restart replaces gang
-// termination at both the PCSG and the PodCliqueSet level, so the two never
-// both answer one breach.
-//
-// The Training status (phase, restartCount, startTime) goes where the served
-// schema keeps it: the seed's status fields, or, on Grove's schema, the
-// carriers shepherd.dev/phase, shepherd.dev/restart-count and
-// shepherd.dev/start-time (grove.SetTrainingStatus); the Failed condition
-// goes to status.conditions, which both schemas have.
+// is not a breached one). For a Training PodClique this package keeps it in
+// the record, in every mode, since Grove never keeps it. Package gang
+// writes nothing for a Training PodCliqueSet — neither its PodCliques'
+// status nor its scaling groups' — and never deletes anything of it: the
+// restart replaces gang termination at both the PCSG and the PodCliqueSet
+// level, so the two never both answer one breach.
 //
 // # What belongs to a set: ownership
 //
@@ -91,7 +98,7 @@
 //  1. mark: a breach in a replica with no restart in flight is restart
 //     N = 1 + the highest of restartCount and every marker of every replica
 //     (done or not); with N > maxRestarts the set fails instead. Each
-//     PodClique of the replica gets api.AnnotationRestart {restart N, the
+//     PodClique of the replica gets a marker in the record {restart N, the
 //     UIDs of its pods now, failed on those whose breach caused it} — one
 //     PodClique per write, the first write deciding the restart, the next
 //     ones completing it. Another breached replica waits for the next
@@ -115,11 +122,12 @@
 // restart is numbered after it and a finished PodClique is not mistaken
 // for one never marked.
 //
-// Why a crash loses nothing: every write is guarded — the status and each
-// marker by the resourceVersion the decision read (an optimistic lock: a
-// decision made on a stale cache is refused with a Conflict and decided
-// again), deletes by UID preconditions — and every decision is a function
-// of the objects alone. A crash between any two writes leaves objects from
+// Why a crash loses nothing: every write is guarded — the record by the
+// resourceVersion the decision read, or by create for its first write (an
+// optimistic lock: a decision made on a stale cache is refused with a
+// Conflict or AlreadyExists and decided again), deletes by UID
+// preconditions — and every decision is a function of the objects and the
+// record alone. A crash between any two writes leaves objects from
 // which the next reconcile decides the write that was next; the restart
 // was decided by its first marker and is counted by the one status write
 // that moves restartCount to N, which a replay cannot repeat. Events are at
@@ -127,22 +135,27 @@
 // never doubles them. TestRestartCrashPoints replays a reference run (two
 // markers, the commit, the delete, two done markers; and a failure) after
 // each write, both as a crash before the write's events and as the same
-// write decided again on a cache that has not seen it, on the seed schema
-// and on Grove's (where a status write is two requests — the carriers,
-// the commit, then the conditions — and a crash between them is replayed
-// too); each ends in the reference's state with no event twice. The
-// integration tests cover a shepherd stopped between the marker and the
-// commit with another replica failing meanwhile
+// write decided again on a cache that has not seen it, from a set whose
+// earlier state was in the seed fields and from one whose state was in
+// Grove's carriers (the upgrade); each ends in the reference's state with
+// no event twice. The integration tests cover a shepherd stopped between
+// the marker and the commit with another replica failing meanwhile
 // (TestTrainingTwoBreachesBudgetOne), between restarts and while pods
 // started (TestTrainingShepherdRestartedMidway, TestTrainingStartTimeFromPods).
-// A PodClique's Succeeded condition is sticky and written before anything
-// of this package deletes pods.
+// A PodClique's Succeeded is sticky and recorded before anything of this
+// package deletes pods.
 //
 // Failure (budget exhausted or maxRuntime exceeded) commits phase Failed and
-// the Failed condition first and then, in the reconciles after, deletes
-// every pod of the set — the
-// reverse of GREP-0285's wording ("all pods are terminated before the phase
-// is set") on purpose: deleting first would lose the failure if shepherd
-// stopped in between and Grove recreated the pods. A Failed set keeps having
-// its pods deleted until none is left.
+// the Failed condition first — the reverse of GREP-0285's wording ("all pods
+// are terminated before the phase is set") on purpose: terminating first
+// would lose the failure if shepherd stopped in between — and then ends the
+// pods through their owner: every PodClique of the set is scaled to 0
+// replicas (a merge patch of spec.replicas with a UID precondition, what an
+// autoscaler does). Grove keeps an existing PodClique's replicas when it
+// syncs the set's template (it leaves them to autoscalers), so its
+// PodClique controller deletes the pods and creates none; deleting the pods
+// instead made Grove recreate them at once, in a loop (issue 30: 188
+// creates and 186 deletes in 8 s). Pods still there ownerGrace after the
+// failure have no controller looking after them and are deleted by
+// shepherd. The set and its PodCliques stay until the user deletes them.
 package training

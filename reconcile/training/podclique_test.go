@@ -4,11 +4,9 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
 )
 
@@ -40,14 +38,10 @@ func TestDecideCliqueSucceeded(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c := mkClique(0, cliqueState{succeeded: tc.before})
-			conds, changed := DecideCliqueSucceeded(clocktesting.NewFakePassiveClock(t0), &c, tc.pods, tc.marker)
-			got := meta.IsStatusConditionTrue(conds, api.ConditionSucceeded)
+			c := mkClique(0, cliqueState{})
+			_, got := DecideClique(clocktesting.NewFakePassiveClock(t0), &c, tc.pods, CliqueState{Succeeded: tc.before, Marker: tc.marker})
 			if got != tc.want {
 				t.Errorf("Succeeded = %v, want %v", got, tc.want)
-			}
-			if changed != (tc.want && !tc.before) {
-				t.Errorf("changed = %v", changed)
 			}
 		})
 	}

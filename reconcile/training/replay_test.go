@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -20,95 +19,81 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
-	"github.com/shepherd-k8s/shepherd/integrations/knob"
 )
 
 // world is the API as the Training set controller sees it, in memory:
 // Decide's one write per reconcile is applied to it the way the apiserver
-// applies the controller's requests — the status and markers under an
-// optimistic lock (the resourceVersion the decision read), deletes with
-// UID preconditions.
+// applies the controller's requests — the record created once, then
+// replaced under an optimistic lock (the resourceVersion the decision
+// read), deletes with UID preconditions.
 type world struct {
 	t       *testing.T
 	clk     clock.PassiveClock
-	schemas knob.FieldSchemas
 	pcs     *grovev1alpha1.PodCliqueSet
 	cliques []grovev1alpha1.PodClique
 	pods    []corev1.Pod
-	rv      int
-	// cliqueController plays this package's PodClique controller between
-	// reconciles: it keeps each clique's wasAvailable (held false while a
-	// restart marker is active), its own write.
-	cliqueController bool
-}
-
-// tick is the PodClique controller's writes since the last reconcile
-// (DecideClique, as that controller decides them).
-func (w *world) tick() {
-	if !w.cliqueController {
-		return
-	}
-	for i := range w.cliques {
-		c := &w.cliques[i]
-		var owned []corev1.Pod
-		for _, p := range w.pods {
-			if ref := metav1.GetControllerOf(&p); ref != nil && ref.UID == c.UID {
-				owned = append(owned, p)
-			}
-		}
-		want, _ := DecideClique(w.clk, c, owned, w.schemas)
-		if !equality.Semantic.DeepEqual(want, c) {
-			*c = *want
-			c.ResourceVersion = w.bump()
-		}
-	}
+	// state is the set's record, once recorded; recRV its resourceVersion.
+	state    State
+	recorded bool
+	recRV    string
+	rv       int
 }
 
 func newWorld(t *testing.T, pcs *grovev1alpha1.PodCliqueSet, cliques []grovev1alpha1.PodClique, pods []corev1.Pod) *world {
-	// The seed schema by default: the tests' sets keep their Training
-	// status in the status fields.
-	w := &world{t: t, clk: clockAt(t0), schemas: seedSchema, pcs: pcs.DeepCopy(), pods: slices.Clone(pods)}
+	w := &world{t: t, clk: clockAt(t0), pcs: pcs.DeepCopy(), pods: slices.Clone(pods)}
 	for _, c := range cliques {
 		w.cliques = append(w.cliques, *c.DeepCopy())
 	}
 	return w
 }
 
-// seedSchema is a served schema with the seed's Training status fields.
-var seedSchema = fieldSchemas{"status.phase", "status.restartCount", "status.startTime"}
-
 func clockAt(t time.Time) clock.PassiveClock { return clocktesting.NewFakePassiveClock(t) }
 
 // clone is a snapshot of w (what a cache may still show).
 func (w *world) clone() *world {
 	out := newWorld(w.t, w.pcs, w.cliques, w.pods)
-	out.clk, out.schemas, out.rv, out.cliqueController = w.clk, w.schemas, w.rv, w.cliqueController
+	out.clk, out.rv, out.recorded, out.recRV, out.state = w.clk, w.rv, w.recorded, w.recRV, w.state.clone()
 	return out
 }
 
+// input is what the controller reads: the record, or before there is one
+// the objects' own state (Upgrade).
 func (w *world) input() Input {
-	return input(w.t, w.pcs, slices.Clone(w.cliques), slices.Clone(w.pods))
+	in := input(w.t, w.pcs, slices.Clone(w.cliques), slices.Clone(w.pods))
+	if w.recorded {
+		in.State, in.Unrecorded = w.state.clone(), false
+	} else {
+		in.Unrecorded = true
+	}
+	return in
+}
+
+// readRV is the record version a decision on w reads: "" for none (its
+// write is a create).
+func (w *world) readRV() string {
+	if !w.recorded {
+		return ""
+	}
+	return w.recRV
 }
 
 func (w *world) bump() string { w.rv++; return strconv.Itoa(w.rv) }
 
-// apply makes d's write. It reports whether the write landed; a status
-// write lands as the commit (committed) or not at all.
+// apply makes d's write, decided on a read of the record at readRV. It
+// reports whether the write landed.
 func (w *world) apply(d Decision, readRV string) bool {
 	switch d.Write {
-	case WriteStatus:
-		if readRV != w.pcs.ResourceVersion {
-			return false // Conflict
+	case WriteStatus, WriteMarker, WriteCliques:
+		if readRV == "" && w.recorded || readRV != "" && readRV != w.recRV {
+			return false // AlreadyExists, or Conflict
 		}
-		w.pcs = d.Status.Apply(w.pcs, w.schemas)
-		w.pcs.ResourceVersion = w.bump()
-	case WriteMarker:
-		i := slices.IndexFunc(w.cliques, func(c grovev1alpha1.PodClique) bool { return c.Name == d.Mark.Clique })
-		if i < 0 || w.cliques[i].ResourceVersion != d.Mark.ResourceVersion {
-			return false // NotFound or Conflict
+		w.state, w.recorded, w.recRV = d.State.clone(), true, w.bump()
+	case WriteScale:
+		for _, ref := range d.Scale {
+			if i := slices.IndexFunc(w.cliques, func(c grovev1alpha1.PodClique) bool { return c.Name == ref.Name && c.UID == ref.UID }); i >= 0 {
+				w.cliques[i].Spec.Replicas = 0
+			}
 		}
-		w.cliques[i].Annotations = mapWith(w.cliques[i].Annotations, api.AnnotationRestart, d.Mark.Marker.String())
-		w.cliques[i].ResourceVersion = w.bump()
 	case WriteDelete:
 		for _, ref := range d.Delete {
 			i := slices.IndexFunc(w.pods, func(p corev1.Pod) bool { return p.Name == ref.Name && p.UID == ref.UID })
@@ -125,24 +110,6 @@ func (w *world) apply(d Decision, readRV string) bool {
 	return true
 }
 
-// partialStatus applies only the first request of a status write on
-// Grove's schema — the carriers, not the conditions — as a crash between
-// the two would leave it.
-func (w *world) partialStatus(d Decision) {
-	want := d.Status.Apply(w.pcs, w.schemas)
-	w.pcs.Annotations = want.Annotations
-	w.pcs.ResourceVersion = w.bump()
-}
-
-func mapWith(m map[string]string, k, v string) map[string]string {
-	out := map[string]string{}
-	for k, v := range m {
-		out[k] = v
-	}
-	out[k] = v
-	return out
-}
-
 // step is one reconcile: read, decide, write; the events and metrics of a
 // status write only once it landed.
 type step struct {
@@ -157,12 +124,12 @@ type trace []step
 func (w *world) run() trace {
 	var tr trace
 	for range 30 {
-		w.tick()
+		rv := w.readRV()
 		d := Decide(w.clk, w.input())
 		if d.Write == WriteNone {
 			return append(tr, step{d: d})
 		}
-		tr = append(tr, step{d: d, landed: w.apply(d, w.pcs.ResourceVersion)})
+		tr = append(tr, step{d: d, landed: w.apply(d, rv)})
 	}
 	w.t.Fatalf("no quiescence after 30 reconciles: %s", tr)
 	return tr
@@ -178,10 +145,7 @@ func (tr trace) String() string {
 
 // outcome summarises a run: the final status, and every write and event.
 func (w *world) outcome(tr trace) outcome {
-	st, err := grove.TrainingStatusOf(w.pcs)
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	st := w.input().State
 	o := outcome{Phase: st.Phase, Count: st.RestartCount}
 	if st.StartTime != nil {
 		o.Start = ptr.To(st.StartTime.UTC())
@@ -239,8 +203,11 @@ func runOutcome(t *testing.T, pcs *grovev1alpha1.PodCliqueSet, cliques []grovev1
 }
 
 // crashScenario is a replica 0 whose two PodCliques must both be marked,
-// with a failed pod, budget maxRestarts; replica 1 healthy.
-func crashScenario(t *testing.T, maxRestarts int32, schemas knob.FieldSchemas) *world {
+// with a failed pod, budget maxRestarts; replica 1 healthy. carriers: the
+// set's Training status is where an earlier shepherd kept it on Grove's
+// schema, the annotations (else the seed's status fields); either is
+// carried into the record by its first write.
+func crashScenario(t *testing.T, maxRestarts int32, carriers bool) *world {
 	pcs := set(maxRestarts, nil, nil)
 	pcs.Spec.Template.Cliques = append(pcs.Spec.Template.Cliques, &grovev1alpha1.PodCliqueTemplateSpec{Name: "v", Spec: grovev1alpha1.PodCliqueSpec{Replicas: 1}})
 	pcs.Status.Phase, pcs.Status.StartTime = grovev1alpha1.PhaseRunning, &metav1.Time{Time: t0.Add(-time.Minute)}
@@ -249,13 +216,10 @@ func crashScenario(t *testing.T, maxRestarts int32, schemas knob.FieldSchemas) *
 	vp := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pcs-0-v-0", UID: "pv", OwnerReferences: controller(api.KindPodClique, "pcs-0-v", "cv")}}
 	vp.Status.Phase = corev1.PodRunning
 	vp.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-	w := newWorld(t, pcs, []grovev1alpha1.PodClique{mkClique(0, cliqueState{wasAvail: true}), v, mkClique(1, cliqueState{wasAvail: true})},
+	w := newWorld(t, pcs, []grovev1alpha1.PodClique{mkClique(0, cliqueState{wasAvail: true, wasCarrier: carriers}), v, mkClique(1, cliqueState{wasAvail: true, wasCarrier: carriers})},
 		append(pods(failed, ready, ready, ready), vp))
-	w.cliqueController = true
-	if schemas != nil {
-		w.schemas = schemas
-		// Grove's schema: the status lives in the carriers.
-		w.pcs = Status{Phase: pcs.Status.Phase, StartTime: pcs.Status.StartTime}.Apply(w.pcs, schemas)
+	if carriers {
+		grove.SetTrainingStatus(w.pcs, grove.TrainingStatus{Phase: pcs.Status.Phase, StartTime: pcs.Status.StartTime}, fieldSchemas{})
 		w.pcs.Status.Phase, w.pcs.Status.StartTime = "", nil
 	}
 	return w
@@ -271,18 +235,17 @@ type final struct {
 }
 
 func (w *world) final() final {
-	st, err := grove.TrainingStatusOf(w.pcs)
-	if err != nil {
-		w.t.Fatal(err)
-	}
+	st := w.input().State
 	f := final{Phase: st.Phase, Count: st.RestartCount, Markers: map[string]string{}}
-	for _, c := range w.pcs.Status.Conditions {
+	for _, c := range st.Conditions {
 		if c.Type == api.ConditionFailed {
 			f.Failed = c.Reason
 		}
 	}
-	for _, c := range w.cliques {
-		f.Markers[c.Name] = c.Annotations[api.AnnotationRestart]
+	for name, e := range st.Cliques {
+		if e.Marker != nil {
+			f.Markers[name] = e.Marker.String()
+		}
 	}
 	for _, p := range w.pods {
 		f.Pods = append(f.Pods, p.Name)
@@ -315,30 +278,30 @@ func TestRestartCrashPoints(t *testing.T) {
 	for _, sc := range []struct {
 		name        string
 		maxRestarts int32
-		schemas     knob.FieldSchemas
+		carriers    bool
 		want        final
 		wantEvents  []string
 	}{
-		{name: "restart, seed schema", maxRestarts: 1, want: final{Phase: grovev1alpha1.PhaseRunning, Count: 1},
+		{name: "restart, from the seed's status fields", maxRestarts: 1, want: final{Phase: grovev1alpha1.PhaseRunning, Count: 1},
 			wantEvents: []string{api.EventPodCliqueFailed, api.EventReplicaRestarting}},
-		{name: "restart, Grove's schema (carriers)", maxRestarts: 1, schemas: fieldSchemas{}, want: final{Phase: grovev1alpha1.PhaseRunning, Count: 1},
+		{name: "restart, from Grove's carriers", maxRestarts: 1, carriers: true, want: final{Phase: grovev1alpha1.PhaseRunning, Count: 1},
 			wantEvents: []string{api.EventPodCliqueFailed, api.EventReplicaRestarting}},
-		{name: "budget used up, Grove's schema", maxRestarts: 0, schemas: fieldSchemas{},
+		{name: "budget used up, from Grove's carriers", maxRestarts: 0, carriers: true,
 			want:       final{Phase: grovev1alpha1.PhaseFailed, Failed: api.ReasonMaxRestartsExceeded},
 			wantEvents: []string{api.EventPodCliqueFailed, api.EventMaxRestartsExceeded}},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
-			ref := crashScenario(t, sc.maxRestarts, sc.schemas)
+			ref := crashScenario(t, sc.maxRestarts, sc.carriers)
 			var snaps []*world
 			var tr trace
 			for range 30 {
-				ref.tick()
 				snaps = append(snaps, ref.clone())
+				rv := ref.readRV()
 				d := Decide(ref.clk, ref.input())
 				if d.Write == WriteNone {
 					break
 				}
-				tr = append(tr, step{d: d, landed: ref.apply(d, ref.pcs.ResourceVersion)})
+				tr = append(tr, step{d: d, landed: ref.apply(d, rv)})
 			}
 			want := ref.final()
 			want.Markers, want.Pods = nil, nil
@@ -354,7 +317,7 @@ func TestRestartCrashPoints(t *testing.T) {
 				t.Run(fmt.Sprintf("crash after write %d (%s)", k, tr[k].d.Write), func(t *testing.T) {
 					w := snaps[k].clone()
 					w.t = t
-					if !w.apply(tr[k].d, w.pcs.ResourceVersion) {
+					if !w.apply(tr[k].d, w.readRV()) {
 						t.Fatalf("write %d did not land on its own snapshot", k)
 					}
 					rest := w.run()
@@ -369,10 +332,10 @@ func TestRestartCrashPoints(t *testing.T) {
 				t.Run(fmt.Sprintf("write %d (%s) decided again on a stale cache", k, tr[k].d.Write), func(t *testing.T) {
 					w := snaps[k].clone()
 					w.t = t
-					readRV := w.pcs.ResourceVersion
+					readRV := w.readRV()
 					w.apply(tr[k].d, readRV)
 					again := Decide(w.clk, snaps[k].input()) // the cache before write k
-					if landed := w.apply(again, readRV); landed && again.Write != WriteDelete {
+					if landed := w.apply(again, readRV); landed && again.Write != WriteDelete && again.Write != WriteScale {
 						t.Fatalf("the stale %s write landed: %+v", again.Write, again)
 					}
 					rest := w.run()
@@ -384,25 +347,6 @@ func TestRestartCrashPoints(t *testing.T) {
 						t.Errorf("events (-reference +with the stale write):\n%s", diff)
 					}
 				})
-			}
-			if sc.schemas != nil {
-				// Grove's schema: a status write is two requests; a crash
-				// between them (carriers written, conditions not) loses
-				// nothing either.
-				for k := range tr {
-					if tr[k].d.Write != WriteStatus {
-						continue
-					}
-					t.Run(fmt.Sprintf("crash inside status write %d", k), func(t *testing.T) {
-						w := snaps[k].clone()
-						w.t = t
-						w.partialStatus(tr[k].d)
-						w.run()
-						if diff := cmp.Diff(refFinal, w.final()); diff != "" {
-							t.Errorf("final state (-reference +resumed):\n%s", diff)
-						}
-					})
-				}
 			}
 		})
 	}

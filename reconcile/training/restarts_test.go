@@ -75,7 +75,7 @@ func TestDecideIssue19(t *testing.T) {
 			pods:    pods(failed, ready, failed, ready),
 			want: outcome{Phase: grovev1alpha1.PhaseFailed, Count: 1, Start: &started, Failure: api.ReasonMaxRestartsExceeded, Restarted: 1,
 				Events:  []string{"PodCliqueFailed/pcs-1-w", "ReplicaRestarting", "PodCliqueFailed/pcs-0-w", "MaxRestartsExceeded"},
-				Deletes: all4}},
+				Deletes: []string{"pcs-1-w-0", "pcs-1-w-1"}, Requeue: ownerGrace}},
 		{name: "defect 1: budget 2, replica 1 marked for restart 1 (not committed), replica 0 breaches: restart 2",
 			maxRestarts: 2, phase: grovev1alpha1.PhaseRunning,
 			cliques: []cliqueState{{wasAvail: true}, {marker: marker(1, true, "p10", "p11")}},
@@ -83,14 +83,15 @@ func TestDecideIssue19(t *testing.T) {
 			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 2, Start: &started, Restarted: 2,
 				Events: []string{"PodCliqueFailed/pcs-1-w", "ReplicaRestarting", "PodCliqueFailed/pcs-0-w", "ReplicaRestarting"},
 				Marks:  []string{"pcs-0-w:2:[p00 p01]:failed"}, Deletes: all4,
-				Finishes: []string{"pcs-1-w:1:[p10 p11]:failed:done"}, Requeue: time.Second}},
+				Finishes: []string{"pcs-0-w:2:[p00 p01]:failed:done", "pcs-1-w:1:[p10 p11]:failed:done"}}},
 		{name: "defect 1: a committed restart whose marker is done still numbers the next one after it",
 			maxRestarts: 3, phase: grovev1alpha1.PhaseRunning, count: 2,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true, marker: &gang.RestartMarker{Restart: 2, Done: true}}},
 			pods:    pods(failed, ready, ready, ready),
 			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 3, Start: &started, Restarted: 1,
 				Events: []string{"PodCliqueFailed/pcs-0-w", "ReplicaRestarting"},
-				Marks:  []string{"pcs-0-w:3:[p00 p01]:failed"}, Deletes: []string{"pcs-0-w-0", "pcs-0-w-1"}, Requeue: time.Second}},
+				Marks:  []string{"pcs-0-w:3:[p00 p01]:failed"}, Deletes: []string{"pcs-0-w-0", "pcs-0-w-1"},
+				Finishes: []string{"pcs-0-w:3:[p00 p01]:failed:done"}}},
 		// Defect 8 (events): a deferred replica emits nothing; each
 		// PodCliqueFailed comes once, with the commit of its restart.
 		{name: "defect 8: two breaches at once: one restart at a time, each PodCliqueFailed once with its commit",
@@ -99,7 +100,8 @@ func TestDecideIssue19(t *testing.T) {
 			pods:    pods(failed, ready, failed, ready),
 			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 2, Start: &started, Restarted: 2,
 				Events: []string{"PodCliqueFailed/pcs-0-w", "ReplicaRestarting", "PodCliqueFailed/pcs-1-w", "ReplicaRestarting"},
-				Marks:  []string{"pcs-0-w:1:[p00 p01]:failed", "pcs-1-w:2:[p10 p11]:failed"}, Deletes: all4, Requeue: time.Second}},
+				Marks:  []string{"pcs-0-w:1:[p00 p01]:failed", "pcs-1-w:2:[p10 p11]:failed"}, Deletes: all4,
+				Finishes: []string{"pcs-0-w:1:[p00 p01]:failed:done", "pcs-1-w:2:[p10 p11]:failed:done"}}},
 		{name: "defect 8: the next pass commits restart 1 with its PodCliqueFailed and marks the deferred one",
 			maxRestarts: 2, phase: grovev1alpha1.PhaseRunning,
 			cliques: []cliqueState{{marker: marker(1, true, "p00", "p01")}, {wasAvail: true}},
@@ -107,7 +109,7 @@ func TestDecideIssue19(t *testing.T) {
 			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 2, Start: &started, Restarted: 2,
 				Events: []string{"PodCliqueFailed/pcs-0-w", "ReplicaRestarting", "PodCliqueFailed/pcs-1-w", "ReplicaRestarting"},
 				Marks:  []string{"pcs-1-w:2:[p10 p11]:failed"}, Deletes: all4,
-				Finishes: []string{"pcs-0-w:1:[p00 p01]:failed:done"}, Requeue: time.Second}},
+				Finishes: []string{"pcs-0-w:1:[p00 p01]:failed:done", "pcs-1-w:2:[p10 p11]:failed:done"}}},
 		{name: "defect 8: restart 1 committed, its pods still there: no event again",
 			maxRestarts: 2, phase: grovev1alpha1.PhaseRunning, count: 1,
 			cliques: []cliqueState{{marker: marker(1, true, "p00", "p01")}, {wasAvail: true}},
@@ -134,7 +136,8 @@ func TestDecideIssue19(t *testing.T) {
 				OwnerReferences: controller(api.KindPodClique, "pcs-0-w", "c0")}}, mkPod(1, 0, ready), mkPod(1, 1, ready)},
 			want: outcome{Phase: grovev1alpha1.PhaseRunning, Count: 2, Start: &started, Restarted: 1,
 				Events: []string{"PodCliqueFailed/pcs-0-w", "ReplicaRestarting"},
-				Marks:  []string{"pcs-0-w:2:[p00 pn]:failed"}, Deletes: []string{"pcs-0-w-new"}, Requeue: time.Second}},
+				Marks:  []string{"pcs-0-w:2:[p00 pn]:failed"}, Deletes: []string{"pcs-0-w-new"},
+				Finishes: []string{"pcs-0-w:2:[p00 pn]:failed:done"}}},
 		// Defect 9a: a clique whose pods fail before it was ever available
 		// uses the restart budget, or fails the set, as any breach does.
 		{name: "defect 9a: never available, a pod failed, budget 1: restart 1",
@@ -150,7 +153,7 @@ func TestDecideIssue19(t *testing.T) {
 			cliques: []cliqueState{{}, {}},
 			pods:    pods(running, running, pending, failed),
 			want: outcome{Phase: grovev1alpha1.PhaseFailed, Start: &started, Failure: api.ReasonMaxRestartsExceeded,
-				Events: []string{"PodCliqueFailed/pcs-1-w", "MaxRestartsExceeded"}, Deletes: all4}},
+				Events: []string{"PodCliqueFailed/pcs-1-w", "MaxRestartsExceeded"}, Requeue: ownerGrace}},
 		{name: "defect 9a: after a restart the failed pods it replaced no longer count",
 			maxRestarts: 1, phase: grovev1alpha1.PhaseRunning, count: 1,
 			cliques: []cliqueState{{marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}, Done: true}}, {}},
@@ -163,7 +166,7 @@ func TestDecideIssue19(t *testing.T) {
 			pods: []corev1.Pod{startedAt(mkPod(0, 0, running), t0.Add(-2*time.Hour)), startedAt(mkPod(0, 1, running), t0.Add(-90*time.Minute)),
 				startedAt(mkPod(1, 0, running), t0.Add(-2*time.Hour+time.Minute)), mkPod(1, 1, pending)},
 			want: outcome{Phase: grovev1alpha1.PhaseFailed, Start: ptr.To(t0.Add(-2 * time.Hour)), Failure: api.ReasonMaxRuntimeExceeded,
-				Events: []string{"MaxRuntimeExceeded"}, Deletes: all4}},
+				Events: []string{"MaxRuntimeExceeded"}, Requeue: ownerGrace}},
 		{name: "defect 5: startTime is the earliest pod start, within maxRuntime",
 			maxRestarts: 3, maxRuntime: ptr.To(time.Hour), phase: grovev1alpha1.PhasePending,
 			cliques: []cliqueState{{}, {}},
@@ -229,7 +232,7 @@ func TestRestartResumesAfterPartialMarking(t *testing.T) {
 	want := outcome{Phase: grovev1alpha1.PhaseRunning, Count: 1, Start: &t0, Restarted: 1,
 		Events: []string{"PodCliqueFailed/pcs-0-v", "ReplicaRestarting"},
 		Marks:  []string{"pcs-0-v:1:[pv]:failed"}, Deletes: []string{"pcs-0-v-0", "pcs-0-w-0", "pcs-0-w-1"},
-		Finishes: []string{"pcs-0-w:1:[p00 p01]:done"}, Requeue: time.Second}
+		Finishes: []string{"pcs-0-w:1:[p00 p01]:done", "pcs-0-v:1:[pv]:failed:done"}}
 	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("decision (-want +got):\n%s", diff)
 	}

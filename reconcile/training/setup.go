@@ -15,8 +15,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
-	"github.com/shepherd-k8s/shepherd/integrations/grove"
-	"github.com/shepherd-k8s/shepherd/integrations/knob"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
 )
 
@@ -32,22 +31,19 @@ const conflictRetry = 200 * time.Millisecond
 
 // Permissions the controllers need (for RBAC generation; test/rbac checks
 // the shipped RBAC grants them).
-// +kubebuilder:rbac:groups=grove.io,resources=podcliquesets,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=grove.io,resources=podcliquesets/status,verbs=get;patch
+// +kubebuilder:rbac:groups=grove.io,resources=podcliquesets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=grove.io,resources=podcliques,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=grove.io,resources=podcliques/status,verbs=get;patch
+// +kubebuilder:rbac:groups=shepherd.dev,resources=workloadrecords,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=grove.io,resources=podcliquescalinggroups,verbs=get;list;watch
 // +kubebuilder:rbac:groups=core,resources=pods,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Setup registers the Training PodClique and PodCliqueSet controllers.
-// schemas answers which fields the served Grove schemas have, which decides
-// where the Training status (phase, restartCount, startTime) and a Training
-// clique's wasAvailable are written (nil: the carrier annotations). It takes
-// no integrations.Enforcement: Grove has no Training workloads, so R-TR is
-// shepherd's alone, and its breach detection reads pods, not whoever's
-// MinAvailableBreached.
-func Setup(mgr ctrl.Manager, clk clock.PassiveClock, schemas knob.FieldSchemas) error {
+// Setup registers the Training PodCliqueSet controller. What it derives
+// goes to each set's WorkloadRecord, whatever the served Grove schema. It
+// takes no integrations.Enforcement: Grove has no Training workloads, so
+// R-TR is shepherd's alone, and its breach detection reads pods, not
+// whoever's MinAvailableBreached.
+func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
 	partOf := func(o client.Object) []string {
@@ -71,12 +67,6 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, schemas knob.FieldSchemas) 
 	if err != nil {
 		return err
 	}
-	if err := ctrl.NewControllerManagedBy(mgr).Named("training-podclique").
-		For(&grovev1alpha1.PodClique{}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &grovev1alpha1.PodClique{})).
-		Complete(&cliqueReconciler{client: c, clock: clk, schemas: schemas}); err != nil {
-		return fmt.Errorf("building the Training PodClique controller: %w", err)
-	}
 	toSet := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		if v := o.GetLabels()[api.LabelPartOf]; v != "" {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: v}}}
@@ -87,18 +77,12 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, schemas knob.FieldSchemas) 
 		For(&grovev1alpha1.PodCliqueSet{}).
 		Watches(&grovev1alpha1.PodClique{}, toSet).
 		Watches(&corev1.Pod{}, toSet).
-		Complete(&setReconciler{client: c, deleter: del, clock: clk, schemas: schemas, recorder: mgr.GetEventRecorder("shepherd-training")}); err != nil {
+		// Each write to the record brings the next reconcile, which
+		// decides the next write (one write per reconcile); a record
+		// deleted behind shepherd's back is written again.
+		Owns(&shepherdv1alpha1.WorkloadRecord{}).
+		Complete(&setReconciler{client: c, deleter: del, clock: clk, recorder: mgr.GetEventRecorder("shepherd-training")}); err != nil {
 		return fmt.Errorf("building the Training PodCliqueSet controller: %w", err)
 	}
 	return nil
-}
-
-// trainingSet fetches the PodCliqueSet an object is part of, nil unless it
-// exists and is a Training workload.
-func trainingSet(ctx context.Context, c client.Reader, o client.Object) (*grovev1alpha1.PodCliqueSet, error) {
-	pcs, err := gang.ParentSet(ctx, c, o)
-	if err != nil || pcs == nil || !grove.IsTrainingSet(pcs) {
-		return nil, err
-	}
-	return pcs, nil
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,17 +13,19 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
-	"github.com/shepherd-k8s/shepherd/integrations/grove"
-	"github.com/shepherd-k8s/shepherd/integrations/knob"
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
 )
 
 // Input is what the PodCliqueSet decision reads.
 type Input struct {
 	Set *grovev1alpha1.PodCliqueSet
-	// Status is the set's Training status as read (grove.TrainingStatusOf:
-	// the fields, or their carriers).
-	Status grove.TrainingStatus
+	// State is what shepherd keeps about the set: its WorkloadRecord's
+	// (StateOf), or, before the set has one, what an earlier shepherd
+	// kept on the objects (Upgrade).
+	State State
+	// Unrecorded: the set has no record yet; the first write creates it,
+	// even when nothing else changes.
+	Unrecorded bool
 	// MaxRestarts and MaxRuntime are the set's trainingSpec as read
 	// (grove.TrainingLimits); MaxRestarts unset is 0 (D-PCS-4).
 	MaxRestarts int32
@@ -38,14 +39,6 @@ type Input struct {
 	// Pods are the candidate pods (by label); Decide keeps those a kept
 	// PodClique controls.
 	Pods []corev1.Pod
-}
-
-// Status is the part of PodCliqueSet status this package owns.
-type Status struct {
-	Phase        grovev1alpha1.PodCliqueSetPhase
-	RestartCount int32
-	StartTime    *metav1.Time
-	Conditions   []metav1.Condition
 }
 
 // PodRef names a pod to delete.
@@ -68,14 +61,23 @@ const (
 	// WriteNone: nothing to write; look again at RequeueAfter (or on a
 	// change).
 	WriteNone Write = iota
-	// WriteStatus: the set's Training status (Decision.Status) — the
-	// commit of a phase, a startTime, a restart count or a failure — then
-	// Decision.Events and the metrics.
+	// WriteStatus: the record (Decision.State) committing a phase, a
+	// startTime, a restart count or a failure — then Decision.Events and
+	// the metrics.
 	WriteStatus
-	// WriteMarker: one PodClique's restart marker (Decision.Mark).
+	// WriteMarker: the record (Decision.State) with one PodClique's
+	// restart marker (Decision.Mark).
 	WriteMarker
+	// WriteCliques: the record (Decision.State) with the PodCliques'
+	// wasAvailable and Succeeded as the pods say; also the first write
+	// of a set without a record.
+	WriteCliques
 	// WriteDelete: delete pods (Decision.Delete), with UID preconditions.
 	WriteDelete
+	// WriteScale: scale PodCliques to 0 replicas (Decision.Scale), the way
+	// an autoscaler does, so that Grove removes their pods and creates
+	// none: the end of a failed set.
+	WriteScale
 )
 
 func (w Write) String() string {
@@ -86,19 +88,20 @@ func (w Write) String() string {
 		return "Status"
 	case WriteMarker:
 		return "Marker"
+	case WriteCliques:
+		return "Cliques"
 	case WriteDelete:
 		return "Delete"
+	case WriteScale:
+		return "Scale"
 	}
 	return "Unknown"
 }
 
-// Mark is a restart marker to put on a PodClique: a merge patch of that
-// one annotation, guarded by the resourceVersion the decision read, so a
-// decision made on a stale cache never lands.
+// Mark is a restart marker of a PodClique, written to the set's record.
 type Mark struct {
-	Clique          string
-	ResourceVersion string
-	Marker          gang.RestartMarker
+	Clique string
+	Marker gang.RestartMarker
 }
 
 // Decision is what one reconcile of a Training set does: at most one write
@@ -106,12 +109,15 @@ type Mark struct {
 // status write has landed — Events and the metrics.
 type Decision struct {
 	Write Write
-	// Status is the set's Training status to commit (WriteStatus).
-	Status Status
-	// Mark is the marker to write (WriteMarker).
+	// State is the record to write (WriteStatus, WriteMarker,
+	// WriteCliques), guarded by the resourceVersion of the record read.
+	State State
+	// Mark is the marker the State adds (WriteMarker).
 	Mark Mark
 	// Delete are the pods to delete (WriteDelete).
 	Delete []PodRef
+	// Scale are the PodCliques to scale to 0 (WriteScale).
+	Scale []PodRef
 	// Events go out after the status write.
 	Events []Event
 	// Restarts is how many restarts the status write commits (the
@@ -127,8 +133,11 @@ type Decision struct {
 const restartingPoll = time.Second
 
 // Decide runs the Training lifecycle of one PodCliqueSet: from the objects
-// as read and the clock, the next write — the first that applies of:
+// and the record as read and the clock, the next write — the first that
+// applies of:
 //
+//  0. the PodCliques' wasAvailable and Succeeded as their pods say (and
+//     the record of a set that has none): the record;
 //  1. a final phase: Succeeded (every PodClique succeeded) or Failed
 //     (maxRuntime passed) — the status, with its events;
 //  2. a restart in flight (a replica with an active marker, restart N)
@@ -145,20 +154,27 @@ const restartingPoll = time.Second
 //  6. a PodClique through its restart (its replaced pods gone or
 //     terminating, wasAvailable reset): its done marker.
 //
-// Everything it needs is in the objects, so a reconcile after a crash
-// between any two writes decides the write that was next.
+// Everything it needs is in the objects and the record, so a reconcile
+// after a crash between any two writes decides the write that was next.
 func Decide(clk clock.PassiveClock, in Input) Decision {
 	now := clk.Now()
-	cur := Status{Phase: in.Status.Phase, RestartCount: in.Status.RestartCount, StartTime: in.Status.StartTime, Conditions: in.Set.Status.Conditions}
+	cur := in.State.clone()
 	switch cur.Phase {
 	case grovev1alpha1.PhaseSucceeded:
+		if in.Unrecorded {
+			return Decision{Write: WriteCliques, State: cur}
+		}
 		return Decision{}
 	case grovev1alpha1.PhaseFailed:
 		return decideFailed(in, cur, now)
 	}
 	v := view(in)
-	next := cur
-	next.Conditions = slices.Clone(cur.Conditions)
+
+	// 0. What each PodClique's pods say: availability and success.
+	if next := v.cliqueStates(clk); in.Unrecorded || !next.equal(cur) {
+		return Decision{Write: WriteCliques, State: next, RequeueAfter: restartingPoll}
+	}
+	next := cur.clone()
 	v.progress(&next, now)
 
 	// 1. Final phases. Success is checked before maxRuntime: a set that
@@ -167,7 +183,7 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 	// succeeded; its pods' exits say so.
 	if v.allSucceeded() {
 		next.Phase = grovev1alpha1.PhaseSucceeded
-		return Decision{Write: WriteStatus, Status: next, Events: []Event{{Type: corev1.EventTypeNormal, Reason: api.EventWorkloadSucceeded,
+		return Decision{Write: WriteStatus, State: next, Events: []Event{{Type: corev1.EventTypeNormal, Reason: api.EventWorkloadSucceeded,
 			Note: fmt.Sprintf("all %d PodCliques succeeded after %d restarts", len(v.cliques), next.RestartCount)}}}
 	}
 	var wait gang.MinRequeue
@@ -183,8 +199,8 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 	// 2. Restarts in flight: every PodClique of the replica marked.
 	inflight := v.inFlight()
 	for _, r := range inflight {
-		if c := r.unmarked(); c != nil {
-			return Decision{Write: WriteMarker, Mark: v.mark(c, r.n, v.breached(c)), RequeueAfter: restartingPoll}
+		if c := r.unmarked(v); c != nil {
+			return v.mark(c, r.n, v.breached(c), restartingPoll)
 		}
 	}
 
@@ -196,7 +212,7 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 		}
 		next.RestartCount = max(next.RestartCount, r.n)
 		for _, c := range r.cliques {
-			if m, _ := gang.Marker(c.Annotations); m != nil && m.Restart == r.n && m.Failed {
+			if m := v.last(c); m != nil && m.Restart == r.n && m.Failed {
 				events = append(events, cliqueFailed(c.Name, r.idx, r.n))
 			}
 		}
@@ -207,7 +223,7 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 		wait.Add(restartingPoll)
 	}
 	if !next.equal(cur) {
-		return Decision{Write: WriteStatus, Status: next, Events: events, Restarts: next.RestartCount - cur.RestartCount, RequeueAfter: time.Duration(wait)}
+		return Decision{Write: WriteStatus, State: next, Events: events, Restarts: next.RestartCount - cur.RestartCount, RequeueAfter: time.Duration(wait)}
 	}
 
 	// 4. The pods the restarts in flight replace. A pod already
@@ -216,7 +232,7 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 	// for it. It counts for nothing (not ready, not succeeded) meanwhile.
 	var victims []PodRef
 	for _, r := range inflight {
-		victims = append(victims, r.condemned(v.podsOf)...)
+		victims = append(victims, r.condemned(v)...)
 	}
 	if len(victims) > 0 {
 		return Decision{Write: WriteDelete, Delete: victims, RequeueAfter: time.Duration(wait)}
@@ -239,8 +255,7 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 		}
 		if numbered < in.MaxRestarts {
 			wait.Add(restartingPoll)
-			return Decision{Write: WriteMarker, Mark: v.mark(v.byReplica[idx][0], numbered+1, slices.Contains(breached, v.byReplica[idx][0])),
-				RequeueAfter: time.Duration(wait)}
+			return v.mark(v.byReplica[idx][0], numbered+1, slices.Contains(breached, v.byReplica[idx][0]), time.Duration(wait))
 		}
 		var failed []Event
 		for _, c := range breached {
@@ -252,60 +267,79 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 
 	// 6. PodCliques through their restart.
 	for _, r := range inflight {
-		if c := r.through(v.podsOf); c != nil {
+		if c := r.through(v); c != nil {
 			// The done marker keeps the pods it replaced: they never
 			// count again, even lingering in Terminating.
-			m, _ := gang.ActiveMarker(c.Annotations)
-			done := *m
+			done := *v.active(c)
 			done.Done = true
-			return Decision{Write: WriteMarker, Mark: Mark{Clique: c.Name, ResourceVersion: c.ResourceVersion, Marker: done},
+			e := v.in.State.clique(c)
+			e.Marker = &done
+			return Decision{Write: WriteMarker, State: v.in.State.withClique(c.Name, e), Mark: Mark{Clique: c.Name, Marker: done},
 				RequeueAfter: time.Duration(wait)}
 		}
 	}
 	return Decision{RequeueAfter: time.Duration(wait)}
 }
 
-// decideFailed keeps a Failed set final: the Failed condition present (on
-// Grove's schema the phase, a carrier, is committed before the condition,
-// and Grove rewrites its atomic conditions list without a lock; a
-// condition lost either way is put back with the reason the durable state
-// still shows), then every pod the set owns deleted.
-func decideFailed(in Input, cur Status, now time.Time) Decision {
-	if meta.FindStatusCondition(cur.Conditions, api.ConditionFailed) == nil {
+// ownerGrace is how long a failed set's pods may outlive the scale-down of
+// their PodCliques before shepherd deletes them itself: Grove removes the
+// pods of a PodClique scaled to 0 in its next reconcile, so only pods no
+// controller looks after (no Grove running) are still there after it.
+const ownerGrace = 15 * time.Second
+
+// decideFailed keeps a Failed set final: the Failed condition present (an
+// upgraded record may lack it), then every PodClique of the set scaled to 0
+// replicas — through the owner, as an autoscaler would: Grove keeps an
+// existing PodClique's replicas when it syncs the set's template, so its
+// PodClique controller deletes the pods and creates no new ones, where pods
+// deleted by shepherd would be recreated at once — and, once ownerGrace has
+// passed since the failure with pods still there, those pods deleted.
+func decideFailed(in Input, cur State, now time.Time) Decision {
+	failed := meta.FindStatusCondition(cur.Conditions, api.ConditionFailed)
+	if failed == nil {
 		reason, msg := api.ReasonMaxRestartsExceeded, fmt.Sprintf("the restart budget is used up (%d of maxRestarts %d)", cur.RestartCount, in.MaxRestarts)
 		if in.MaxRuntime != nil && cur.StartTime != nil && now.Sub(cur.StartTime.Time) > *in.MaxRuntime {
 			reason, msg = api.ReasonMaxRuntimeExceeded, fmt.Sprintf("the workload ran longer than maxRuntime %s", *in.MaxRuntime)
 		}
-		next := cur
+		next := cur.clone()
 		next.Conditions = gang.SetCondition(cur.Conditions, metav1.Condition{
 			Type: api.ConditionFailed, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: in.Set.Generation,
 		}, now)
-		return Decision{Write: WriteStatus, Status: next}
+		return Decision{Write: WriteStatus, State: next}
 	}
-	_, pods := owned(in)
-	if victims := livePods(pods); len(victims) > 0 {
-		return Decision{Write: WriteDelete, Delete: victims}
+	if in.Unrecorded {
+		return Decision{Write: WriteCliques, State: cur}
 	}
-	return Decision{}
+	cliques, pods := owned(in)
+	var scale []PodRef
+	for _, c := range cliques {
+		if c.Spec.Replicas > 0 {
+			scale = append(scale, PodRef{Name: c.Name, UID: c.UID})
+		}
+	}
+	if len(scale) > 0 {
+		return Decision{Write: WriteScale, Scale: scale, RequeueAfter: ownerGrace}
+	}
+	victims := livePods(pods)
+	if len(victims) == 0 {
+		return Decision{}
+	}
+	if left := failed.LastTransitionTime.Add(ownerGrace).Sub(now); left > 0 {
+		return Decision{RequeueAfter: left}
+	}
+	return Decision{Write: WriteDelete, Delete: victims, RequeueAfter: ownerGrace}
 }
 
 // fail is the status write of a failure: phase Failed and the Failed
 // condition, with the events (the pods go in the reconciles after it, see
 // decideFailed).
-func fail(in Input, next Status, events []Event, reason, msg, event string, now time.Time) Decision {
+func fail(in Input, next State, events []Event, reason, msg, event string, now time.Time) Decision {
 	next.Phase = grovev1alpha1.PhaseFailed
 	next.Conditions = gang.SetCondition(next.Conditions, metav1.Condition{
 		Type: api.ConditionFailed, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: in.Set.Generation,
 	}, now)
 	events = append(events, Event{Type: corev1.EventTypeWarning, Reason: event, Note: msg + "; terminating all pods"})
-	return Decision{Write: WriteStatus, Status: next, Events: events, Failure: reason}
-}
-
-// equal reports whether s and o say the same.
-func (s Status) equal(o Status) bool {
-	return s.Phase == o.Phase && s.RestartCount == o.RestartCount &&
-		(s.StartTime == nil) == (o.StartTime == nil) && (s.StartTime == nil || s.StartTime.Equal(o.StartTime)) &&
-		equality.Semantic.DeepEqual(s.Conditions, o.Conditions)
+	return Decision{Write: WriteStatus, State: next, Events: events, Failure: reason}
 }
 
 // setView is what Decide reads of a set, by ownership (see owned).
@@ -338,7 +372,7 @@ func view(in Input) *setView {
 // progress moves Pending to Running once a pod of the set started and
 // records startTime once: when the set's pods started (their own
 // status.startTime), not when shepherd noticed.
-func (v *setView) progress(s *Status, now time.Time) {
+func (v *setView) progress(s *State, now time.Time) {
 	started := slices.ContainsFunc(v.pods, func(p corev1.Pod) bool { return gang.PodStarted(&p) })
 	if s.Phase == "" || s.Phase == grovev1alpha1.PhasePending {
 		s.Phase = grovev1alpha1.PhasePending
@@ -352,7 +386,17 @@ func (v *setView) progress(s *Status, now time.Time) {
 	}
 }
 
-func (v *setView) allSucceeded() bool { return allSucceeded(v.in.Set, v.cliques) }
+func (v *setView) allSucceeded() bool {
+	if len(v.cliques) == 0 {
+		return false
+	}
+	for _, c := range v.cliques {
+		if !v.succeeded(c) {
+			return false
+		}
+	}
+	return len(v.cliques) >= expectedCliques(v.in.Set)
+}
 
 // restart is one replica's restart in flight: restart n, the highest
 // active marker of the replica.
@@ -362,11 +406,49 @@ type restart struct {
 	cliques []*grovev1alpha1.PodClique
 }
 
+// last is c's last restart marker, done or not (nil: none).
+func (v *setView) last(c *grovev1alpha1.PodClique) *gang.RestartMarker {
+	return v.in.State.clique(c).Marker
+}
+
+// active is c's restart marker while the restart is in flight (nil: none,
+// or done).
+func (v *setView) active(c *grovev1alpha1.PodClique) *gang.RestartMarker {
+	if m := v.last(c); m != nil && !m.Done {
+		return m
+	}
+	return nil
+}
+
+func (v *setView) wasAvailable(c *grovev1alpha1.PodClique) bool {
+	return v.in.State.clique(c).WasAvailable
+}
+func (v *setView) succeeded(c *grovev1alpha1.PodClique) bool { return v.in.State.clique(c).Succeeded }
+
+// cliqueStates is the state with each PodClique's wasAvailable and
+// Succeeded as its pods say (DecideClique).
+func (v *setView) cliqueStates(clk clock.PassiveClock) State {
+	next := v.in.State.clone()
+	for _, c := range v.cliques {
+		e := v.in.State.clique(c)
+		e.UID = c.UID
+		e.WasAvailable, e.Succeeded = DecideClique(clk, c, v.podsOf[c.UID], e)
+		next.Cliques[c.Name] = e
+	}
+	return next
+}
+
 // inFlight lists the replicas with a restart in flight, by index.
 func (v *setView) inFlight() []restart {
 	var out []restart
 	for _, idx := range v.replicas {
-		if n := inFlight(v.byReplica[idx]); n > 0 {
+		var n int32
+		for _, c := range v.byReplica[idx] {
+			if m := v.active(c); m != nil {
+				n = max(n, m.Restart)
+			}
+		}
+		if n > 0 {
 			out = append(out, restart{idx: idx, n: n, cliques: v.byReplica[idx]})
 		}
 	}
@@ -376,9 +458,9 @@ func (v *setView) inFlight() []restart {
 // unmarked is the first PodClique of the replica not yet marked for the
 // restart (stopped between marking two PodCliques; none of its pods was
 // deleted yet), nil when every one is.
-func (r restart) unmarked() *grovev1alpha1.PodClique {
+func (r restart) unmarked(v *setView) *grovev1alpha1.PodClique {
 	for _, c := range r.cliques {
-		if m, _ := gang.Marker(c.Annotations); m == nil || m.Restart < r.n {
+		if m := v.last(c); m == nil || m.Restart < r.n {
 			return c
 		}
 	}
@@ -387,14 +469,14 @@ func (r restart) unmarked() *grovev1alpha1.PodClique {
 
 // condemned lists the pods the restart replaces that are not yet being
 // deleted.
-func (r restart) condemned(podsOf map[types.UID][]corev1.Pod) []PodRef {
+func (r restart) condemned(v *setView) []PodRef {
 	var out []PodRef
 	for _, c := range r.cliques {
-		m, _ := gang.ActiveMarker(c.Annotations)
+		m := v.active(c)
 		if m == nil || m.Restart != r.n {
 			continue
 		}
-		for _, p := range podsOf[c.UID] {
+		for _, p := range v.podsOf[c.UID] {
 			if m.Condemned(p.UID) && p.DeletionTimestamp == nil {
 				out = append(out, PodRef{Name: p.Name, UID: p.UID})
 			}
@@ -404,16 +486,15 @@ func (r restart) condemned(podsOf map[types.UID][]corev1.Pod) []PodRef {
 }
 
 // through is the first PodClique whose restart is over — its replaced pods
-// gone or terminating, and its wasAvailable reset (package training's
-// clique controller holds it false while the marker is active) — nil when
-// none is.
-func (r restart) through(podsOf map[types.UID][]corev1.Pod) *grovev1alpha1.PodClique {
+// gone or terminating, and its wasAvailable reset (held false while the
+// marker is active) — nil when none is.
+func (r restart) through(v *setView) *grovev1alpha1.PodClique {
 	for _, c := range r.cliques {
-		m, _ := gang.ActiveMarker(c.Annotations)
-		if m == nil || m.Restart != r.n || grove.WasAvailable(c) {
+		m := v.active(c)
+		if m == nil || m.Restart != r.n || v.wasAvailable(c) {
 			continue
 		}
-		left := slices.ContainsFunc(podsOf[c.UID], func(p corev1.Pod) bool { return m.Condemned(p.UID) && p.DeletionTimestamp == nil })
+		left := slices.ContainsFunc(v.podsOf[c.UID], func(p corev1.Pod) bool { return m.Condemned(p.UID) && p.DeletionTimestamp == nil })
 		if !left {
 			return c
 		}
@@ -421,32 +502,57 @@ func (r restart) through(podsOf map[types.UID][]corev1.Pod) *grovev1alpha1.PodCl
 	return nil
 }
 
-// mark is the marker of restart n for a PodClique: the restart number, the
-// UIDs of its pods now, and failed when its breach caused the restart.
-func (v *setView) mark(c *grovev1alpha1.PodClique, n int32, failed bool) Mark {
+// mark is the write of restart n's marker for a PodClique: the restart
+// number, the UIDs of its pods now, and failed when its breach caused the
+// restart.
+func (v *setView) mark(c *grovev1alpha1.PodClique, n int32, failed bool, requeue time.Duration) Decision {
 	m := gang.RestartMarker{Restart: n, Failed: failed}
 	for _, p := range v.podsOf[c.UID] {
 		m.Pods = append(m.Pods, p.UID)
 	}
-	return Mark{Clique: c.Name, ResourceVersion: c.ResourceVersion, Marker: m}
+	e := v.in.State.clique(c)
+	e.UID, e.Marker = c.UID, &m
+	return Decision{Write: WriteMarker, State: v.in.State.withClique(c.Name, e), Mark: Mark{Clique: c.Name, Marker: m}, RequeueAfter: requeue}
 }
 
 func (v *setView) breached(c *grovev1alpha1.PodClique) bool {
-	return len(breachedCliques([]*grovev1alpha1.PodClique{c}, v.podsOf)) > 0
+	return len(v.breachedCliques([]*grovev1alpha1.PodClique{c})) > 0
 }
 
 func (v *setView) breachedOf(idx int32) []*grovev1alpha1.PodClique {
-	return breachedCliques(v.byReplica[idx], v.podsOf)
+	return v.breachedCliques(v.byReplica[idx])
 }
 
 // highestMarker is the highest restart number any marker of the set names,
 // done or not.
 func (v *setView) highestMarker() int32 {
 	var n int32
-	for _, idx := range v.replicas {
-		n = max(n, highestMarker(v.byReplica[idx]))
+	for _, c := range v.cliques {
+		if m := v.last(c); m != nil {
+			n = max(n, m.Restart)
+		}
 	}
 	return n
+}
+
+// breachedCliques returns the breached PodCliques among cliques, read from
+// their pods (gang.CliqueAvailability: below minAvailable after having been
+// available) — not from MinAvailableBreached, which Grove may be the one to
+// write, with its own rules and its own terminationDelay. A Training breach
+// is acted on at once (delay 0, see the package doc). A clique that has
+// Succeeded is done, not breached.
+func (v *setView) breachedCliques(cliques []*grovev1alpha1.PodClique) []*grovev1alpha1.PodClique {
+	var out []*grovev1alpha1.PodClique
+	for _, c := range cliques {
+		if v.succeeded(c) {
+			continue
+		}
+		was := v.wasAvailable(c)
+		if gang.CliqueAvailability(gang.CliqueInput{Clique: c, Pods: v.podsOf[c.UID], Training: true, Last: v.last(c), WasAvailable: &was}).Breached() {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // owned returns the set's PodCliques and pods by controller ownership: a
@@ -504,65 +610,6 @@ func cliqueFailed(clique string, idx, restart int32) Event {
 	return Event{Clique: clique, Type: corev1.EventTypeWarning, Reason: api.EventPodCliqueFailed, Note: note}
 }
 
-// breachedCliques returns the replica's breached PodCliques, read from
-// their pods (gang.CliqueAvailability: below minAvailable after having been
-// available) — not from MinAvailableBreached, which Grove may be the one to
-// write, with its own rules and its own terminationDelay. A Training breach
-// is acted on at once (delay 0, see the package doc). A clique that has
-// Succeeded is done, not breached.
-func breachedCliques(cliques []*grovev1alpha1.PodClique, podsOf map[types.UID][]corev1.Pod) []*grovev1alpha1.PodClique {
-	var out []*grovev1alpha1.PodClique
-	for _, c := range cliques {
-		if CliqueSucceeded(c) {
-			continue
-		}
-		last, _ := gang.Marker(c.Annotations)
-		if gang.CliqueAvailability(gang.CliqueInput{Clique: c, Pods: podsOf[c.UID], Training: true, Last: last}).Breached() {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// inFlight returns the restart number a replica is in the middle of, 0 if
-// none: the highest restart named by a marker that is not done.
-func inFlight(cliques []*grovev1alpha1.PodClique) int32 {
-	var n int32
-	for _, c := range cliques {
-		if m, err := gang.ActiveMarker(c.Annotations); err == nil && m != nil {
-			n = max(n, m.Restart)
-		}
-	}
-	return n
-}
-
-// highestMarker returns the highest restart number any marker of the
-// replica names, done or not, 0 if none.
-func highestMarker(cliques []*grovev1alpha1.PodClique) int32 {
-	var n int32
-	for _, c := range cliques {
-		if m, err := gang.Marker(c.Annotations); err == nil && m != nil {
-			n = max(n, m.Restart)
-		}
-	}
-	return n
-}
-
-// allSucceeded reports whether every PodClique the set should have exists and
-// has Succeeded. The expected count comes from the template: replicas × (the
-// standalone cliques + each PCSG's replicas × its cliques).
-func allSucceeded(pcs *grovev1alpha1.PodCliqueSet, cliques []*grovev1alpha1.PodClique) bool {
-	if len(cliques) == 0 {
-		return false
-	}
-	for _, c := range cliques {
-		if !CliqueSucceeded(c) {
-			return false
-		}
-	}
-	return len(cliques) >= expectedCliques(pcs)
-}
-
 func expectedCliques(pcs *grovev1alpha1.PodCliqueSet) int {
 	t := pcs.Spec.Template
 	inGroup := map[string]bool{}
@@ -602,15 +649,5 @@ func livePods(pods []corev1.Pod) []PodRef {
 			out = append(out, PodRef{Name: p.Name, UID: p.UID})
 		}
 	}
-	return out
-}
-
-// Apply returns a copy of pcs carrying s: the phase, restartCount and
-// startTime where the served schema keeps them (grove.SetTrainingStatus),
-// and the conditions.
-func (s Status) Apply(pcs *grovev1alpha1.PodCliqueSet, schemas knob.FieldSchemas) *grovev1alpha1.PodCliqueSet {
-	out := pcs.DeepCopy()
-	grove.SetTrainingStatus(out, grove.TrainingStatus{Phase: s.Phase, RestartCount: s.RestartCount, StartTime: s.StartTime}, schemas)
-	out.Status.Conditions = s.Conditions
 	return out
 }

@@ -14,13 +14,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
-	"github.com/shepherd-k8s/shepherd/integrations/knob"
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
 )
 
@@ -119,15 +117,17 @@ func allPods(s podState) []corev1.Pod { return pods(s, s, s, s) }
 // input is Decide's input for a set as the controller reads it.
 func input(t *testing.T, pcs *grovev1alpha1.PodCliqueSet, cliques []grovev1alpha1.PodClique, ps []corev1.Pod) Input {
 	t.Helper()
-	st, err := grove.TrainingStatusOf(pcs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The state as an earlier shepherd kept it on the objects: the
+	// upgrade path reads it (Upgrade), as the controller does for a set
+	// without a record.
 	maxRestarts, maxRuntime, err := grove.TrainingLimits(pcs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := Input{Set: pcs, Status: st, MaxRuntime: maxRuntime, Cliques: cliques, Pods: ps}
+	in := Input{Set: pcs, MaxRuntime: maxRuntime, Cliques: cliques, Pods: ps}
+	if in.State, err = Upgrade(in); err != nil {
+		t.Fatal(err)
+	}
 	if maxRestarts != nil {
 		in.MaxRestarts = *maxRestarts
 	}
@@ -175,6 +175,8 @@ func TestDecide(t *testing.T) {
 		wantMarks   []string
 		wantMarkN   int32 // restart number of the marks
 		wantFinish  []string
+		// wantScaled are the PodCliques a failure scales to 0.
+		wantScaled  []string
 		wantRequeue time.Duration
 	}{
 		{name: "nothing started: Pending", pcs: set(0, nil, nil), cliques: []cliqueState{{}, {}}, pods: allPods(pending),
@@ -187,14 +189,14 @@ func TestDecide(t *testing.T) {
 			cliques: []cliqueState{{}, {}}, pods: allPods(running), wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantRequeue: 30 * time.Minute},
 		{name: "maxRuntime exactly reached: not exceeded, look again in 1s", pcs: set(0, ptr.To(30*time.Minute), nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{}, {}}, pods: allPods(running), wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantRequeue: time.Second},
-		{name: "maxRuntime exceeded: Failed, every pod terminated", pcs: set(3, ptr.To(29*time.Minute), nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+		{name: "maxRuntime exceeded: Failed, every PodClique scaled to 0", pcs: set(3, ptr.To(29*time.Minute), nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{}, {}}, pods: allPods(running), wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time,
 			wantFailed: api.ReasonMaxRuntimeExceeded, wantEvents: []string{api.EventMaxRuntimeExceeded},
-			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1", "pcs-1-w-0", "pcs-1-w-1"}},
+			wantScaled: []string{"pcs-0-w", "pcs-1-w"}, wantRequeue: ownerGrace},
 		{name: "maxRuntime by its carrier", pcs: carriers(set(3, nil, nil), "", "29m"), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{}, {}}, pods: allPods(running), wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time,
 			wantFailed: api.ReasonMaxRuntimeExceeded, wantEvents: []string{api.EventMaxRuntimeExceeded},
-			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1", "pcs-1-w-0", "pcs-1-w-1"}},
+			wantScaled: []string{"pcs-0-w", "pcs-1-w"}, wantRequeue: ownerGrace},
 		{name: "every clique succeeded: Succeeded", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{succeeded: true}, {succeeded: true}}, wantPhase: grovev1alpha1.PhaseSucceeded, wantStart: &started.Time,
 			wantEvents: []string{api.EventWorkloadSucceeded}},
@@ -210,38 +212,38 @@ func TestDecide(t *testing.T) {
 		{name: "breach with maxRestarts 0: Failed at once", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(ready, failed, ready, ready),
 			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRestartsExceeded,
-			wantEvents:  []string{api.EventPodCliqueFailed, api.EventMaxRestartsExceeded},
-			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1", "pcs-1-w-0", "pcs-1-w-1"}},
+			wantEvents: []string{api.EventPodCliqueFailed, api.EventMaxRestartsExceeded},
+			wantScaled: []string{"pcs-0-w", "pcs-1-w"}, wantRequeue: ownerGrace},
 		{name: "breach within budget: that replica marked for restart 1, then counted, then its pods deleted", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(ready, ready, ready, failed),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
 			wantEvents: restarted, wantDeletes: []string{"pcs-1-w-0", "pcs-1-w-1"},
-			wantMarks: []string{"pcs-1-w"}, wantMarkN: 1, wantRequeue: time.Second},
+			wantMarks: []string{"pcs-1-w"}, wantMarkN: 1, wantFinish: []string{"pcs-1-w"}},
 		{name: "a lost pod is a breach too", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(ready, pending, ready, ready),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
 			wantEvents: restarted, wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"},
-			wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
+			wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantFinish: []string{"pcs-0-w"}},
 		{name: "budget used up: Failed", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 2,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(failed, ready, ready, ready),
 			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantCount: 2, wantFailed: api.ReasonMaxRestartsExceeded,
-			wantEvents:  []string{api.EventPodCliqueFailed, api.EventMaxRestartsExceeded},
-			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1", "pcs-1-w-0", "pcs-1-w-1"}},
+			wantEvents: []string{api.EventPodCliqueFailed, api.EventMaxRestartsExceeded},
+			wantScaled: []string{"pcs-0-w", "pcs-1-w"}, wantRequeue: ownerGrace},
 		{name: "budget by its carrier", pcs: carriers(set(0, nil, nil), "2", ""), phase: grovev1alpha1.PhaseRunning, start: &started, count: 2,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(failed, ready, ready, ready),
 			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantCount: 2, wantFailed: api.ReasonMaxRestartsExceeded,
-			wantEvents:  []string{api.EventPodCliqueFailed, api.EventMaxRestartsExceeded},
-			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1", "pcs-1-w-0", "pcs-1-w-1"}},
+			wantEvents: []string{api.EventPodCliqueFailed, api.EventMaxRestartsExceeded},
+			wantScaled: []string{"pcs-0-w", "pcs-1-w"}, wantRequeue: ownerGrace},
 		{name: "terminationDelay 4h (Grove's default): acted on at once", pcs: set(2, nil, ptr.To(4*time.Hour)), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(failed, ready, ready, ready),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
 			wantEvents: restarted, wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"},
-			wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
+			wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantFinish: []string{"pcs-0-w"}},
 		{name: "wasAvailable by its carrier", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true, wasCarrier: true}, {}}, pods: pods(failed, ready, pending, pending),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
 			wantEvents: restarted, wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"},
-			wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantRequeue: time.Second},
+			wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantFinish: []string{"pcs-0-w"}},
 		{name: "a MinAvailableBreached condition the pods do not show is no breach", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true, breachCond: true}, {wasAvail: true}}, pods: allPods(ready),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time},
@@ -254,11 +256,11 @@ func TestDecide(t *testing.T) {
 		{name: "restart in flight: delete what is left, no second count", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
 			cliques:   []cliqueState{{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
 			pods:      []corev1.Pod{mkPod(0, 1, ready), mkPod(1, 0, ready), mkPod(1, 1, ready)},
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantDeletes: []string{"pcs-0-w-1"}, wantRequeue: time.Second},
-		{name: "restart in flight, pods gone but wasAvailable not yet reset: keep the marker", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantDeletes: []string{"pcs-0-w-1"}, wantFinish: []string{"pcs-0-w"}},
+		{name: "restart in flight, pods gone: wasAvailable reset first, then the marker done", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
 			cliques:   []cliqueState{{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
 			pods:      []corev1.Pod{mkPod(1, 0, ready), mkPod(1, 1, ready)},
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantRequeue: time.Second},
+			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantFinish: []string{"pcs-0-w"}},
 		{name: "restart done: the marker becomes done", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
 			cliques:   []cliqueState{{marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
 			pods:      []corev1.Pod{mkPod(1, 0, ready), mkPod(1, 1, ready)},
@@ -267,22 +269,25 @@ func TestDecide(t *testing.T) {
 			cliques: []cliqueState{{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Done: true}}, {wasAvail: true}}, pods: pods(ready, failed, ready, ready),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 2,
 			wantEvents: restarted, wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"},
-			wantMarks: []string{"pcs-0-w"}, wantMarkN: 2, wantRequeue: time.Second},
+			wantMarks: []string{"pcs-0-w"}, wantMarkN: 2, wantFinish: []string{"pcs-0-w"}},
 		{name: "marked replica seen: commit the count, delete its pods", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
 			cliques:   []cliqueState{{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
 			pods:      pods(ready, failed, running, running),
 			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantEvents: []string{api.EventReplicaRestarting},
-			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"}, wantRequeue: time.Second},
+			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"}, wantFinish: []string{"pcs-0-w"}},
 		{name: "Succeeded is final", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseSucceeded, start: &started,
 			cliques: []cliqueState{{wasAvail: true}, {}}, pods: pods(failed, ready, ready, ready),
 			wantPhase: grovev1alpha1.PhaseSucceeded, wantStart: &started.Time},
-		{name: "Failed is final: only leftover pods are deleted", pcs: set(5, nil, nil), phase: grovev1alpha1.PhaseFailed, start: &started, failed: api.ReasonMaxRestartsExceeded,
+		{name: "Failed is final: its PodCliques scaled to 0, pods nobody removed past the grace deleted", pcs: set(5, nil, nil), phase: grovev1alpha1.PhaseFailed, start: &started, failed: api.ReasonMaxRestartsExceeded,
 			cliques: []cliqueState{{wasAvail: true}, {}}, pods: []corev1.Pod{mkPod(1, 1, ready)},
-			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRestartsExceeded, wantDeletes: []string{"pcs-1-w-1"}},
+			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRestartsExceeded,
+			wantScaled: []string{"pcs-0-w", "pcs-1-w"}, wantDeletes: []string{"pcs-1-w-1"}},
 		{name: "Failed phase without its condition (lost): put back, budget", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseFailed, start: &started,
-			cliques: []cliqueState{{}, {}}, wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRestartsExceeded},
+			cliques: []cliqueState{{}, {}}, wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRestartsExceeded,
+			wantScaled: []string{"pcs-0-w", "pcs-1-w"}},
 		{name: "Failed phase without its condition (lost): put back, runtime", pcs: set(3, ptr.To(time.Minute), nil), phase: grovev1alpha1.PhaseFailed, start: &started,
-			cliques: []cliqueState{{}, {}}, wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRuntimeExceeded},
+			cliques: []cliqueState{{}, {}}, wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRuntimeExceeded,
+			wantScaled: []string{"pcs-0-w", "pcs-1-w"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -310,7 +315,7 @@ func TestDecide(t *testing.T) {
 			if o.Restarted != tc.wantCount-tc.count {
 				t.Errorf("restarts counted = %d, want %d", o.Restarted, tc.wantCount-tc.count)
 			}
-			failed := meta.FindStatusCondition(w.pcs.Status.Conditions, api.ConditionFailed)
+			failed := meta.FindStatusCondition(w.input().State.Conditions, api.ConditionFailed)
 			if tc.wantFailed == "" && failed != nil {
 				t.Errorf("unexpected Failed condition %+v", failed)
 			}
@@ -336,6 +341,15 @@ func TestDecide(t *testing.T) {
 			}
 			if !slices.Equal(o.Deletes, tc.wantDeletes) {
 				t.Errorf("deleted pods = %v, want %v", o.Deletes, tc.wantDeletes)
+			}
+			var scaled []string
+			for _, st := range tr {
+				for _, c := range st.d.Scale {
+					scaled = append(scaled, c.Name)
+				}
+			}
+			if !slices.Equal(scaled, tc.wantScaled) {
+				t.Errorf("scaled to 0 = %v, want %v", scaled, tc.wantScaled)
 			}
 			var marks, finished []string
 			for _, st := range tr {
@@ -395,42 +409,52 @@ func (f fieldSchemas) HasField(_ schema.GroupKind, path []string) bool {
 	return slices.Contains(f, strings.Join(path, "."))
 }
 
-// The decided status lands in the seed fields or, on Grove's schema, in the
-// carriers; a second decision on what the first wrote writes nothing.
-func TestStatusApply(t *testing.T) {
-	seed := fieldSchemas{"status.phase", "status.restartCount", "status.startTime"}
+// A State survives its record: what Decide decides is what the next
+// reconcile reads, and the record is the set's, controlled by it.
+func TestStateRecordRoundTrip(t *testing.T) {
 	started := metav1.NewTime(t0)
-	type out struct {
-		Status      Status
-		Annotations map[string]string
+	st := State{Phase: grovev1alpha1.PhaseFailed, RestartCount: 2, StartTime: &started,
+		Conditions: []metav1.Condition{{Type: api.ConditionFailed, Status: metav1.ConditionTrue, Reason: api.ReasonMaxRestartsExceeded, Message: "used up"}},
+		Cliques: map[string]CliqueState{
+			"pcs-0-w": {UID: "c0", WasAvailable: true, Marker: &gang.RestartMarker{Restart: 2, Pods: []types.UID{"p1"}, Failed: true}},
+			"pcs-1-w": {UID: "c1", Succeeded: true, WasAvailable: true},
+		}}
+	pcs := set(2, nil, nil)
+	rec := st.Record(pcs)
+	if rec.Name != "podcliqueset-pcs" || rec.Spec.WorkloadRef.UID != setUID || len(rec.OwnerReferences) != 1 || rec.OwnerReferences[0].UID != setUID {
+		t.Errorf("record %s of %+v owned by %+v: want podcliqueset-pcs of the set", rec.Name, rec.Spec.WorkloadRef, rec.OwnerReferences)
 	}
-	tests := []struct {
-		name    string
-		schemas knob.FieldSchemas
-		want    out
-	}{
-		{name: "seed schema: the status fields", schemas: seed,
-			want: out{Status: Status{Phase: grovev1alpha1.PhaseRunning, StartTime: &started}}},
-		{name: "Grove's schema: the carriers", schemas: fieldSchemas{},
-			want: out{Annotations: map[string]string{api.AnnotationTrainingPhase: "Running", api.AnnotationStartTime: "2026-01-01T12:00:00Z"}}},
+	if rec.Status.Reason != api.ReasonMaxRestartsExceeded || rec.Status.Phase != "Failed" || *rec.Status.RestartCount != 2 {
+		t.Errorf("record status %+v: want phase Failed, reason MaxRestartsExceeded, 2 restarts", rec.Status)
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			pcs := set(0, nil, nil)
-			in := input(t, pcs, []grovev1alpha1.PodClique{mkClique(0, cliqueState{})}, pods(running, pending, pending, pending))
-			d := Decide(clocktesting.NewFakePassiveClock(t0), in)
-			got := d.Status.Apply(pcs, tc.schemas)
-			gotOut := out{Status: Status{Phase: got.Status.Phase, RestartCount: got.Status.RestartCount, StartTime: got.Status.StartTime}, Annotations: got.Annotations}
-			if diff := cmp.Diff(tc.want, gotOut, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("applied (-want +got):\n%s", diff)
-			}
-			if d.Write != WriteStatus {
-				t.Fatalf("write = %s, want Status", d.Write)
-			}
-			if again := Decide(clocktesting.NewFakePassiveClock(t0.Add(time.Minute)), input(t, got, in.Cliques, in.Pods)); again.Write != WriteNone {
-				t.Errorf("a second decision on what the first wrote writes %s %+v, want nothing", again.Write, again)
-			}
-		})
+	if diff := cmp.Diff(st, StateOf(rec)); diff != "" {
+		t.Errorf("StateOf(Record) (-want +got):\n%s", diff)
+	}
+}
+
+// An earlier shepherd's state on the objects — Grove's carriers on the set,
+// was-available and restart markers on the PodCliques — is carried over
+// whole, so an upgrade in the middle of a restart loses nothing.
+func TestUpgradeFromAnnotations(t *testing.T) {
+	started := metav1.NewTime(t0)
+	pcs := set(2, nil, nil)
+	grove.SetTrainingStatus(pcs, grove.TrainingStatus{Phase: grovev1alpha1.PhaseRunning, RestartCount: 1, StartTime: &started}, fieldSchemas{})
+	marker := &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00"}, Failed: true}
+	cliques := []grovev1alpha1.PodClique{mkClique(0, cliqueState{marker: marker}), mkClique(1, cliqueState{wasAvail: true, wasCarrier: true})}
+	got, err := Upgrade(Input{Set: pcs, Cliques: cliques})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := State{Phase: grovev1alpha1.PhaseRunning, RestartCount: 1, StartTime: &started, Cliques: map[string]CliqueState{
+		"pcs-0-w": {UID: "c0", Marker: marker},
+		"pcs-1-w": {UID: "c1", WasAvailable: true},
+	}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Upgrade (-want +got):\n%s", diff)
+	}
+	pcs.Annotations[api.AnnotationRestartCount] = "two"
+	if _, err := Upgrade(Input{Set: pcs, Cliques: cliques}); err == nil || !strings.Contains(err.Error(), api.AnnotationRestartCount) {
+		t.Errorf("a carrier that does not parse: error %v, want one naming %s", err, api.AnnotationRestartCount)
 	}
 }
 

@@ -39,7 +39,8 @@ func TestRBACLeastPrivilege(t *testing.T) {
 	applyIdentityAndWebhooks(t)
 	const ns = "team-a" // any workload namespace
 	allowed := []access{
-		// R-TJ: status conditions, JobSet deletion on deadline, TTL deletion.
+		// R-TJ: the Failed condition of a deadline, JobSet deletion on
+		// deadline, TTL deletion.
 		{verb: "patch", group: "trainer.kubeflow.org", resource: "trainjobs", subresource: "status", namespace: ns},
 		{verb: "delete", group: "trainer.kubeflow.org", resource: "trainjobs", namespace: ns},
 		{verb: "delete", group: "jobset.x-k8s.io", resource: "jobsets", namespace: ns},
@@ -49,10 +50,11 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		// R-GT and R-TR.
 		{verb: "patch", group: "grove.io", resource: "podcliques", subresource: "status", namespace: ns},
 		{verb: "patch", group: "grove.io", resource: "podcliquescalinggroups", subresource: "status", namespace: ns},
-		{verb: "patch", group: "grove.io", resource: "podcliquesets", subresource: "status", namespace: ns},
+		// R-TR: a failed Training set's PodCliques scaled to 0.
 		{verb: "patch", group: "grove.io", resource: "podcliques", namespace: ns},
-		// R-TR on Grove's schema: phase, restartCount, startTime annotations.
-		{verb: "patch", group: "grove.io", resource: "podcliquesets", namespace: ns},
+		// What shepherd derives: its own records.
+		{verb: "create", group: "shepherd.dev", resource: "workloadrecords", namespace: ns},
+		{verb: "patch", group: "shepherd.dev", resource: "workloadrecords", namespace: ns},
 		{verb: "delete", group: "grove.io", resource: "podcliques", namespace: ns},
 		{verb: "delete", resource: "pods", namespace: ns},
 		{verb: "watch", resource: "pods"},
@@ -86,6 +88,11 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		{verb: "delete", group: "admissionregistration.k8s.io", resource: "mutatingwebhookconfigurations", name: "defaults.shepherd.dev"},
 		{verb: "patch", group: "admissionregistration.k8s.io", resource: "mutatingwebhookconfigurations", name: "shepherd"},
 		{verb: "update", group: "trainer.kubeflow.org", resource: "trainjobs", namespace: ns},
+		// Grove owns the PodCliqueSet and rewrites it: shepherd's state
+		// lives in its WorkloadRecords (issue 30).
+		{verb: "patch", group: "grove.io", resource: "podcliquesets", namespace: ns},
+		{verb: "patch", group: "grove.io", resource: "podcliquesets", subresource: "status", namespace: ns},
+		{verb: "delete", group: "shepherd.dev", resource: "workloadrecords", namespace: ns},
 		{verb: "patch", group: "trainer.kubeflow.org", resource: "trainingruntimes", namespace: ns},
 		{verb: "create", resource: "pods", namespace: ns},
 		{verb: "patch", resource: "pods", namespace: ns},

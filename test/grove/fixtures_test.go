@@ -77,7 +77,7 @@ func (w *world) startShepherdWith(mode integrations.Mode) *shepherd {
 	if err := gang.Setup(mgr, clock.RealClock{}, enf, w.p.schemas); err != nil {
 		t.Fatal(err)
 	}
-	if err := training.Setup(mgr, clock.RealClock{}, w.p.schemas); err != nil {
+	if err := training.Setup(mgr, clock.RealClock{}); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -370,7 +370,22 @@ func exited(code int32) func(*corev1.PodStatus) {
 func (w *world) runAll(pcs string) {
 	w.t.Helper()
 	w.runPods(pcs)
+	w.waitAvailable(pcs)
+}
+
+// waitAvailable waits until shepherd has marked every clique of a set
+// available: in the set's record for a Training set, on the PodClique for
+// gang termination.
+func (w *world) waitAvailable(pcs string) {
+	w.t.Helper()
+	training := grove.IsTrainingSet(w.set(pcs))
 	for _, c := range w.cliques(pcs) {
+		if training {
+			w.eventually("PodClique "+c.Name+": wasAvailable in the record", func() (bool, error) {
+				return w.cliqueRecord(pcs, c.Name).WasAvailable, nil
+			})
+			continue
+		}
 		w.waitClique(c.Name, "wasAvailable", grove.WasAvailable)
 	}
 }

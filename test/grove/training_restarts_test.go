@@ -2,6 +2,7 @@ package grove
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,7 +14,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
-	"github.com/shepherd-k8s/shepherd/integrations/grove"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
 )
 
@@ -34,12 +35,20 @@ func (w *world) ownedPods(clique string) []corev1.Pod {
 	return out
 }
 
-// markRestart writes a restart marker on a PodClique, as shepherd's first
-// restart step does.
-func (w *world) markRestart(clique string, m gang.RestartMarker) {
+// markRestart writes a restart marker into a set's record, as shepherd's
+// first restart step does.
+func (w *world) markRestart(set, clique string, m gang.RestartMarker) {
 	w.t.Helper()
-	body := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, api.AnnotationRestart, m.String())
-	if err := w.c.Patch(w.ctx, &grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: clique}}, rawMerge(body)); err != nil {
+	rec := w.record(set)
+	if rec == nil {
+		w.t.Fatalf("set %s has no record", set)
+	}
+	i := slices.IndexFunc(rec.Status.Cliques, func(c shepherdv1alpha1.CliqueRecord) bool { return c.Name == clique })
+	if i < 0 {
+		w.t.Fatalf("the record of %s has no entry for PodClique %s: %+v", set, clique, rec.Status.Cliques)
+	}
+	rec.Status.Cliques[i].Restart = &shepherdv1alpha1.CliqueRestart{Restart: m.Restart, Pods: m.Pods, Failed: m.Failed, Done: m.Done}
+	if err := w.c.Update(w.ctx, rec); err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -64,7 +73,7 @@ func TestTrainingTwoBreachesBudgetOne(t *testing.T) {
 	for _, p := range w.ownedPods("train-1-worker") {
 		uids = append(uids, p.UID)
 	}
-	w.markRestart("train-1-worker", gang.RestartMarker{Restart: 1, Pods: uids, Failed: true})
+	w.markRestart("train", "train-1-worker", gang.RestartMarker{Restart: 1, Pods: uids, Failed: true})
 	p1 := w.ownedPods("train-1-worker")[0]
 	w.kubelet(&p1, exited(1))
 	p0 := w.ownedPods("train-0-worker")[0]
@@ -105,9 +114,9 @@ func TestTrainingRestartNotHeldByTerminatingPod(t *testing.T) {
 
 	w.waitSet("train", "restartCount 1", restarts(1))
 	for _, c := range w.cliques("train") {
-		w.waitClique(c.Name, "restart 1 done", func(c *grovev1alpha1.PodClique) bool {
-			m, err := gang.Marker(c.Annotations)
-			return err == nil && m != nil && m.Restart == 1 && m.Done
+		w.eventually("PodClique "+c.Name+": restart 1 done in the record", func() (bool, error) {
+			m := w.cliqueRecord("train", c.Name).Restart
+			return m != nil && m.Restart == 1 && m.Done, nil
 		})
 	}
 	var still corev1.Pod
@@ -190,7 +199,7 @@ func TestTrainingRecreatedSetIgnoresOldPods(t *testing.T) {
 	w.dumpOnFailure("train")
 	w.waitSet("train", "Pending", phase(grovev1alpha1.PhasePending))
 	w.quiet("the old pods do not start the new set", 2*time.Second, func() error {
-		if st := w.status(w.set("train")); st.Phase != grovev1alpha1.PhasePending || st.StartTime != nil {
+		if st := w.status("train"); st.Phase != grovev1alpha1.PhasePending || st.StartTime != nil {
 			return fmt.Errorf("phase %q, startTime %v; want Pending without one", st.Phase, st.StartTime)
 		}
 		return nil
@@ -200,8 +209,8 @@ func TestTrainingRecreatedSetIgnoresOldPods(t *testing.T) {
 		for _, p := range w.ownedPods(c.Name) {
 			w.kubelet(&p, running)
 		}
-		w.waitClique(c.Name, "wasAvailable", grove.WasAvailable)
 	}
+	w.waitAvailable("train")
 	p := w.ownedPods("train-0-worker")[0]
 	w.kubelet(&p, exited(1))
 	w.waitSet("train", "Failed/MaxRestartsExceeded", failedCondition(api.ReasonMaxRestartsExceeded))

@@ -15,9 +15,10 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
-	"github.com/shepherd-k8s/shepherd/reconcile/gang"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
 
 // trainingSet is one replica of a launcher (1 pod) and workers (2 pods).
@@ -35,60 +36,86 @@ func (w *world) set(name string) *grovev1alpha1.PodCliqueSet {
 	return &pcs
 }
 
-// status is a set's Training status, from the fields or the carriers.
-func (w *world) status(pcs *grovev1alpha1.PodCliqueSet) grove.TrainingStatus {
+// record is shepherd's WorkloadRecord of a set (nil: none yet).
+func (w *world) record(name string) *shepherdv1alpha1.WorkloadRecord {
 	w.t.Helper()
-	st, err := grove.TrainingStatusOf(pcs)
+	rec, err := cluster.Record(w.ctx, w.c, w.ns, api.KindPodCliqueSet, name)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	return st
+	return rec
 }
 
-// waitSet waits until the PodCliqueSet's Training status satisfies ok.
-func (w *world) waitSet(name, what string, ok func(grove.TrainingStatus, *grovev1alpha1.PodCliqueSet) bool) (grove.TrainingStatus, *grovev1alpha1.PodCliqueSet) {
+// statusOf is a set's Training status as its record holds it.
+func statusOf(rec *shepherdv1alpha1.WorkloadRecord) grove.TrainingStatus {
+	if rec == nil {
+		return grove.TrainingStatus{}
+	}
+	return grove.TrainingStatus{Phase: grovev1alpha1.PodCliqueSetPhase(rec.Status.Phase), RestartCount: ptr.Deref(rec.Status.RestartCount, 0), StartTime: rec.Status.StartTime}
+}
+
+// status is a set's Training status, from its record.
+func (w *world) status(name string) grove.TrainingStatus {
 	w.t.Helper()
-	var pcs grovev1alpha1.PodCliqueSet
-	var st grove.TrainingStatus
+	return statusOf(w.record(name))
+}
+
+// waitSet waits until the set's Training status, in its record, satisfies ok.
+func (w *world) waitSet(name, what string, ok func(grove.TrainingStatus, *shepherdv1alpha1.WorkloadRecord) bool) (grove.TrainingStatus, *shepherdv1alpha1.WorkloadRecord) {
+	w.t.Helper()
+	var rec *shepherdv1alpha1.WorkloadRecord
 	w.eventually("PodCliqueSet "+name+": "+what, func() (bool, error) {
-		if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: name}, &pcs); err != nil {
-			return false, err
-		}
 		var err error
-		if st, err = grove.TrainingStatusOf(&pcs); err != nil {
-			return false, err
-		}
-		return ok(st, &pcs), nil
+		rec, err = cluster.Record(w.ctx, w.c, w.ns, api.KindPodCliqueSet, name)
+		return rec != nil && ok(statusOf(rec), rec), err
 	})
-	return st, &pcs
+	return statusOf(rec), rec
 }
 
-func phase(p grovev1alpha1.PodCliqueSetPhase) func(grove.TrainingStatus, *grovev1alpha1.PodCliqueSet) bool {
-	return func(s grove.TrainingStatus, _ *grovev1alpha1.PodCliqueSet) bool { return s.Phase == p }
+func phase(p grovev1alpha1.PodCliqueSetPhase) func(grove.TrainingStatus, *shepherdv1alpha1.WorkloadRecord) bool {
+	return func(s grove.TrainingStatus, _ *shepherdv1alpha1.WorkloadRecord) bool { return s.Phase == p }
 }
 
-func restarts(n int32) func(grove.TrainingStatus, *grovev1alpha1.PodCliqueSet) bool {
-	return func(s grove.TrainingStatus, _ *grovev1alpha1.PodCliqueSet) bool { return s.RestartCount == n }
+func restarts(n int32) func(grove.TrainingStatus, *shepherdv1alpha1.WorkloadRecord) bool {
+	return func(s grove.TrainingStatus, _ *shepherdv1alpha1.WorkloadRecord) bool { return s.RestartCount == n }
 }
 
-func failedCondition(reason string) func(grove.TrainingStatus, *grovev1alpha1.PodCliqueSet) bool {
-	return func(s grove.TrainingStatus, pcs *grovev1alpha1.PodCliqueSet) bool {
-		c := meta.FindStatusCondition(pcs.Status.Conditions, api.ConditionFailed)
-		return s.Phase == grovev1alpha1.PhaseFailed && c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason
+func failedCondition(reason string) func(grove.TrainingStatus, *shepherdv1alpha1.WorkloadRecord) bool {
+	return func(s grove.TrainingStatus, rec *shepherdv1alpha1.WorkloadRecord) bool {
+		c := meta.FindStatusCondition(rec.Status.Conditions, api.ConditionFailed)
+		return s.Phase == grovev1alpha1.PhaseFailed && c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason && rec.Status.Reason == reason
 	}
 }
 
-// checkForm fails unless the set's Training status is where the platform's
-// schema keeps it: the seed status fields, or the carriers (Grove's schema
-// prunes the fields).
-func (w *world) checkForm(pcs *grovev1alpha1.PodCliqueSet) {
+// checkForm fails unless the set's Training status is in its record and
+// nowhere on the set: neither the seed status fields nor the carriers
+// (Grove rewrites what it owns; the record is shepherd's).
+func (w *world) checkForm(name string) {
 	w.t.Helper()
-	_, carrier := pcs.Annotations[api.AnnotationTrainingPhase]
-	field := pcs.Status.Phase != ""
-	if w.p.seed && (!field || carrier) || !w.p.seed && (field || !carrier) {
-		w.t.Errorf("%s schema: phase field %q, carrier %q; want the %s", w.p.name, pcs.Status.Phase, pcs.Annotations[api.AnnotationTrainingPhase],
-			map[bool]string{true: "field", false: "carrier"}[w.p.seed])
+	pcs := w.set(name)
+	if v, carrier := pcs.Annotations[api.AnnotationTrainingPhase]; carrier || pcs.Status.Phase != "" || pcs.Status.RestartCount != 0 {
+		w.t.Errorf("%s schema: the set carries Training status (phase field %q, restartCount %d, carrier %q); want it in the record only",
+			w.p.name, pcs.Status.Phase, pcs.Status.RestartCount, v)
 	}
+	if meta.FindStatusCondition(pcs.Status.Conditions, api.ConditionFailed) != nil {
+		w.t.Errorf("%s schema: shepherd wrote a Failed condition on the set", w.p.name)
+	}
+	if rec := w.record(name); rec == nil || rec.Spec.WorkloadRef.UID != pcs.UID || metav1.GetControllerOf(rec) == nil || metav1.GetControllerOf(rec).UID != pcs.UID {
+		w.t.Errorf("%s schema: record %+v is not controlled by the set %s", w.p.name, rec, pcs.UID)
+	}
+}
+
+// cliqueRecord is what the set's record keeps about one PodClique.
+func (w *world) cliqueRecord(set, clique string) shepherdv1alpha1.CliqueRecord {
+	w.t.Helper()
+	if rec := w.record(set); rec != nil {
+		for _, c := range rec.Status.Cliques {
+			if c.Name == clique {
+				return c
+			}
+		}
+	}
+	return shepherdv1alpha1.CliqueRecord{}
 }
 
 // setPods lists every pod of a set.
@@ -144,6 +171,9 @@ func (w *world) dumpOnFailure(name string) {
 		}
 		pcs := w.set(name)
 		w.t.Logf("state: set ann=%v status=%+v", pcs.Annotations, pcs.Status)
+		if rec := w.record(name); rec != nil {
+			w.t.Logf("state: record %+v", rec.Status)
+		}
 	})
 }
 
@@ -159,15 +189,15 @@ func TestTrainingAllPodsSucceed(t *testing.T) {
 		t.Errorf("a Pending set has startTime %v", pending.StartTime)
 	}
 	w.runAll("train")
-	running, pcs := w.waitSet("train", "Running with a startTime", func(s grove.TrainingStatus, _ *grovev1alpha1.PodCliqueSet) bool {
+	running, _ := w.waitSet("train", "Running with a startTime", func(s grove.TrainingStatus, _ *shepherdv1alpha1.WorkloadRecord) bool {
 		return s.Phase == grovev1alpha1.PhaseRunning && s.StartTime != nil
 	})
-	w.checkForm(pcs)
+	w.checkForm("train")
 
 	w.exitAll("train", 0)
 	for _, c := range w.cliques("train") {
-		w.waitClique(c.Name, "Succeeded", func(c *grovev1alpha1.PodClique) bool {
-			return meta.IsStatusConditionTrue(c.Status.Conditions, api.ConditionSucceeded)
+		w.eventually("PodClique "+c.Name+" Succeeded in the record", func() (bool, error) {
+			return w.cliqueRecord("train", c.Name).Succeeded, nil
 		})
 	}
 	done, _ := w.waitSet("train", "Succeeded", phase(grovev1alpha1.PhaseSucceeded))
@@ -191,11 +221,11 @@ func TestTrainingFailureWithoutRestarts(t *testing.T) {
 	w.runAll("train")
 
 	w.failWorker("train")
-	st, pcs := w.waitSet("train", "Failed/MaxRestartsExceeded", failedCondition(api.ReasonMaxRestartsExceeded))
+	st, _ := w.waitSet("train", "Failed/MaxRestartsExceeded", failedCondition(api.ReasonMaxRestartsExceeded))
 	if st.RestartCount != 0 {
 		t.Errorf("restartCount = %d, want 0", st.RestartCount)
 	}
-	w.checkForm(pcs)
+	w.checkForm("train")
 	w.waitNoPods("train")
 	w.waitEvent(api.EventMaxRestartsExceeded, "train")
 	w.waitEvent(api.EventPodCliqueFailed, "train-0-worker")
@@ -217,8 +247,8 @@ func TestTrainingRestartThenSucceed(t *testing.T) {
 		first, _ := w.waitSet("train", "Running", phase(grovev1alpha1.PhaseRunning))
 
 		w.failWorker("train")
-		_, pcs := w.waitSet("train", "restartCount 1", restarts(1))
-		w.checkForm(pcs)
+		_, _ = w.waitSet("train", "restartCount 1", restarts(1))
+		w.checkForm("train")
 		ev := w.waitEvent(api.EventReplicaRestarting, "train")
 		if !strings.Contains(ev.Note, "restart 1") {
 			t.Errorf("ReplicaRestarting note %q does not carry the count", ev.Note)
@@ -232,12 +262,11 @@ func TestTrainingRestartThenSucceed(t *testing.T) {
 			t.Errorf("restartCount %d, startTime %v; want 1 and the first start %v", done.RestartCount, done.StartTime, first.StartTime)
 		}
 		for _, c := range w.cliques("train") {
-			m, err := gang.Marker(c.Annotations)
-			if err != nil || m == nil || !m.Done || m.Restart != 1 {
-				t.Errorf("PodClique %s restart marker = %+v (%v), want restart 1 done", c.Name, m, err)
+			if m := w.cliqueRecord("train", c.Name).Restart; m == nil || !m.Done || m.Restart != 1 {
+				t.Errorf("PodClique %s: recorded restart = %+v, want restart 1 done", c.Name, m)
 			}
-			if _, carrier := c.Annotations[api.AnnotationWasAvailable]; carrier == w.p.seed {
-				t.Errorf("PodClique %s on the %s schema: wasAvailable carrier present = %v", c.Name, w.p.name, carrier)
+			if _, carrier := c.Annotations[api.AnnotationWasAvailable]; carrier || c.Status.WasAvailable || c.Annotations[api.AnnotationRestart] != "" {
+				t.Errorf("PodClique %s on the %s schema: shepherd's state on the clique (annotations %v, wasAvailable %v)", c.Name, w.p.name, c.Annotations, c.Status.WasAvailable)
 			}
 		}
 		if after := counterValue(t, "shepherd_training_restarts_total", "", ""); after < before+1 {
@@ -253,8 +282,8 @@ func TestTrainingMaxRuntimeExceeded(t *testing.T) {
 	w.startShepherd()
 	w.createSet(trainingSet("train", 3, ptr.To(2*time.Second), nil))
 	w.runAll("train")
-	_, pcs := w.waitSet("train", "Failed/MaxRuntimeExceeded", failedCondition(api.ReasonMaxRuntimeExceeded))
-	w.checkForm(pcs)
+	_, _ = w.waitSet("train", "Failed/MaxRuntimeExceeded", failedCondition(api.ReasonMaxRuntimeExceeded))
+	w.checkForm("train")
 	w.waitNoPods("train")
 	w.waitEvent(api.EventMaxRuntimeExceeded, "train")
 }
@@ -314,7 +343,7 @@ func TestTrainingShepherdRestartedMidway(t *testing.T) {
 	// A failure while shepherd is down: nothing happens until it is back.
 	w.failWorker("train")
 	w.quiet("shepherd is stopped", 2*time.Second, func() error {
-		if st := w.status(w.set("train")); st.RestartCount != 1 || len(w.setPods("train")) != 3 {
+		if st := w.status("train"); st.RestartCount != 1 || len(w.setPods("train")) != 3 {
 			return fmt.Errorf("acted while stopped: restartCount %d, %d pods", st.RestartCount, len(w.setPods("train")))
 		}
 		return nil

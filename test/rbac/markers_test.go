@@ -296,7 +296,8 @@ func TestShippedRBACGrantsEveryMarker(t *testing.T) {
 	for _, want := range []struct {
 		file, verb, resource string
 	}{
-		{"reconcile/training/", "patch", "podcliquesets"},
+		{"reconcile/training/", "patch", "podcliques"},
+		{"reconcile/training/", "create", "workloadrecords"},
 		{"reconcile/gang/", "delete", "podcliques"},
 		{"reconcile/trainjob/", "delete", "trainjobs"},
 		{"reconcile/workload/", "create", "podgroups"},

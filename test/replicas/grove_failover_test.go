@@ -3,7 +3,7 @@ package replicas
 import (
 	"context"
 	"fmt"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,6 +16,8 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
 
 // trainingSet plays the user and Grove: a Training PodCliqueSet of one
@@ -80,16 +82,17 @@ func kubelet(t *testing.T, p *corev1.Pod, mutate func(*corev1.PodStatus)) {
 // restarted counts the sets whose restartCount is at least 1; more than 1
 // is an error (each set fails once).
 func restarted(ctx context.Context, ns string, sets []string) (int, error) {
-	var l grovev1alpha1.PodCliqueSetList
+	var l shepherdv1alpha1.WorkloadRecordList
 	if err := env.Client.List(ctx, &l, client.InNamespace(ns)); err != nil {
 		return 0, err
 	}
 	n := 0
-	for _, s := range l.Items {
-		if s.Status.RestartCount > 1 {
-			return n, fmt.Errorf("PodCliqueSet %s restartCount %d, want at most 1", s.Name, s.Status.RestartCount)
+	for _, rec := range l.Items {
+		count := ptr.Deref(rec.Status.RestartCount, 0)
+		if count > 1 {
+			return n, fmt.Errorf("PodCliqueSet %s restartCount %d, want at most 1", rec.Spec.WorkloadRef.Name, count)
 		}
-		if s.Status.RestartCount == 1 {
+		if count == 1 {
 			n++
 		}
 	}
@@ -180,12 +183,15 @@ func TestFailoverMidTrainingRestarts(t *testing.T) {
 	// Every crashed pod gone, every restart through (its marker done).
 	for i, name := range podNames {
 		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-			var c grovev1alpha1.PodClique
-			if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: sets[i] + "-0-w"}, &c); err != nil {
+			rec, err := cluster.Record(ctx, env.Client, ns, api.KindPodCliqueSet, sets[i])
+			if err != nil || rec == nil {
 				return false, err
 			}
-			err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &corev1.Pod{})
-			return err != nil && strings.Contains(c.Annotations[api.AnnotationRestart], `"done":true`), client.IgnoreNotFound(err)
+			done := slices.ContainsFunc(rec.Status.Cliques, func(c shepherdv1alpha1.CliqueRecord) bool {
+				return c.Name == sets[i]+"-0-w" && c.Restart != nil && c.Restart.Done
+			})
+			err = env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &corev1.Pod{})
+			return err != nil && done, client.IgnoreNotFound(err)
 		}); err != nil {
 			t.Errorf("set %s: pod %s not deleted or its restart not done: %v", sets[i], name, err)
 		}
