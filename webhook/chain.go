@@ -151,7 +151,7 @@ var goRules = []celrules.RuleInfo{
 	{ID: "V-TJ-3", Kinds: []string{api.KindTrainJob}, Action: "Deny", Reason: reasonLookup, Source: celrules.SourceGo, Description: "runtimeRef resolves to an existing TrainingRuntime (same namespace) or ClusterTrainingRuntime (CREATE)"},
 	{ID: "V-TJ-4", Kinds: []string{api.KindTrainJob}, Action: "Deny", Reason: reasonLookup, Source: celrules.SourceGo, Description: "trainer.numNodes is immutable when the runtime uses podGroupPolicy.workload"},
 	{ID: "V-TR-7", Kinds: []string{api.KindTrainingRuntime, api.KindClusterTrainingRuntime}, Action: "Deny", Reason: reasonDiscovery, Source: celrules.SourceGo, Description: "podGroupPolicy.workload needs a cluster that serves the Workload API"},
-	{ID: "V-PCLQ-1", Kinds: []string{api.KindPodClique, api.KindPodCliqueScalingGroup}, Action: "Deny", Reason: reasonLookup, Source: celrules.SourceGo, Description: "when the owning PodCliqueSet is Training: replicas immutable, no autoscaling config"},
+	{ID: "V-PCLQ-1", Kinds: []string{api.KindPodClique, api.KindPodCliqueScalingGroup}, Action: "Deny", Reason: reasonLookup, Source: celrules.SourceGo, Description: "when the owning PodCliqueSet is Training: replicas immutable (a scale to 0, which stops it, is allowed), no autoscaling config"},
 }
 
 // decode parses a request object. The error names what is wrong and where

@@ -129,7 +129,10 @@ func (c *Chain) checkWorkloadAPI(o map[string]any) []Violation {
 }
 
 // checkTrainingChild is V-PCLQ-1: PodCliques and PodCliqueScalingGroups of
-// a Training PodCliqueSet keep their replicas and have no autoscaling. The
+// a Training PodCliqueSet keep their replicas and have no autoscaling —
+// except a scale to 0, which stops the gang rather than resizing it: that
+// is how shepherd ends a failed Training set through its owner (Grove
+// keeps an existing PodClique's replicas; see package training). The
 // owner is the controller ownerReference to a PodCliqueSet, else (for a
 // PodClique owned by its scaling group) Grove's part-of label.
 func (c *Chain) checkTrainingChild(ctx context.Context, req *Request, o, old map[string]any) []Violation {
@@ -165,9 +168,9 @@ func (c *Chain) checkTrainingChild(ctx context.Context, req *Request, o, old map
 	if req.Operation == admissionv1.Update && old != nil {
 		r, _ := integer(spec, "replicas")
 		or, _ := integer(obj(old, "spec"), "replicas")
-		if r != or {
+		if r != or && r != 0 {
 			out = append(out, Violation{Rule: "V-PCLQ-1", Action: ActionDeny, Field: "spec.replicas",
-				Message: fmt.Sprintf("field is immutable: the owning PodCliqueSet %q is a Training workload", pcsName)})
+				Message: fmt.Sprintf("field is immutable: the owning PodCliqueSet %q is a Training workload (only a scale to 0, which stops it, is allowed)", pcsName)})
 		}
 	}
 	scaleField := "autoScalingConfig"

@@ -238,6 +238,17 @@ func TestValidExamplesRunToCompletion(t *testing.T) {
 		}
 	}
 	t.Logf("retried cache races logged by the controllers (conflicts, not yet cached): %d", races)
+	// What shepherd wrote instead: its own records, one per governed
+	// workload (the closing figures of issue 30).
+	ws, err := tb.Writes("workloadrecords", ns, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	byVerb := map[string]int{}
+	for _, w := range bed.By(ws, shepherdUser) {
+		byVerb[w.Verb]++
+	}
+	t.Logf("shepherd's WorkloadRecord writes for %d TrainJobs and the Grove examples: %v", len(running), byVerb)
 }
 
 // restoreRuntime deletes the bed's torch-distributed runtime for the rest

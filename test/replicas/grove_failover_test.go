@@ -121,14 +121,16 @@ func TestFailoverMidTrainingRestarts(t *testing.T) {
 	}
 	// shepherd (the leader) marks every clique available before any crash.
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, longTimeout, true, func(ctx context.Context) (bool, error) {
-		var l grovev1alpha1.PodCliqueList
+		var l shepherdv1alpha1.WorkloadRecordList
 		if err := env.Client.List(ctx, &l, client.InNamespace(ns)); err != nil {
 			return false, err
 		}
 		n := 0
-		for _, c := range l.Items {
-			if c.Status.WasAvailable {
-				n++
+		for _, rec := range l.Items {
+			for _, c := range rec.Status.Cliques {
+				if c.WasAvailable {
+					n++
+				}
 			}
 		}
 		return n == burstJobs, nil
@@ -216,10 +218,17 @@ func TestFailoverMidTrainingRestarts(t *testing.T) {
 			}
 		}
 	}
-	statusBy, statusFailed := byUserOf(audited(t, ns, "patch", "podcliquesets", "status"))
-	markerBy, markerFailed := byUserOf(audited(t, ns, "patch", "podcliques", ""))
-	t.Logf("Lease taken over %v after the kill; PodCliqueSet status writes %v (refused %v); PodClique marker writes %v (refused %v); refused pod deletes %v",
-		leaseTakeover.Round(10*time.Millisecond), statusBy, statusFailed, markerBy, markerFailed, deleteFailed)
+	recordBy, recordFailed := byUserOf(append(audited(t, ns, "patch", "workloadrecords", ""), audited(t, ns, "create", "workloadrecords", "")...))
+	for _, r := range []string{"podcliquesets", "podcliques"} {
+		ok, refused := byUserOf(audited(t, ns, "patch", r, ""))
+		for _, u := range []string{p.leaderUser, p.standbyUser} {
+			if ok[u]+refused[u] > 0 {
+				t.Errorf("%s patched %d times by shepherd (%s): its Training state belongs in its records", r, ok[u]+refused[u], u)
+			}
+		}
+	}
+	t.Logf("Lease taken over %v after the kill; WorkloadRecord writes %v (refused %v); refused pod deletes %v",
+		leaseTakeover.Round(10*time.Millisecond), recordBy, recordFailed, deleteFailed)
 	p.checkHolder(t, survivor)
 }
 
