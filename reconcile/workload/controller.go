@@ -99,6 +99,7 @@ func (w *ownedWatcher) ensure(version string) error {
 
 // Permissions the controller needs (for RBAC generation).
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainjobs/status,verbs=get;patch
 // +kubebuilder:rbac:groups=trainer.kubeflow.org,resources=trainingruntimes;clustertrainingruntimes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=shepherd.dev,resources=workloadrecords,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=scheduling.k8s.io,resources=workloads;podgroups,verbs=get;list;watch;create
@@ -156,6 +157,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if !tj.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
+	}
+	if err := r.dropLegacyCondition(ctx, &tj); err != nil {
+		return ctrl.Result{}, err
 	}
 	rt, err := runtimes.Get(ctx, r.Client, &tj)
 	if err != nil || rt == nil {
@@ -267,6 +271,24 @@ func (r *Reconciler) createIfMissing(ctx context.Context, o *unstructured.Unstru
 		return false, fmt.Errorf("reading existing %s %s: %w", o.GetKind(), key, err)
 	}
 	return false, nil
+}
+
+// dropLegacyCondition removes the WorkloadReady condition an earlier
+// shepherd wrote on the TrainJob itself (it now lives in the record):
+// Trainer prints a job's last condition as its STATE, so a stale one would
+// keep showing. One merge patch of the conditions list guarded by the
+// resourceVersion read, once per job upgraded; none for any other job.
+func (r *Reconciler) dropLegacyCondition(ctx context.Context, tj *trainerv1alpha1.TrainJob) error {
+	if meta.FindStatusCondition(tj.Status.Conditions, api.TrainJobWorkloadReady) == nil {
+		return nil
+	}
+	orig := tj.DeepCopy()
+	meta.RemoveStatusCondition(&tj.Status.Conditions, api.TrainJobWorkloadReady)
+	if err := r.Client.Status().Patch(ctx, tj, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("removing the legacy %s condition from TrainJob %s/%s: %w", api.TrainJobWorkloadReady, tj.Namespace, tj.Name, err)
+	}
+	ctrl.LoggerFrom(ctx).Info("removed the WorkloadReady condition an earlier shepherd wrote on the TrainJob; it lives in the TrainJob's WorkloadRecord now")
+	return nil
 }
 
 // RecordManager is the field manager of this controller's part of a

@@ -14,8 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/test/bed"
 )
 
@@ -28,26 +30,44 @@ const (
 	flowShepherd flowMode = "shepherd"
 )
 
-// flowJob is one TrainJob's timeline.
+// flowJob is one workload's timeline: a TrainJob's, or a Training
+// PodCliqueSet's (which runs until deleted: finished stays zero).
 type flowJob struct {
 	created, running, finished time.Time
+}
+
+// flowRound is what one round measured.
+type flowRound struct {
+	jobs, sets []flowJob
 }
 
 // BenchmarkFlow (make bench-flow) runs N TrainJobs (FLOW_N, default 10;
 // one node each, on N kwok nodes) from create to all pods Running and to
 // Complete through the real Trainer, JobSet, Job controller, scheduler and
-// kwok, with and without shepherd, in FLOW_ROUNDS interleaved rounds
-// (default 3; the order alternates). It reports the median and p99 time
-// to running and to finished per mode, the ratio of the medians, and
-// shepherd's webhook calls per TrainJob over its life (its own admission
-// counter). Timing is by polling every 50 ms. Nothing is asserted: the
-// figures are printed for README.
+// kwok, and beside them N annotation-only Training PodCliqueSets (one
+// clique of one pod each) from create to their pod Running through the
+// Grove model, with and without shepherd, in FLOW_ROUNDS interleaved
+// rounds (default 3; the order alternates). It reports the median and p99
+// time to running (and, for TrainJobs, to finished) per mode, the ratio of
+// the medians, and shepherd's webhook calls per TrainJob over its life and
+// per PodCliqueSet until running (its own admission counter, by kind).
+// Timing is by polling every 50 ms. Nothing is asserted: the figures are
+// printed for docs/benchmarks.md.
 func BenchmarkFlow(b *testing.B) {
 	n := envInt(b, "FLOW_N", 10)
 	rounds := envInt(b, "FLOW_ROUNDS", 3)
 	tb.AddNodes(b, "flow", bed.Nodes{Count: n})
 	results := map[flowMode][]flowJob{}
-	calls := 0.0
+	setResults := map[flowMode][]flowJob{}
+	calls, setCalls := 0.0, 0.0
+	groveKinds := []string{"PodCliqueSet", "PodClique", "PodCliqueScalingGroup"}
+	setAdmissions := func() float64 {
+		n := 0.0
+		for _, k := range groveKinds {
+			n += admissionRequests(b, map[string]string{"kind": k})
+		}
+		return n
+	}
 	current := flowShepherd
 	for r := range rounds {
 		order := []flowMode{flowNone, flowShepherd}
@@ -59,24 +79,21 @@ func BenchmarkFlow(b *testing.B) {
 				switchFlowMode(b, mode)
 				current = mode
 			}
-			before := admissionRequests(b, nil)
-			jobs := runFlow(b, n, fmt.Sprintf("flow-%d-%s", r, mode))
+			before, setsBefore := admissionRequests(b, nil)-setAdmissions(), setAdmissions()
+			round := runFlow(b, n, fmt.Sprintf("flow-%d-%s", r, mode))
 			if mode == flowShepherd {
-				calls += admissionRequests(b, nil) - before
+				calls += admissionRequests(b, nil) - setAdmissions() - before
+				setCalls += setAdmissions() - setsBefore
 			}
-			results[mode] = append(results[mode], jobs...)
+			results[mode] = append(results[mode], round.jobs...)
+			setResults[mode] = append(setResults[mode], round.sets...)
 		}
 	}
 	if current != flowShepherd {
 		switchFlowMode(b, flowShepherd)
 	}
 	stat := func(mode flowMode, f func(flowJob) time.Duration) (time.Duration, time.Duration) {
-		var ds []time.Duration
-		for _, j := range results[mode] {
-			ds = append(ds, f(j))
-		}
-		slices.Sort(ds)
-		return ds[len(ds)/2], ds[min(len(ds)-1, len(ds)*99/100)]
+		return percentiles(results[mode], f)
 	}
 	toRunning := func(j flowJob) time.Duration { return j.running.Sub(j.created) }
 	toFinished := func(j flowJob) time.Duration { return j.finished.Sub(j.created) }
@@ -84,15 +101,34 @@ func BenchmarkFlow(b *testing.B) {
 	shepRun, shepRun99 := stat(flowShepherd, toRunning)
 	noneFin, noneFin99 := stat(flowNone, toFinished)
 	shepFin, shepFin99 := stat(flowShepherd, toFinished)
+	noneSet, noneSet99 := percentiles(setResults[flowNone], toRunning)
+	shepSet, shepSet99 := percentiles(setResults[flowShepherd], toRunning)
 	perJob := calls / float64(len(results[flowShepherd]))
-	fmt.Fprintf(os.Stderr, "\nBenchmarkFlow: %d TrainJobs x %d rounds per mode, interleaved (%s)\n", n, rounds, time.Now().UTC().Format(time.RFC3339))
-	fmt.Fprintf(os.Stderr, "%-9s %-22s %-22s\n", "mode", "to running p50 / p99", "to finished p50 / p99")
-	fmt.Fprintf(os.Stderr, "%-9s %-22s %-22s\n", flowNone, fmt.Sprintf("%v / %v", noneRun.Round(time.Millisecond), noneRun99.Round(time.Millisecond)), fmt.Sprintf("%v / %v", noneFin.Round(time.Millisecond), noneFin99.Round(time.Millisecond)))
-	fmt.Fprintf(os.Stderr, "%-9s %-22s %-22s\n", flowShepherd, fmt.Sprintf("%v / %v", shepRun.Round(time.Millisecond), shepRun99.Round(time.Millisecond)), fmt.Sprintf("%v / %v", shepFin.Round(time.Millisecond), shepFin99.Round(time.Millisecond)))
-	fmt.Fprintf(os.Stderr, "median time to running, shepherd / none: %.3f; to finished: %.3f\n", float64(shepRun)/float64(noneRun), float64(shepFin)/float64(noneFin))
-	fmt.Fprintf(os.Stderr, "shepherd webhook calls per TrainJob life: %.1f\n\n", perJob)
+	perSet := setCalls / float64(len(setResults[flowShepherd]))
+	ms := func(a, b time.Duration) string {
+		return fmt.Sprintf("%v / %v", a.Round(time.Millisecond), b.Round(time.Millisecond))
+	}
+	fmt.Fprintf(os.Stderr, "\nBenchmarkFlow: %d TrainJobs and %d Training PodCliqueSets x %d rounds per mode, interleaved (%s)\n", n, n, rounds, time.Now().UTC().Format(time.RFC3339))
+	fmt.Fprintf(os.Stderr, "%-9s %-30s %-30s %-30s\n", "mode", "TrainJob to running p50 / p99", "TrainJob to finished p50 / p99", "PodCliqueSet to running p50 / p99")
+	fmt.Fprintf(os.Stderr, "%-9s %-30s %-30s %-30s\n", flowNone, ms(noneRun, noneRun99), ms(noneFin, noneFin99), ms(noneSet, noneSet99))
+	fmt.Fprintf(os.Stderr, "%-9s %-30s %-30s %-30s\n", flowShepherd, ms(shepRun, shepRun99), ms(shepFin, shepFin99), ms(shepSet, shepSet99))
+	fmt.Fprintf(os.Stderr, "median ratio shepherd / none: TrainJob to running %.3f, to finished %.3f; PodCliqueSet to running %.3f\n",
+		float64(shepRun)/float64(noneRun), float64(shepFin)/float64(noneFin), float64(shepSet)/float64(noneSet))
+	fmt.Fprintf(os.Stderr, "shepherd webhook calls per TrainJob life: %.1f; per PodCliqueSet until running (its PodCliques included): %.1f\n\n", perJob, perSet)
 	b.ReportMetric(float64(shepRun)/float64(noneRun), "running-ratio")
+	b.ReportMetric(float64(shepSet)/float64(noneSet), "pcs-running-ratio")
 	b.ReportMetric(perJob, "webhook-calls/trainjob")
+	b.ReportMetric(perSet, "webhook-calls/podcliqueset")
+}
+
+// percentiles are the median and p99 of f over jobs.
+func percentiles(jobs []flowJob, f func(flowJob) time.Duration) (time.Duration, time.Duration) {
+	var ds []time.Duration
+	for _, j := range jobs {
+		ds = append(ds, f(j))
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2], ds[min(len(ds)-1, len(ds)*99/100)]
 }
 
 func envInt(b *testing.B, name string, def int) int {
@@ -139,21 +175,31 @@ func switchFlowMode(b *testing.B, mode flowMode) {
 	time.Sleep(2 * time.Second)
 }
 
-// runFlow creates n one-node TrainJobs in a new namespace at once and
-// follows each to all pods Running and to Complete, then deletes them.
-func runFlow(b *testing.B, n int, prefix string) []flowJob {
+// runFlow creates, in a new namespace and at once, n one-node TrainJobs
+// and n one-pod Training PodCliqueSets, follows each TrainJob to all pods
+// Running and to Complete and each set to its pod Running, then deletes
+// them.
+func runFlow(b *testing.B, n int, prefix string) flowRound {
 	ctx := context.Background()
 	ns := env.Namespace(b)
-	jobs := make([]flowJob, n)
+	round := flowRound{jobs: make([]flowJob, n), sets: make([]flowJob, n)}
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Add(1)
+		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			jobs[i].created = time.Now()
+			round.jobs[i].created = time.Now()
 			u := trainJobObject(ns, fmt.Sprintf("%s-%d", prefix, i), 1, onRuntime(runtimeName, "docker.io/torch-run", 1))
 			if err := env.Client.Create(ctx, u); err != nil {
 				b.Errorf("creating TrainJob %s: %v", u.GetName(), err)
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			round.sets[i].created = time.Now()
+			u := trainingSetObject(ns, fmt.Sprintf("%s-set-%d", prefix, i), 1, nil)
+			if err := env.Client.Create(ctx, u); err != nil {
+				b.Errorf("creating PodCliqueSet %s: %v", u.GetName(), err)
 			}
 		}()
 	}
@@ -171,45 +217,58 @@ func runFlow(b *testing.B, n int, prefix string) []flowJob {
 		phases := map[string][]corev1.PodPhase{}
 		for _, p := range pods.Items {
 			name := p.Labels["jobset.sigs.k8s.io/jobset-name"]
+			if set := p.Labels[api.LabelPartOf]; set != "" {
+				name = set
+			}
 			phases[name] = append(phases[name], p.Status.Phase)
 		}
-		done := 0
-		for i := range jobs {
-			name := fmt.Sprintf("%s-%d", prefix, i)
+		running := func(name string) bool {
 			ps := phases[name]
-			if jobs[i].running.IsZero() && len(ps) > 0 && !slices.Contains(ps, corev1.PodPending) {
-				jobs[i].running = now
+			return len(ps) > 0 && !slices.Contains(ps, corev1.PodPending)
+		}
+		done := 0
+		for i := range round.jobs {
+			name := fmt.Sprintf("%s-%d", prefix, i)
+			if round.jobs[i].running.IsZero() && running(name) {
+				round.jobs[i].running = now
 			}
-			if jobs[i].finished.IsZero() {
+			if round.jobs[i].finished.IsZero() {
 				if u := getTrainJob(b, ns, name); u != nil {
 					if _, ok := conditionTrue(u, "Complete"); ok {
-						jobs[i].finished = now
+						round.jobs[i].finished = now
 					}
 				}
 			}
-			if !jobs[i].finished.IsZero() && !jobs[i].running.IsZero() {
+			if !round.jobs[i].finished.IsZero() && !round.jobs[i].running.IsZero() {
+				done++
+			}
+			if set := fmt.Sprintf("%s-set-%d", prefix, i); round.sets[i].running.IsZero() && running(set) {
+				round.sets[i].running = now
+			}
+			if !round.sets[i].running.IsZero() {
 				done++
 			}
 		}
-		if done == n {
+		if done == 2*n {
 			break
 		}
 		if now.After(deadline) {
-			b.Fatalf("%s: %d of %d TrainJobs ran and finished within 3 minutes", prefix, done, n)
+			b.Fatalf("%s: %d of %d TrainJobs and PodCliqueSets ran (and the TrainJobs finished) within 3 minutes", prefix, done, 2*n)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	cleanupFlow(b, ns)
-	return jobs
+	return round
 }
 
-// cleanupFlow deletes a round's TrainJobs and waits until their pods are
+// cleanupFlow deletes a round's TrainJobs and PodCliqueSets and waits until their pods are
 // gone, so the next round finds the nodes free.
 func cleanupFlow(b *testing.B, ns string) {
 	ctx := context.Background()
-	u := trainJobObject(ns, "", 0, nil)
-	if err := env.Client.DeleteAllOf(ctx, u, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
-		b.Fatal(err)
+	for _, u := range []*unstructured.Unstructured{trainJobObject(ns, "", 0, nil), trainingSetObject(ns, "", 0, nil)} {
+		if err := env.Client.DeleteAllOf(ctx, u, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+			b.Fatal(err)
+		}
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {

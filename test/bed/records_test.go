@@ -30,11 +30,10 @@ var (
 	recordGVR = shepherdv1alpha1.GroupVersion.WithResource("workloadrecords")
 )
 
-// trainingSet creates an annotation-only Training PodCliqueSet on the Grove
-// model: one replica, one clique "worker" of workers pods, with the given
-// knob annotations besides the workload type.
-func trainingSet(t *testing.T, ns, name string, workers int64, knobs map[string]string) *unstructured.Unstructured {
-	t.Helper()
+// trainingSetObject is an annotation-only Training PodCliqueSet for the
+// Grove model: one replica, one clique "worker" of workers pods, with the
+// given knob annotations besides the workload type.
+func trainingSetObject(ns, name string, workers int64, knobs map[string]string) *unstructured.Unstructured {
 	annotations := map[string]string{api.AnnotationWorkloadType: "Training"}
 	for k, v := range knobs {
 		annotations[k] = v
@@ -51,6 +50,13 @@ func trainingSet(t *testing.T, ns, name string, workers int64, knobs map[string]
 	u.SetNamespace(ns)
 	u.SetName(name)
 	u.SetAnnotations(annotations)
+	return u
+}
+
+// trainingSet creates trainingSetObject.
+func trainingSet(t *testing.T, ns, name string, workers int64, knobs map[string]string) *unstructured.Unstructured {
+	t.Helper()
+	u := trainingSetObject(ns, name, workers, knobs)
 	if err := env.Client.Create(context.Background(), u); err != nil {
 		t.Fatalf("creating PodCliqueSet %s: %v", name, err)
 	}

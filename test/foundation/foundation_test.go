@@ -63,13 +63,23 @@ func readFiles(t *testing.T, dir, pattern string) map[string][]byte {
 	return out
 }
 
-// TestCRDsAreEstablished: shepherd's own CRD (the only one deploy/crds
-// holds) and the upstream ones the harness installs by default are
-// established on the real apiserver.
+// TestCRDsAreEstablished: shepherd's own CRDs (the only ones deploy/crds
+// holds: WorkloadPolicy and WorkloadRecord, both shepherd.dev) and the
+// upstream ones the harness installs by default are established on the
+// real apiserver.
 func TestCRDsAreEstablished(t *testing.T) {
 	files := readCRDs(t, cluster.CRDDir())
-	if len(files) != 1 {
-		t.Fatalf("deploy/crds holds %d CRDs, want 1 (shepherd.dev's WorkloadPolicy): shepherd owns no other group", len(files))
+	if len(files) != 2 {
+		t.Fatalf("deploy/crds holds %d CRDs, want 2 (shepherd.dev's WorkloadPolicy and WorkloadRecord)", len(files))
+	}
+	for name, b := range files {
+		var crd apiextensionsv1.CustomResourceDefinition
+		if err := yaml.Unmarshal(b, &crd); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if crd.Spec.Group != "shepherd.dev" {
+			t.Errorf("deploy/crds/%s is a CRD of group %q: shepherd owns no other group", name, crd.Spec.Group)
+		}
 	}
 	upstream, err := cluster.FrameworkCRDs(cluster.UpstreamCRDs)
 	if err != nil {

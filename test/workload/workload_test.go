@@ -719,3 +719,44 @@ func reconcileCount(t *testing.T, controller string) float64 {
 	}
 	return n
 }
+
+// An upgrade from a shepherd that kept WorkloadReady on the TrainJob: the
+// stale condition is removed from the job (Trainer would go on printing it
+// as the job's STATE) and the record carries it; the job's other
+// conditions are left alone.
+func TestLegacyWorkloadReadyConditionMoves(t *testing.T) {
+	c := startControlPlane(t, cluster.Options{WorkloadAPI: cluster.WorkloadAPIV1beta1})
+	ctx := context.Background()
+	ns := c.Namespace(t)
+	rt := createRuntime(t, c, 1, false, replicatedJob("node", api.AncestorTrainer))
+	tj := createTrainJob(t, c, ns, "upgraded", rt.Name, ptr.To[int32](2))
+	// What the earlier shepherd left, beside a condition of Trainer's.
+	now := metav1.Now()
+	tj.Status.Conditions = []metav1.Condition{
+		{Type: api.TrainJobSuspended, Status: metav1.ConditionFalse, Reason: api.ReasonResumed, LastTransitionTime: now},
+		{Type: api.TrainJobWorkloadReady, Status: metav1.ConditionTrue, Reason: api.ReasonWorkloadCreated, Message: "old", LastTransitionTime: now},
+	}
+	if err := c.Client.Status().Update(ctx, tj); err != nil {
+		t.Fatal(err)
+	}
+	startShepherd(t, c)
+	eventually(t, "the legacy condition gone from the TrainJob, WorkloadReady in the record", func(ctx context.Context) (bool, error) {
+		var got trainerv1alpha1.TrainJob
+		if err := c.Client.Get(ctx, client.ObjectKeyFromObject(tj), &got); err != nil {
+			return false, err
+		}
+		rec, err := cluster.Record(ctx, c.Client, ns, api.KindTrainJob, tj.Name)
+		if err != nil || rec == nil {
+			return false, err
+		}
+		return meta.FindStatusCondition(got.Status.Conditions, api.TrainJobWorkloadReady) == nil &&
+			meta.IsStatusConditionTrue(rec.Status.Conditions, api.TrainJobWorkloadReady), nil
+	})
+	var got trainerv1alpha1.TrainJob
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(tj), &got); err != nil {
+		t.Fatal(err)
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, api.TrainJobSuspended); c == nil || c.Reason != api.ReasonResumed {
+		t.Errorf("Trainer's Suspended condition was not kept: %+v", got.Status.Conditions)
+	}
+}
