@@ -30,6 +30,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 )
@@ -122,4 +124,17 @@ func Apply(ctx context.Context, c client.Client, part *shepherdv1alpha1.Workload
 		return fmt.Errorf("applying WorkloadRecord %s/%s: %w", part.Namespace, part.Name, err)
 	}
 	return nil
+}
+
+// DeletedOnly passes only the deletion of a record: for a controller that
+// owns a part of records and decides nothing from them, a record deleted
+// behind shepherd's back is the one change worth a reconcile (the others
+// are its own writes).
+func DeletedOnly() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
 }

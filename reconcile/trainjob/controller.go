@@ -28,6 +28,7 @@ import (
 	shepherdevents "github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer"
+	"github.com/shepherd-k8s/shepherd/reconcile/record"
 	"github.com/shepherd-k8s/shepherd/reconcile/runtimes"
 )
 
@@ -107,12 +108,7 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, enf *integrations.Enforceme
 		})).
 		// A record deleted behind shepherd's back is written again; the
 		// record's other changes are shepherd's own writes.
-		Owns(&shepherdv1alpha1.WorkloadRecord{}, builder.WithPredicates(predicate.Funcs{
-			CreateFunc:  func(event.CreateEvent) bool { return false },
-			UpdateFunc:  func(event.UpdateEvent) bool { return false },
-			DeleteFunc:  func(event.DeleteEvent) bool { return true },
-			GenericFunc: func(event.GenericEvent) bool { return false },
-		})).
+		Owns(&shepherdv1alpha1.WorkloadRecord{}, builder.WithPredicates(record.DeletedOnly())).
 		Watches(&trainerv1alpha1.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
 		Watches(&trainerv1alpha1.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).

@@ -48,4 +48,14 @@
 // are pure functions of the objects and a clock (deadline.go, ttl.go); the
 // controller (controller.go) only reads, applies with patches and deletes
 // with preconditions, then records events and metrics.
+//
+// # The record
+//
+// What the controller derives is written to the TrainJob's WorkloadRecord
+// (record.go, package record), never to the TrainJob: the job's phase as
+// its conditions say, its deadline (when it falls, and whether shepherd or
+// Trainer enforces it) and its TTL (when shepherd deletes it) — one
+// server-side apply under this controller's field manager when any of them
+// changes, none otherwise. The Workload controller applies its own part
+// (the PodGroups) to the same record under its manager.
 package trainjob
