@@ -197,7 +197,9 @@ type TrainingStatus struct {
 	StartTime    *metav1.Time
 }
 
-// TrainingStatusOf reads a PodCliqueSet's Training status: each value from
+// TrainingStatusOf reads a PodCliqueSet's Training status as an earlier
+// shepherd kept it (package training reads it once, when a set has no
+// WorkloadRecord yet): each value from
 // the seed field when the object holds one, else from its carrier. A
 // carrier that does not parse is an error naming it (and that value reads
 // as unset).
@@ -239,11 +241,13 @@ func TrainingStatusOf(pcs *grovev1alpha1.PodCliqueSet) (TrainingStatus, error) {
 	return st, nil
 }
 
-// SetTrainingStatus records st on pcs, each value in the form the served
-// schema keeps it: the status field (and its carrier, if any, removed so
-// the two never disagree), or the carrier. A zero value removes its
-// carrier. It only changes the object; the caller patches metadata and
-// status.
+// SetTrainingStatus records st on pcs the way shepherd did before its
+// WorkloadRecords, each value in the form the served schema keeps it: the
+// status field (and its carrier, if any, removed so the two never
+// disagree), or the carrier. A zero value removes its carrier. shepherd no
+// longer writes it (package training keeps the status in the set's
+// record and reads this form once, TrainingStatusOf, on upgrade); tests
+// build the objects an earlier shepherd left with it.
 func SetTrainingStatus(pcs *grovev1alpha1.PodCliqueSet, st TrainingStatus, s knob.FieldSchemas) {
 	if StatusForm(PhaseStatus, s) == knob.Field {
 		pcs.Status.Phase = st.Phase
