@@ -46,10 +46,13 @@ func DefaultMaxConnectionsPerClient(maxConnections int) int {
 
 const (
 	// idleTimeout closes a kept-alive connection no request has used for
-	// this long; it matches the idle timeout of Go's HTTP clients (the
-	// apiserver's included), so neither side closes a connection the
-	// other is about to reuse.
-	idleTimeout = 90 * time.Second
+	// this long. It outlasts the idle timeout of Go's HTTP clients (90 s,
+	// the apiserver's webhook client included), so the client always
+	// closes an idle connection first: with equal timeouts the two timers
+	// race, and a client that reuses the connection as the server closes
+	// it fails that admission ("write: broken pipe"; a POST is not
+	// retried), as test/faults saw once in 5,188 admissions.
+	idleTimeout = 120 * time.Second
 	// maxHeaderBytes bounds a request's headers. The apiserver sends a few
 	// hundred bytes; net/http's default of 1 MiB would let each of the
 	// connections allowed hold a megabyte in headers alone.
