@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
 
 	"github.com/shepherd-k8s/shepherd/certs"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
@@ -426,5 +427,34 @@ func TestSchemaTypesEveryValue(t *testing.T) {
 	walk("values", schema, c.Values)
 	if checked < 30 {
 		t.Errorf("only %d values checked", checked)
+	}
+}
+
+// TestSubchartOnARestrictedPlatform (issue 33): the chart installs as a
+// subchart (Helm passes the parent's `global` values) and on a platform
+// that assigns the user itself (OpenShift's restricted SCC): a
+// podSecurityContext with its IDs removed renders none and keeps
+// runAsNonRoot, and the container keeps its hardened securityContext. The
+// defaults still run as 65532.
+func TestSubchartOnARestrictedPlatform(t *testing.T) {
+	podSC := func(vs valueSet) (*corev1.PodSecurityContext, *corev1.SecurityContext) {
+		_, objs := render(t, vs)
+		dep := typed[appsv1.Deployment](t, objs, "Deployment", "shepherd")
+		return dep.Spec.Template.Spec.SecurityContext, dep.Spec.Template.Spec.Containers[0].SecurityContext
+	}
+	pod, ctr := podSC(valueSet{name: "restricted", namespace: defaultNS, values: map[string]any{
+		"global":             map[string]any{"imageRegistry": "registry.example.com"},
+		// Helm merges maps: null removes a default key.
+		"podSecurityContext": map[string]any{"runAsUser": nil, "runAsGroup": nil, "fsGroup": nil},
+	}})
+	if pod == nil || pod.RunAsUser != nil || pod.RunAsGroup != nil || pod.FSGroup != nil || !ptr.Deref(pod.RunAsNonRoot, false) {
+		t.Errorf("pod securityContext %+v: want runAsNonRoot and no user, group or fsGroup", pod)
+	}
+	if ctr == nil || !ptr.Deref(ctr.ReadOnlyRootFilesystem, false) || ptr.Deref(ctr.AllowPrivilegeEscalation, true) || ctr.Capabilities == nil || len(ctr.Capabilities.Drop) != 1 {
+		t.Errorf("container securityContext %+v: want the hardened defaults", ctr)
+	}
+	pod, _ = podSC(valueSetNamed(t, "defaults"))
+	if pod == nil || ptr.Deref(pod.RunAsUser, 0) != 65532 || ptr.Deref(pod.FSGroup, 0) != 65532 {
+		t.Errorf("default pod securityContext %+v: want user and fsGroup 65532", pod)
 	}
 }
