@@ -330,6 +330,15 @@ func missing(got map[string]int, jobs []string) []string {
 // conflict, a 404) are returned per job.
 func writesBy(t *testing.T, what string, evs []auditEvent, jobs []string) (byUser map[string]int, failed map[string][]int) {
 	t.Helper()
+	return writesByAllowing(t, what, evs, jobs, nil)
+}
+
+// writesByAllowing is writesBy where up to unaudited(byUser) jobs may show
+// no successful write: a SIGKILLed replica's write that the apiserver
+// stored while its client was gone leaves no ResponseComplete event in the
+// audit log, though the job shows its effect. No job may show two.
+func writesByAllowing(t *testing.T, what string, evs []auditEvent, jobs []string, unaudited func(byUser map[string]int) int) (byUser map[string]int, failed map[string][]int) {
+	t.Helper()
 	ok := map[string][]string{}
 	failed = map[string][]int{}
 	byUser = map[string]int{}
@@ -341,10 +350,23 @@ func writesBy(t *testing.T, what string, evs []auditEvent, jobs []string) (byUse
 			failed[e.ObjectRef.Name] = append(failed[e.ObjectRef.Name], e.ResponseStatus.Code)
 		}
 	}
+	allowed := 0
+	if unaudited != nil {
+		allowed = unaudited(byUser)
+	}
+	var missing []string
 	for _, j := range jobs {
-		if n := len(ok[j]); n != 1 {
+		n := len(ok[j])
+		if n == 0 && len(missing) < allowed {
+			missing = append(missing, j)
+			continue
+		}
+		if n != 1 {
 			t.Errorf("%s of %s done %d times (by %v), want exactly once", what, j, n, ok[j])
 		}
+	}
+	if len(missing) > 0 {
+		t.Logf("%s of %v: in flight from the killed leader, stored without an audit record (at most %d could be)", what, missing, allowed)
 	}
 	return byUser, failed
 }
