@@ -2,7 +2,6 @@ package training
 
 import (
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/clock"
 
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
@@ -33,7 +32,7 @@ func CliqueSucceeded(c *grovev1alpha1.PodClique, pods []corev1.Pod, marker *gang
 // held false while a restart marker is active so a restarted replica gets
 // the startup protection of a new one), kept whatever enforces gang
 // termination, since Grove keeps no such bit.
-func DecideClique(_ clock.PassiveClock, c *grovev1alpha1.PodClique, pods []corev1.Pod, e CliqueState) (wasAvailable, succeeded bool) {
+func DecideClique(c *grovev1alpha1.PodClique, pods []corev1.Pod, e CliqueState) (wasAvailable, succeeded bool) {
 	var active *gang.RestartMarker
 	if e.Marker != nil && !e.Marker.Done {
 		active = e.Marker

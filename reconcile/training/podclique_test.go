@@ -5,7 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
 )
@@ -39,7 +38,7 @@ func TestDecideCliqueSucceeded(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := mkClique(0, cliqueState{})
-			_, got := DecideClique(clocktesting.NewFakePassiveClock(t0), &c, tc.pods, CliqueState{Succeeded: tc.before, Marker: tc.marker})
+			_, got := DecideClique(&c, tc.pods, CliqueState{Succeeded: tc.before, Marker: tc.marker})
 			if got != tc.want {
 				t.Errorf("Succeeded = %v, want %v", got, tc.want)
 			}

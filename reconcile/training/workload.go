@@ -171,7 +171,7 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 	v := view(in)
 
 	// 0. What each PodClique's pods say: availability and success.
-	if next := v.cliqueStates(clk); in.Unrecorded || !next.equal(cur) {
+	if next := v.cliqueStates(); in.Unrecorded || !next.equal(cur) {
 		return Decision{Write: WriteCliques, State: next, RequeueAfter: restartingPoll}
 	}
 	next := cur.clone()
@@ -427,12 +427,12 @@ func (v *setView) succeeded(c *grovev1alpha1.PodClique) bool { return v.in.State
 
 // cliqueStates is the state with each PodClique's wasAvailable and
 // Succeeded as its pods say (DecideClique).
-func (v *setView) cliqueStates(clk clock.PassiveClock) State {
+func (v *setView) cliqueStates() State {
 	next := v.in.State.clone()
 	for _, c := range v.cliques {
 		e := v.in.State.clique(c)
 		e.UID = c.UID
-		e.WasAvailable, e.Succeeded = DecideClique(clk, c, v.podsOf[c.UID], e)
+		e.WasAvailable, e.Succeeded = DecideClique(c, v.podsOf[c.UID], e)
 		next.Cliques[c.Name] = e
 	}
 	return next
