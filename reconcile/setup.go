@@ -47,7 +47,7 @@ func Controllers() []Controller {
 		{Name: "workload", Frameworks: []string{integrations.Trainer},
 			setup: func(mgr ctrl.Manager, o Options) error { return workload.Setup(mgr, o.Clock) }},
 		{Name: "gang", Frameworks: []string{integrations.Grove},
-			setup: func(mgr ctrl.Manager, o Options) error { return gang.Setup(mgr, o.Clock, o.Enforcement, o.Schemas) }},
+			setup: func(mgr ctrl.Manager, o Options) error { return gang.Setup(mgr, o.Clock, o.Enforcement) }},
 		{Name: "training", Frameworks: []string{integrations.Grove},
 			setup: func(mgr ctrl.Manager, o Options) error { return training.Setup(mgr, o.Clock) }},
 	}

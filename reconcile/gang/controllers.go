@@ -13,168 +13,38 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/events"
+	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
-	"github.com/shepherd-k8s/shepherd/integrations/knob"
+	"github.com/shepherd-k8s/shepherd/reconcile/record"
 )
 
-// cliqueReconciler keeps a PodClique's readyReplicas, wasAvailable and
-// MinAvailableBreached.
-type cliqueReconciler struct {
-	client  client.Client
-	clock   clock.PassiveClock
-	gate    *Gate
-	schemas knob.FieldSchemas
-}
+// RecordManager is the field manager of an Inference PodCliqueSet's
+// WorkloadRecord writes.
+const RecordManager = "shepherd-gang"
 
-func (r *cliqueReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
-	var pclq grovev1alpha1.PodClique
-	if err := r.client.Get(ctx, req.NamespacedName, &pclq); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if Terminating(&pclq) {
-		return ctrl.Result{}, nil // its status no longer matters (Terminating)
-	}
-	if !r.gate.Acts(api.KindPodClique, &pclq, pclq.Status.Conditions) {
-		return ctrl.Result{}, nil // Grove keeps this status itself
-	}
-	pcs, err := ParentSet(ctx, r.client, &pclq)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if grove.IsTrainingSet(pcs) {
-		// A Training set's breaches are package training's, read from the
-		// pods and answered by a restart; shepherd writes nothing to its
-		// PodCliques.
-		return ctrl.Result{}, nil
-	}
-	pods, err := OwnedPods(ctx, r.client, IndexPodOwner, &pclq)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	st := DecideCliqueStatus(r.clock, CliqueInput{Clique: &pclq, Pods: pods})
-	wrote, err := PatchClique(ctx, r.client, &pclq, st.Apply(&pclq, true, r.schemas))
-	if err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return result(conflictRetry), nil
-		}
-		return ctrl.Result{}, err
-	}
-	if wrote {
-		log.V(1).Info("PodClique status", "podclique", req.NamespacedName, "readyReplicas", st.ReadyReplicas, "wasAvailable", st.WasAvailable)
-	}
-	return ctrl.Result{}, nil
-}
-
-// groupReconciler keeps a PCSG's availableReplicas and MinAvailableBreached
-// and terminates its expired breached replicas.
-type groupReconciler struct {
-	client    client.Client
-	deleter   *Deleter
-	clock     clock.PassiveClock
-	lifecycle *events.Lifecycle
-	gate      *Gate
-}
-
-func (r *groupReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
-	var g grovev1alpha1.PodCliqueScalingGroup
-	if err := r.client.Get(ctx, req.NamespacedName, &g); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if g.DeletionTimestamp != nil {
-		return ctrl.Result{}, nil
-	}
-	var list grovev1alpha1.PodCliqueList
-	if err := r.client.List(ctx, &list, client.InNamespace(g.Namespace), client.MatchingLabels{api.LabelPodCliqueScalingGroup: g.Name}); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing PodCliques of PodCliqueScalingGroup %s: %w", req.NamespacedName, err)
-	}
-	r.gate.Observe(api.KindPodCliqueScalingGroup, &g, g.Status.Conditions)
-	for i := range list.Items {
-		r.gate.Observe(api.KindPodClique, &list.Items[i], list.Items[i].Status.Conditions)
-	}
-	if !r.gate.Enforces() {
-		return ctrl.Result{}, nil // Grove keeps this status and terminates itself
-	}
-	pcs, err := ParentSet(ctx, r.client, &g)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	if grove.IsTrainingSet(pcs) {
-		return ctrl.Result{}, nil // package training's (see the clique reconciler)
-	}
-	in := GroupInput{Group: &g, Cliques: list.Items}
-	if pcs != nil {
-		if in.Delay, err = GroupDelay(pcs, &g); err != nil {
-			log.Error(err, "using the PodCliqueSet's terminationDelay", "podcliquescalinggroup", req.NamespacedName)
-		}
-	}
-	d := DecideGroup(r.clock, in)
-	if d.Changed(&g) {
-		orig := g.DeepCopy()
-		g.Status.AvailableReplicas, g.Status.Conditions = d.AvailableReplicas, d.Conditions
-		if err := r.client.Status().Patch(ctx, &g, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{})); err != nil {
-			if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-				return result(conflictRetry), nil
-			}
-			return ctrl.Result{}, fmt.Errorf("patching status of PodCliqueScalingGroup %s: %w", req.NamespacedName, err)
-		}
-	}
-	for _, idx := range d.Terminate {
-		var victims []*grovev1alpha1.PodClique
-		var gone []string
-		for i := range list.Items {
-			c := &list.Items[i]
-			if PCSGReplicaIndex(c.Labels) == idx && !Terminating(c) {
-				victims = append(victims, c)
-				gone = append(gone, c.Name)
-			}
-		}
-		if len(victims) == 0 {
-			continue
-		}
-		// The Event first (events.Lifecycle): a leader killed after the
-		// delete would leave its successor nothing to do or record. The
-		// key is the replica and the moment its delay expired: one Event
-		// per termination, whichever leader makes it.
-		if err := r.lifecycle.Record(ctx, &g, corev1.EventTypeWarning, api.EventGangTerminated, "Terminate",
-			fmt.Sprintf("replica-%d/%s", idx, d.ExpiredAt[idx].UTC().Format(time.RFC3339Nano)),
-			fmt.Sprintf("replica %d breached MinAvailable past its terminationDelay; deleted its PodCliques %v", idx, gone)); err != nil {
-			return ctrl.Result{}, err
-		}
-		n, err := DeleteAllExact(ctx, r.deleter, victims)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if n == 0 {
-			continue // an earlier reconcile did it; the cache lags
-		}
-		terminations.WithLabelValues(LevelPCSG).Inc()
-		terminationLag.WithLabelValues(LevelPCSG).Observe(r.clock.Since(d.ExpiredAt[idx]).Seconds())
-		log.Info("gang-terminated PodCliqueScalingGroup replica", "podcliquescalinggroup", req.NamespacedName, "replica", idx, "podcliques", gone)
-	}
-	return result(d.RequeueAfter), nil
-}
-
-// setReconciler terminates PodCliqueSet replicas whose breach expired.
+// setReconciler runs gang termination for Inference PodCliqueSets: read the
+// set, its PodCliques, scaling groups, pods and record; Decide; make the
+// decision's one write; then its Events.
 type setReconciler struct {
 	client    client.Client
 	deleter   *Deleter
 	clock     clock.PassiveClock
 	lifecycle *events.Lifecycle
-	gate      *Gate
+	enf       *integrations.Enforcement
 }
 
 func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx)
 	var pcs grovev1alpha1.PodCliqueSet
 	if err := r.client.Get(ctx, req.NamespacedName, &pcs); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if pcs.DeletionTimestamp != nil || pcs.Spec.Template.TerminationDelay == nil || grove.IsTrainingSet(&pcs) || !r.gate.Enforces() {
+	mode := r.enf.Setting(integrations.FeatureGangTermination)
+	if pcs.DeletionTimestamp != nil || grove.IsTrainingSet(&pcs) || mode == integrations.ModeOff {
 		return ctrl.Result{}, nil
 	}
+	in := SetInput{Set: &pcs, Mode: mode}
 	var cliques grovev1alpha1.PodCliqueList
 	if err := r.client.List(ctx, &cliques, client.InNamespace(pcs.Namespace), client.MatchingFields{IndexPartOf: pcs.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing PodCliques of PodCliqueSet %s: %w", req.NamespacedName, err)
@@ -183,47 +53,92 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 	if err := r.client.List(ctx, &groups, client.InNamespace(pcs.Namespace), client.MatchingFields{IndexPartOf: pcs.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing PodCliqueScalingGroups of PodCliqueSet %s: %w", req.NamespacedName, err)
 	}
-	for i := range cliques.Items {
-		r.gate.Observe(api.KindPodClique, &cliques.Items[i], cliques.Items[i].Status.Conditions)
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(pcs.Namespace), client.MatchingFields{IndexPodPartOf: pcs.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing pods of PodCliqueSet %s: %w", req.NamespacedName, err)
 	}
-	for i := range groups.Items {
-		r.gate.Observe(api.KindPodCliqueScalingGroup, &groups.Items[i], groups.Items[i].Status.Conditions)
+	in.Cliques, in.Groups, in.Pods = cliques.Items, groups.Items, pods.Items
+	rec, err := record.Get(ctx, r.client, api.KindPodCliqueSet, &pcs)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	if !r.gate.Enforces() {
-		return ctrl.Result{}, nil // Grove terminates this set's gangs itself
+	if rec != nil {
+		in.Record = &rec.Status
 	}
-	// Every PodClique goes to the decision, which judges those being
-	// deleted by Terminating (as the PCSG level does); only live ones are
-	// deleted.
-	d := DecideSet(r.clock, SetInput{Set: &pcs, Cliques: cliques.Items, Groups: groups.Items})
-	for _, b := range d.Terminate {
-		var victims []*grovev1alpha1.PodClique
-		var gone []string
-		for i := range cliques.Items {
-			if c := &cliques.Items[i]; PCSReplicaIndex(c.Labels) == b.Replica && !Terminating(c) {
-				victims = append(victims, c)
-				gone = append(gone, c.Name)
+	if m, why := GroveSign(in.Cliques, in.Groups); m != "" {
+		// Reported for /status and the metric; the decision is the set's.
+		r.enf.SetUpstream(integrations.FeatureGangTermination, true, why)
+	}
+	for i := range in.Groups {
+		if _, err := GroupDelay(&pcs, &in.Groups[i]); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "using the PodCliqueSet's terminationDelay", "podcliqueset", req.NamespacedName)
+		}
+	}
+	return r.apply(ctx, &pcs, rec, Decide(in, r.clock.Now()))
+}
+
+// apply makes the decision's one write. The record is guarded by the
+// resourceVersion the decision read (or by create), each deletion by the
+// PodClique's UID; a write that loses a race is decided again from a fresh
+// read.
+func (r *setReconciler) apply(ctx context.Context, pcs *grovev1alpha1.PodCliqueSet, rec *shepherdv1alpha1.WorkloadRecord, d SetDecision) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("podcliqueset", client.ObjectKeyFromObject(pcs))
+	for _, b := range d.LeftToGrove {
+		log.V(1).Info("expired breach left to Grove (setting on; Grove terminates it no later)", "breach", b.String())
+	}
+	switch d.Write {
+	case WriteRecord:
+		want := record.For(pcs, grovev1alpha1.GroupVersion.WithKind(api.KindPodCliqueSet))
+		want.Status = d.Status
+		if err := record.Put(ctx, r.client, want, rec, RecordManager); err != nil {
+			if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) {
+				return result(conflictRetry), nil
+			}
+			return ctrl.Result{}, err
+		}
+	case WriteTerminate:
+		for _, t := range d.Terminate {
+			if err := r.terminate(ctx, pcs, t); err != nil {
+				return ctrl.Result{}, err
 			}
 		}
-		if len(victims) == 0 {
-			continue
-		}
-		// The Event first, keyed by replica and breach (as above).
-		if err := r.lifecycle.Record(ctx, &pcs, corev1.EventTypeWarning, api.EventGangTerminated, "Terminate",
-			fmt.Sprintf("replica-%d/%s", b.Replica, b.Since.UTC().Format(time.RFC3339Nano)),
-			fmt.Sprintf("%s; deleted replica %d's PodCliques %v", b, b.Replica, gone)); err != nil {
-			return ctrl.Result{}, err
-		}
-		n, err := DeleteAllExact(ctx, r.deleter, victims)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if n == 0 {
-			continue // an earlier reconcile did it; the cache lags
-		}
-		terminations.WithLabelValues(LevelPCS).Inc()
-		terminationLag.WithLabelValues(LevelPCS).Observe(r.clock.Since(b.Since.Add(b.Delay)).Seconds())
-		log.Info("gang-terminated PodCliqueSet replica", "podcliqueset", req.NamespacedName, "replica", b.Replica, "breach", b.String(), "podcliques", gone)
 	}
 	return result(d.RequeueAfter), nil
+}
+
+// terminate deletes one gang: the Event first (events.Lifecycle), keyed by
+// the gang and the moment its delay expired, so a leader killed after the
+// deletion leaves its successor nothing to record twice.
+func (r *setReconciler) terminate(ctx context.Context, pcs *grovev1alpha1.PodCliqueSet, t Termination) error {
+	var regarding client.Object = pcs
+	key := fmt.Sprintf("replica-%d/%s", t.Replica, t.ExpiredAt().UTC().Format(time.RFC3339Nano))
+	note := fmt.Sprintf("%s; deleted replica %d's PodCliques %v", t.Breach, t.Replica, names(t.Victims))
+	if t.Level == LevelPCSG {
+		g := &grovev1alpha1.PodCliqueScalingGroup{}
+		g.Namespace, g.Name = pcs.Namespace, t.Group
+		if err := r.client.Get(ctx, client.ObjectKeyFromObject(g), g); err == nil {
+			regarding = g
+		}
+		key = t.Group + "/" + key
+		note = fmt.Sprintf("replica %d of PodCliqueScalingGroup %s breached MinAvailable past its terminationDelay (%s); deleted its PodCliques %v", t.Replica, t.Group, t.Breach.Delay, names(t.Victims))
+	}
+	if err := r.lifecycle.Record(ctx, regarding, corev1.EventTypeWarning, api.EventGangTerminated, "Terminate", key, note); err != nil {
+		return err
+	}
+	n, err := DeleteAllExact(ctx, r.deleter, t.Victims)
+	if err != nil || n == 0 {
+		return err // n == 0: an earlier reconcile did it; the cache lags
+	}
+	terminations.WithLabelValues(t.Level).Inc()
+	terminationLag.WithLabelValues(t.Level).Observe(r.clock.Since(t.ExpiredAt()).Seconds())
+	ctrl.LoggerFrom(ctx).Info("gang-terminated", "podcliqueset", client.ObjectKeyFromObject(pcs), "level", t.Level, "group", t.Group, "replica", t.Replica, "breach", t.Breach.String(), "podcliques", names(t.Victims))
+	return nil
+}
+
+func names(cs []*grovev1alpha1.PodClique) []string {
+	out := make([]string, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, c.Name)
+	}
+	return out
 }

@@ -2,40 +2,26 @@ package gang
 
 import (
 	"fmt"
-	"sync"
+	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	"github.com/shepherd-k8s/shepherd/integrations"
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
 
-// Gate is the "never enforce twice" decision of the three controllers
-// (SPEC §9): every reconcile first shows it the object it read, and acts
-// only if the gate says shepherd enforces gang termination.
-//
-// An object whose MinAvailableBreached is owned by another field manager
-// (grove.BreachManager) shows that Grove runs and enforces gang termination
-// itself; the gate reports it to the Enforcement once (Enforcement logs the
-// decision once) and from then on, under setting auto, shepherd writes no
-// MinAvailableBreached, readyReplicas, availableReplicas or wasAvailable,
-// emits no GangTerminated event and deletes nothing. Under on it acts as if
-// Grove were absent; under off it never acts. A nil Enforcement enforces.
-//
-// The only memory is "already reported"; what the gate decides comes from
-// the objects and the Enforcement, so a restarted shepherd decides the same
-// on its first reconcile.
-type Gate struct {
-	enf  *integrations.Enforcement
-	once sync.Once
-}
-
-// NewGate wraps enf (nil: shepherd always enforces).
-func NewGate(enf *integrations.Enforcement) *Gate { return &Gate{enf: enf} }
+// Who enforces, per PodCliqueSet. shepherd writes no condition on a
+// PodClique or scaling group (Grove rewrites both), so a MinAvailableBreached
+// on them is Grove's: the condition owned, in managedFields, by a field
+// manager other than shepherd's (grove.BreachManager; an earlier shepherd
+// wrote its own as api.FieldManager, which never counts). The decision is
+// the set's own — not the cluster's after the first object seen — and comes
+// from the objects alone, so a restarted shepherd decides the same.
 
 // Sign is what one object shows about who writes its MinAvailableBreached:
-// the other field manager that owns it, "" when none.
+// the other field manager that owns it, "" when none, and why in words.
 func Sign(kind string, o metav1.Object, conds []metav1.Condition) (manager, reason string) {
 	m, ok := grove.BreachManager(o.GetManagedFields(), conds, api.FieldManager)
 	if !ok {
@@ -44,23 +30,47 @@ func Sign(kind string, o metav1.Object, conds []metav1.Condition) (manager, reas
 	return m, fmt.Sprintf("MinAvailableBreached of %s %s/%s is written by field manager %q", kind, o.GetNamespace(), o.GetName(), m)
 }
 
-// Observe records what o shows about who enforces gang termination.
-func (g *Gate) Observe(kind string, o metav1.Object, conds []metav1.Condition) {
-	if g == nil {
-		return
+// GroveSign is Sign over a set's PodCliques and scaling groups: the first
+// one Grove writes, "" when none.
+func GroveSign(cliques []grovev1alpha1.PodClique, groups []grovev1alpha1.PodCliqueScalingGroup) (manager, reason string) {
+	for i := range cliques {
+		if m, why := Sign(api.KindPodClique, &cliques[i], cliques[i].Status.Conditions); m != "" {
+			return m, why
+		}
 	}
-	if m, reason := Sign(kind, o, conds); m != "" {
-		g.once.Do(func() { g.enf.SetUpstream(integrations.FeatureGangTermination, true, reason) })
+	for i := range groups {
+		if m, why := Sign(api.KindPodCliqueScalingGroup, &groups[i], groups[i].Status.Conditions); m != "" {
+			return m, why
+		}
 	}
+	return "", ""
 }
 
-// Enforces reports whether shepherd enforces gang termination now.
-func (g *Gate) Enforces() bool {
-	return g == nil || g.enf.Enforces(integrations.FeatureGangTermination)
+// GroveBreachedSince returns when Grove's MinAvailableBreached on c became
+// True, and whether Grove says c is breached now: the start of the delay
+// after which Grove terminates c's gang itself.
+func GroveBreachedSince(c *grovev1alpha1.PodClique) (time.Time, bool) {
+	if m, _ := Sign(api.KindPodClique, c, c.Status.Conditions); m == "" {
+		return time.Time{}, false
+	}
+	return breachedSince(c.Status.Conditions)
 }
 
-// Acts observes o and then reports whether shepherd enforces.
-func (g *Gate) Acts(kind string, o metav1.Object, conds []metav1.Condition) bool {
-	g.Observe(kind, o, conds)
-	return g.Enforces()
+// legacyBreach returns the start of a breach an earlier shepherd kept in
+// c's own MinAvailableBreached (a condition no other manager owns), read
+// once on upgrade when the set's record has no entry for c.
+func legacyBreach(c *grovev1alpha1.PodClique) (metav1.Time, bool) {
+	if m, _ := Sign(api.KindPodClique, c, c.Status.Conditions); m != "" {
+		return metav1.Time{}, false
+	}
+	t, ok := breachedSince(c.Status.Conditions)
+	return metav1.NewTime(t), ok
+}
+
+func breachedSince(conds []metav1.Condition) (time.Time, bool) {
+	cond := meta.FindStatusCondition(conds, api.ConditionMinAvailableBreached)
+	if cond == nil || cond.Status != metav1.ConditionTrue {
+		return time.Time{}, false
+	}
+	return cond.LastTransitionTime.Time, true
 }

@@ -3,12 +3,13 @@ package gang
 import (
 	"testing"
 
-	"github.com/go-logr/logr"
-	"github.com/google/go-cmp/cmp"
+	"strings"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
 )
 
@@ -24,64 +25,55 @@ const (
 	otherCond   = `{"f:status":{"f:conditions":{".":{},"k:{\"type\":\"Succeeded\"}":{".":{},"f:status":{}}}}}`
 )
 
-// The "never enforce twice" decision: which objects show that Grove writes
-// MinAvailableBreached, and what shepherd does under each setting.
-func TestGate(t *testing.T) {
+// The "never enforce twice" decision, per PodCliqueSet: which objects show
+// that Grove writes MinAvailableBreached, and who enforces under each
+// setting. A set without the sign is shepherd's under auto even after
+// another set showed it (issue 30: the decision was the cluster's, latched
+// by the first PodClique seen).
+func TestWhoEnforcesPerSet(t *testing.T) {
 	breach := []metav1.Condition{{Type: api.ConditionMinAvailableBreached, Status: metav1.ConditionTrue, Reason: api.ReasonInsufficientReadyPods}}
+	grove := shepherdv1alpha1.EnforcerGrove
+	me := shepherdv1alpha1.EnforcerShepherd
 	tests := []struct {
 		name    string
 		setting integrations.Mode
 		managed []metav1.ManagedFieldsEntry
 		conds   []metav1.Condition
-
-		wantActs   bool
-		wantStatus string
+		want    shepherdv1alpha1.Enforcer
 	}{
-		{name: "auto, nobody but shepherd", setting: integrations.ModeAuto, conds: breach,
-			managed: []metav1.ManagedFieldsEntry{managed(api.FieldManager, atomicConds)}, wantActs: true, wantStatus: "shepherd"},
+		{name: "auto, only an earlier shepherd wrote it", setting: integrations.ModeAuto, conds: breach,
+			managed: []metav1.ManagedFieldsEntry{managed(api.FieldManager, atomicConds)}, want: me},
 		{name: "auto, Grove owns the atomic conditions list", setting: integrations.ModeAuto, conds: breach,
-			managed:  []metav1.ManagedFieldsEntry{managed(api.FieldManager, `{"f:metadata":{"f:annotations":{}}}`), managed("grove-operator", atomicConds)},
-			wantActs: false, wantStatus: `upstream (MinAvailableBreached of PodClique ns/c is written by field manager "grove-operator")`},
+			managed: []metav1.ManagedFieldsEntry{managed(api.FieldManager, `{"f:metadata":{"f:annotations":{}}}`), managed("grove-operator", atomicConds)}, want: grove},
 		{name: "auto, Grove owns the map-list entry", setting: integrations.ModeAuto, conds: breach,
-			managed:  []metav1.ManagedFieldsEntry{managed("grove-operator", mapConds)},
-			wantActs: false, wantStatus: `upstream (MinAvailableBreached of PodClique ns/c is written by field manager "grove-operator")`},
+			managed: []metav1.ManagedFieldsEntry{managed("grove-operator", mapConds)}, want: grove},
 		{name: "auto, another manager owns only another condition", setting: integrations.ModeAuto, conds: breach,
-			managed: []metav1.ManagedFieldsEntry{managed("grove-operator", otherCond), managed(api.FieldManager, mapConds)}, wantActs: true, wantStatus: "shepherd"},
+			managed: []metav1.ManagedFieldsEntry{managed("grove-operator", otherCond), managed(api.FieldManager, mapConds)}, want: me},
 		{name: "auto, a list without MinAvailableBreached proves nothing", setting: integrations.ModeAuto,
 			conds:   []metav1.Condition{{Type: "PodCliqueScheduled", Status: metav1.ConditionTrue}},
-			managed: []metav1.ManagedFieldsEntry{managed("grove-operator", atomicConds)}, wantActs: true, wantStatus: "shepherd"},
-		{name: "on: shepherd acts although Grove writes it", setting: integrations.ModeOn, conds: breach,
-			managed: []metav1.ManagedFieldsEntry{managed("grove-operator", atomicConds)}, wantActs: true, wantStatus: "shepherd"},
-		{name: "off: never", setting: integrations.ModeOff, conds: breach, wantActs: false, wantStatus: "off"},
+			managed: []metav1.ManagedFieldsEntry{managed("grove-operator", atomicConds)}, want: me},
+		{name: "on: shepherd although Grove writes it", setting: integrations.ModeOn, conds: breach,
+			managed: []metav1.ManagedFieldsEntry{managed("grove-operator", atomicConds)}, want: me},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			enf := integrations.NewEnforcement(logr.Discard(), map[integrations.Feature]integrations.Mode{integrations.FeatureGangTermination: tc.setting})
-			g := NewGate(enf)
-			c := &grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "c", ManagedFields: tc.managed}}
-			if got := g.Acts(api.KindPodClique, c, tc.conds); got != tc.wantActs {
-				t.Errorf("Acts = %v, want %v", got, tc.wantActs)
+			c := clique("c", 0, "", 0, tc.conds...)
+			c.Namespace, c.ManagedFields = "ns", tc.managed
+			d := Decide(SetInput{Set: setWithDelay(nil), Cliques: []grovev1alpha1.PodClique{c}, Mode: tc.setting}, t0)
+			if d.Write != WriteRecord || d.Status.GangTermination == nil {
+				t.Fatalf("decision %+v: want the record written with who enforces", d)
 			}
-			if diff := cmp.Diff(tc.wantStatus, enf.Status()[integrations.FeatureGangTermination]); diff != "" {
-				t.Errorf("enforcement status (-want +got):\n%s", diff)
+			if got := d.Status.GangTermination.EnforcedBy; got != tc.want {
+				t.Errorf("enforcedBy = %s, want %s (%s)", got, tc.want, d.Status.GangTermination.Message)
 			}
-			// Once seen, every object is Grove's under auto: the
-			// Enforcement is per cluster, not per object.
-			plain := &grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "d"}}
-			if got := g.Acts(api.KindPodClique, plain, nil); got != tc.wantActs {
-				t.Errorf("Acts on an object without a sign = %v, want %v", got, tc.wantActs)
+			if tc.want == grove && (len(d.Status.Cliques) != 0 || !strings.Contains(d.Status.GangTermination.Message, `"grove-operator"`)) {
+				t.Errorf("standing down, shepherd derived %+v, message %q; want nothing, naming Grove's field manager", d.Status.Cliques, d.Status.GangTermination.Message)
+			}
+			// Another set, without the sign, is shepherd's whatever this one shows.
+			other := Decide(SetInput{Set: setWithDelay(nil), Cliques: []grovev1alpha1.PodClique{clique("d", 0, "", 0)}, Mode: tc.setting}, t0)
+			if got := other.Status.GangTermination.EnforcedBy; got != me {
+				t.Errorf("a set without Grove's sign: enforcedBy = %s, want shepherd", got)
 			}
 		})
-	}
-}
-
-func TestNilGateActs(t *testing.T) {
-	var g *Gate
-	if !g.Acts(api.KindPodClique, &grovev1alpha1.PodClique{}, nil) {
-		t.Error("a nil gate (no Enforcement) must enforce")
-	}
-	if !NewGate(nil).Acts(api.KindPodClique, &grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{managed("grove-operator", atomicConds)}}},
-		[]metav1.Condition{{Type: api.ConditionMinAvailableBreached}}) {
-		t.Error("a nil Enforcement enforces")
 	}
 }

@@ -80,3 +80,39 @@ func clique(name string, pcsIdx int, pcsg string, pcsgIdx int, conds ...metav1.C
 	}
 	return c
 }
+
+// breachesOf reads each live clique's breach start from its own
+// MinAvailableBreached, the way an earlier shepherd kept it (legacyBreach):
+// the tables below state breach times as conditions.
+func breachesOf(cliques []grovev1alpha1.PodClique) BreachTimes {
+	out := BreachTimes{}
+	for i := range cliques {
+		if t, ok := legacyBreach(&cliques[i]); ok && !Terminating(&cliques[i]) {
+			out[cliques[i].UID] = t.Time
+		}
+	}
+	return out
+}
+
+// gangs runs step 3 of Decide (expiredGangs) at t0: the PodCliqueSet
+// replicas and the scaling-group replicas it terminates, and the requeue.
+func gangs(pcs *grovev1alpha1.PodCliqueSet, cliques []grovev1alpha1.PodClique, groups []grovev1alpha1.PodCliqueScalingGroup) (setKill, groupKill []int32, requeue time.Duration) {
+	var wait MinRequeue
+	for _, t := range expiredGangs(SetInput{Set: pcs, Cliques: cliques, Groups: groups}, breachesOf(cliques), t0, &wait) {
+		if t.Level == LevelPCS {
+			setKill = append(setKill, t.Replica)
+		} else {
+			groupKill = append(groupKill, t.Replica)
+		}
+	}
+	return setKill, groupKill, time.Duration(wait)
+}
+
+// setWithDelay is a PodCliqueSet "pcs" with terminationDelay d (nil: none).
+func setWithDelay(d *time.Duration) *grovev1alpha1.PodCliqueSet {
+	pcs := &grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Name: "pcs"}}
+	if d != nil {
+		pcs.Spec.Template.TerminationDelay = &metav1.Duration{Duration: *d}
+	}
+	return pcs
+}

@@ -6,14 +6,13 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 )
 
-func TestDecideSet(t *testing.T) {
+func TestExpiredGangs(t *testing.T) {
 	ok := breachedCond(metav1.ConditionFalse, t0.Add(-time.Hour))
 	at := func(ago time.Duration) metav1.Condition { return breachedCond(metav1.ConditionTrue, t0.Add(-ago)) }
 	never := metav1.Condition{Type: "MinAvailableBreached", Status: metav1.ConditionFalse, Reason: "NeverAvailable", LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour))}
@@ -24,14 +23,12 @@ func TestDecideSet(t *testing.T) {
 		groupDelay *time.Duration
 		// groupCarrier is the scaling groups' override carrier, as on
 		// Grove's schema.
-		groupCarrier string
-		training     bool
-		// trainingCarrier says Training through the carrier.
-		trainingCarrier bool
-		cliques         []grovev1alpha1.PodClique
-		groups          []grovev1alpha1.PodCliqueScalingGroup
-		wantTerminate   []int32
-		wantRequeue     time.Duration
+		groupCarrier  string
+		cliques       []grovev1alpha1.PodClique
+		groups        []grovev1alpha1.PodCliqueScalingGroup
+		wantTerminate []int32
+		wantGroupKill []int32
+		wantRequeue   time.Duration
 	}{
 		{name: "healthy", delay: ptr.To(10 * time.Second),
 			cliques: []grovev1alpha1.PodClique{clique("a", 0, "", 0, ok), clique("b", 1, "", 0, ok)}},
@@ -52,19 +49,16 @@ func TestDecideSet(t *testing.T) {
 			cliques: []grovev1alpha1.PodClique{clique("a", 0, "", 0, never), clique("b", 0, "", 0, unknown)}},
 		{name: "terminationDelay nil: nothing", delay: nil,
 			cliques: []grovev1alpha1.PodClique{clique("a", 0, "", 0, at(time.Hour))}},
-		{name: "training: nothing (package training restarts)", delay: ptr.To(time.Duration(0)), training: true,
-			cliques: []grovev1alpha1.PodClique{clique("a", 0, "", 0, at(time.Hour))}},
-		{name: "training by its carrier: nothing", delay: ptr.To(time.Duration(0)), trainingCarrier: true,
-			cliques: []grovev1alpha1.PodClique{clique("a", 0, "", 0, at(time.Hour))}},
 		{name: "breached PCSG past its delay terminates the replica", delay: ptr.To(10 * time.Second),
 			cliques: []grovev1alpha1.PodClique{clique("s", 0, "", 0, ok),
 				clique("w0", 0, "pcs-0-g", 0, at(20*time.Second)), clique("w1", 0, "pcs-0-g", 1, at(15*time.Second))},
 			groups:        []grovev1alpha1.PodCliqueScalingGroup{group("pcs-0-g", 0, 2, 1)},
 			wantTerminate: []int32{0}},
-		{name: "PCSG still above minAvailable: left to the PCSG", delay: ptr.To(10 * time.Second),
+		{name: "PCSG still above minAvailable: only its breached replica goes", delay: ptr.To(10 * time.Second),
 			cliques: []grovev1alpha1.PodClique{
 				clique("w0", 0, "pcs-0-g", 0, at(20*time.Second)), clique("w1", 0, "pcs-0-g", 1, ok)},
-			groups: []grovev1alpha1.PodCliqueScalingGroup{group("pcs-0-g", 0, 2, 1)}},
+			groups:        []grovev1alpha1.PodCliqueScalingGroup{group("pcs-0-g", 0, 2, 1)},
+			wantGroupKill: []int32{0}},
 		{name: "PCSG override shorter than the PodCliqueSet delay is honoured", delay: ptr.To(time.Hour), groupDelay: ptr.To(2 * time.Second),
 			cliques: []grovev1alpha1.PodClique{
 				clique("w0", 0, "pcs-0-g", 0, at(3*time.Second)), clique("w1", 0, "pcs-0-g", 1, at(3*time.Second))},
@@ -87,12 +81,6 @@ func TestDecideSet(t *testing.T) {
 			if tc.delay != nil {
 				pcs.Spec.Template.TerminationDelay = &metav1.Duration{Duration: *tc.delay}
 			}
-			if tc.training {
-				pcs.Spec.WorkloadType = ptr.To(grovev1alpha1.WorkloadTypeTraining)
-			}
-			if tc.trainingCarrier {
-				pcs.Annotations = map[string]string{api.AnnotationWorkloadType: "Training"}
-			}
 			if tc.groupCarrier != "" {
 				pcs.Annotations = map[string]string{api.AnnotationTerminationDelay: tc.groupCarrier}
 				pcs.Spec.Template.PodCliqueScalingGroupConfigs = []grovev1alpha1.PodCliqueScalingGroupConfig{{Name: "g"}}
@@ -100,16 +88,12 @@ func TestDecideSet(t *testing.T) {
 			if tc.groupDelay != nil {
 				pcs.Spec.Template.PodCliqueScalingGroupConfigs = []grovev1alpha1.PodCliqueScalingGroupConfig{{Name: "g", TerminationDelay: &metav1.Duration{Duration: *tc.groupDelay}}}
 			}
-			got := DecideSet(clocktesting.NewFakePassiveClock(t0), SetInput{Set: pcs, Cliques: tc.cliques, Groups: tc.groups})
-			var idx []int32
-			for _, b := range got.Terminate {
-				idx = append(idx, b.Replica)
+			setKill, groupKill, requeue := gangs(pcs, tc.cliques, tc.groups)
+			if !slices.Equal(setKill, tc.wantTerminate) || !slices.Equal(groupKill, tc.wantGroupKill) {
+				t.Errorf("terminate replicas %v, group replicas %v; want %v, %v", setKill, groupKill, tc.wantTerminate, tc.wantGroupKill)
 			}
-			if !slices.Equal(idx, tc.wantTerminate) {
-				t.Errorf("terminate = %v, want %v", idx, tc.wantTerminate)
-			}
-			if got.RequeueAfter != tc.wantRequeue {
-				t.Errorf("requeueAfter = %v, want %v", got.RequeueAfter, tc.wantRequeue)
+			if requeue != tc.wantRequeue {
+				t.Errorf("requeueAfter = %v, want %v", requeue, tc.wantRequeue)
 			}
 		})
 	}

@@ -7,9 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/clock"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
@@ -17,9 +15,9 @@ import (
 )
 
 // ReplicaBreach is one breached PCSG replica and since when it has been
-// breached: the earliest lastTransitionTime among its PodCliques whose
-// MinAvailableBreached is True (each has been True since then, so the replica
-// has been breached since the earliest).
+// breached: the earliest breach start among its breached PodCliques (each
+// has been breached since then, so the replica has been since the
+// earliest).
 type ReplicaBreach struct {
 	Index int32
 	Since time.Time
@@ -50,8 +48,8 @@ type GroupBreach struct {
 	Missing int32
 }
 
-// Available is the number of available replicas, as reported: those with
-// a PodClique, neither breached nor being terminated.
+// Available is the number of available replicas: those with a PodClique,
+// neither breached nor being terminated.
 func (g GroupBreach) Available() int32 {
 	return max(0, g.unbroken()-g.Missing)
 }
@@ -69,20 +67,20 @@ func (g GroupBreach) unbroken() int32 {
 // either level, a training restart, Grove or a user. It is the one rule both
 // gang levels apply to such a PodClique (AggregateGroup for the
 // PodCliqueScalingGroup level, Breaches for the PodCliqueSet level): its
-// MinAvailableBreached is history, so it neither starts nor expires a
-// terminationDelay — a stale breach on a PodClique still draining must not
+// breach is history, so it neither starts nor expires a terminationDelay — a stale breach on a PodClique still draining must not
 // terminate the siblings Grove has just recreated — and its replica is not
 // healthy. Only live PodCliques are ever deleted.
 func Terminating(c *grovev1alpha1.PodClique) bool { return c.DeletionTimestamp != nil }
 
-// CliqueBreachedSince returns when c's MinAvailableBreached became True, and
-// whether it is True now.
-func CliqueBreachedSince(c *grovev1alpha1.PodClique) (time.Time, bool) {
-	cond := meta.FindStatusCondition(c.Status.Conditions, api.ConditionMinAvailableBreached)
-	if cond == nil || cond.Status != metav1.ConditionTrue {
-		return time.Time{}, false
-	}
-	return cond.LastTransitionTime.Time, true
+// BreachTimes holds, per live PodClique UID, when its current breach began
+// (DecideClique, kept in the set's WorkloadRecord); a clique absent is not
+// breached.
+type BreachTimes map[types.UID]time.Time
+
+// Of returns when c's breach began and whether it is breached now.
+func (b BreachTimes) Of(c *grovev1alpha1.PodClique) (time.Time, bool) {
+	t, ok := b[c.UID]
+	return t, ok
 }
 
 // labelIndex parses an integer label, -1 when it is missing or malformed
@@ -109,8 +107,9 @@ func PCSGReplicaIndex(labels map[string]string) int32 {
 	return labelIndex(labels, api.LabelPodCliqueScalingGroupReplica)
 }
 
-// AggregateGroup computes the breach state of a PCSG from its PodCliques.
-func AggregateGroup(g *grovev1alpha1.PodCliqueScalingGroup, cliques []grovev1alpha1.PodClique) GroupBreach {
+// AggregateGroup computes the breach state of a PCSG from its PodCliques
+// and their breach times.
+func AggregateGroup(g *grovev1alpha1.PodCliqueScalingGroup, cliques []grovev1alpha1.PodClique, breaches BreachTimes) GroupBreach {
 	since := map[int32]time.Time{}
 	seen := map[int32]bool{}
 	terminating := map[int32]bool{}
@@ -125,7 +124,7 @@ func AggregateGroup(g *grovev1alpha1.PodCliqueScalingGroup, cliques []grovev1alp
 			terminating[idx] = true
 			continue
 		}
-		if t, ok := CliqueBreachedSince(c); ok {
+		if t, ok := breaches.Of(c); ok {
 			if old, ok := since[idx]; !ok || t.Before(old) {
 				since[idx] = t
 			}
@@ -169,79 +168,6 @@ func AggregateGroup(g *grovev1alpha1.PodCliqueScalingGroup, cliques []grovev1alp
 		out.Since = out.Breached[k].Since
 	}
 	return out
-}
-
-// GroupInput is what the PodCliqueScalingGroup decision reads.
-type GroupInput struct {
-	Group   *grovev1alpha1.PodCliqueScalingGroup
-	Cliques []grovev1alpha1.PodClique
-	// Delay is the group's effective terminationDelay; nil turns gang
-	// termination off (conditions only).
-	Delay *time.Duration
-	// Training is true for a Training PodCliqueSet: conditions only, package
-	// training answers breaches with restarts.
-	Training bool
-}
-
-// GroupDecision says what to write and what to terminate.
-type GroupDecision struct {
-	AvailableReplicas int32
-	// Conditions is the group's conditions list with MinAvailableBreached set.
-	Conditions []metav1.Condition
-	// Terminate lists the PCSG replica indices whose PodCliques to delete.
-	Terminate []int32
-	// ExpiredAt is when each terminated replica's delay expired.
-	ExpiredAt map[int32]time.Time
-	// RequeueAfter is the shortest remaining delay; zero means none.
-	RequeueAfter time.Duration
-}
-
-// DecideGroup aggregates the group's breach and decides which breached
-// replicas to terminate: those whose delay expired, as long as the group
-// itself is not below minAvailable — then it reports MinAvailableBreached=True
-// and leaves the PodCliqueSet replica to the PodCliqueSet level.
-func DecideGroup(clk clock.PassiveClock, in GroupInput) GroupDecision {
-	now := clk.Now()
-	agg := AggregateGroup(in.Group, in.Cliques)
-	cond := metav1.Condition{Type: api.ConditionMinAvailableBreached, ObservedGeneration: in.Group.Generation,
-		Message: fmt.Sprintf("%d of %d replicas available, minAvailable %d", agg.Available(), agg.Replicas, agg.MinAvailable)}
-	if n := len(agg.Terminating); n > 0 {
-		cond.Message += fmt.Sprintf("; %d being terminated (not breached: their termination is under way)", n)
-	}
-	if agg.Below {
-		cond.Status, cond.Reason = metav1.ConditionTrue, api.ReasonInsufficientAvailableReplicas
-	} else {
-		cond.Status, cond.Reason = metav1.ConditionFalse, api.ReasonSufficientAvailableReplicas
-	}
-	out := GroupDecision{
-		AvailableReplicas: agg.Available(),
-		Conditions:        SetCondition(in.Group.Status.Conditions, cond, now),
-	}
-	if in.Delay == nil || in.Training || agg.Below {
-		return out
-	}
-	var wait MinRequeue
-	for _, b := range agg.Breached {
-		if left := remaining(b.Since, *in.Delay, now); left <= 0 {
-			out.Terminate = append(out.Terminate, b.Index)
-			if out.ExpiredAt == nil {
-				out.ExpiredAt = map[int32]time.Time{}
-			}
-			out.ExpiredAt[b.Index] = b.Since.Add(*in.Delay)
-		} else {
-			wait.Add(left)
-		}
-	}
-	slices.Sort(out.Terminate)
-	out.RequeueAfter = time.Duration(wait)
-	return out
-}
-
-// Changed reports whether d's status differs from g's.
-func (d GroupDecision) Changed(g *grovev1alpha1.PodCliqueScalingGroup) bool {
-	return d.AvailableReplicas != g.Status.AvailableReplicas ||
-		!conditionEqual(meta.FindStatusCondition(d.Conditions, api.ConditionMinAvailableBreached),
-			meta.FindStatusCondition(g.Status.Conditions, api.ConditionMinAvailableBreached))
 }
 
 // GroupDelay is the effective terminationDelay of a PCSG: nil when the

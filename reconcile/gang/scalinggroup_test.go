@@ -6,9 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/shepherd-k8s/shepherd/api"
@@ -24,7 +22,7 @@ func group(name string, pcsIdx int, replicas, minAvailable int32) grovev1alpha1.
 
 func itoa(i int) string { return string(rune('0' + i)) }
 
-func TestDecideGroup(t *testing.T) {
+func TestGroupGangs(t *testing.T) {
 	delay := 10 * time.Second
 	ok := breachedCond(metav1.ConditionFalse, t0.Add(-time.Hour))
 	at := func(ago time.Duration) metav1.Condition { return breachedCond(metav1.ConditionTrue, t0.Add(-ago)) }
@@ -33,7 +31,6 @@ func TestDecideGroup(t *testing.T) {
 		replicas     int32
 		minAvailable int32
 		delay        *time.Duration
-		training     bool
 		cliques      []grovev1alpha1.PodClique
 
 		wantAvailable int32
@@ -67,7 +64,7 @@ func TestDecideGroup(t *testing.T) {
 		{name: "minAvailable = replicas: one breach is a group breach", replicas: 2, minAvailable: 2, delay: &delay,
 			cliques:       []grovev1alpha1.PodClique{clique("a0", 0, "g", 0, at(time.Minute)), clique("a1", 0, "g", 1, ok)},
 			wantAvailable: 1, wantBreached: metav1.ConditionTrue},
-		{name: "terminationDelay nil: conditions only", replicas: 2, minAvailable: 1,
+		{name: "terminationDelay nil: nothing terminated", replicas: 2, minAvailable: 1,
 			cliques:       []grovev1alpha1.PodClique{clique("a0", 0, "g", 0, at(time.Hour)), clique("a1", 0, "g", 1, ok)},
 			wantAvailable: 1, wantBreached: metav1.ConditionFalse},
 		// Issue 30: a group without PodCliques was reported "2 of 2
@@ -77,26 +74,25 @@ func TestDecideGroup(t *testing.T) {
 		{name: "one replica not created yet: not available, and no group breach", replicas: 3, minAvailable: 2, delay: &delay,
 			cliques:       []grovev1alpha1.PodClique{clique("a0", 0, "g", 0, at(time.Minute)), clique("a1", 0, "g", 1, ok)},
 			wantAvailable: 1, wantBreached: metav1.ConditionFalse, wantTerminate: []int32{0}},
-		{name: "training: conditions only", replicas: 2, minAvailable: 1, delay: &delay, training: true,
-			cliques:       []grovev1alpha1.PodClique{clique("a0", 0, "g", 0, at(time.Hour)), clique("a1", 0, "g", 1, ok)},
-			wantAvailable: 1, wantBreached: metav1.ConditionFalse},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			g := group("g", 0, tc.replicas, tc.minAvailable)
-			got := DecideGroup(clocktesting.NewFakePassiveClock(t0), GroupInput{Group: &g, Cliques: tc.cliques, Delay: tc.delay, Training: tc.training})
-			if got.AvailableReplicas != tc.wantAvailable {
-				t.Errorf("availableReplicas = %d, want %d", got.AvailableReplicas, tc.wantAvailable)
+			agg := AggregateGroup(&g, tc.cliques, breachesOf(tc.cliques))
+			if agg.Available() != tc.wantAvailable {
+				t.Errorf("available replicas = %d, want %d", agg.Available(), tc.wantAvailable)
 			}
-			cond := meta.FindStatusCondition(got.Conditions, api.ConditionMinAvailableBreached)
-			if cond == nil || cond.Status != tc.wantBreached {
-				t.Errorf("MinAvailableBreached = %+v, want %s", cond, tc.wantBreached)
+			if agg.Below != (tc.wantBreached == metav1.ConditionTrue) {
+				t.Errorf("below minAvailable = %v, want %v", agg.Below, tc.wantBreached == metav1.ConditionTrue)
 			}
-			if !slices.Equal(got.Terminate, tc.wantTerminate) {
-				t.Errorf("terminate = %v, want %v", got.Terminate, tc.wantTerminate)
+			_, kill, requeue := gangs(setWithDelay(tc.delay), tc.cliques, []grovev1alpha1.PodCliqueScalingGroup{g})
+			if !slices.Equal(kill, tc.wantTerminate) {
+				t.Errorf("terminate = %v, want %v", kill, tc.wantTerminate)
 			}
-			if got.RequeueAfter != tc.wantRequeue {
-				t.Errorf("requeueAfter = %v, want %v", got.RequeueAfter, tc.wantRequeue)
+			// A group below minAvailable is a breach of its PodCliqueSet
+			// replica: its wait is the set level's.
+			if !agg.Below && requeue != tc.wantRequeue {
+				t.Errorf("requeueAfter = %v, want %v", requeue, tc.wantRequeue)
 			}
 		})
 	}
@@ -112,7 +108,7 @@ func TestAggregateGroupSince(t *testing.T) {
 		clique("d0", 0, "g", 0, breachedCond(metav1.ConditionTrue, t0.Add(-9*time.Minute))),
 		clique("c1", 0, "g", 1, breachedCond(metav1.ConditionFalse, t0)),
 	}
-	agg := AggregateGroup(&g, cl)
+	agg := AggregateGroup(&g, cl, breachesOf(cl))
 	if !agg.Below || !agg.Since.Equal(t0.Add(-1*time.Minute)) {
 		t.Fatalf("below=%v since=%v; want true since %v", agg.Below, agg.Since, t0.Add(-time.Minute))
 	}

@@ -18,58 +18,55 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/integrations"
-	"github.com/shepherd-k8s/shepherd/integrations/knob"
 )
 
 // Cache indexes this package registers. The names are this package's own so
 // package training can register its indexes beside them on the same manager.
 const (
-	// IndexPodOwner indexes Pods by the name of the PodClique that owns them.
-	IndexPodOwner = "gang.shepherd.dev/pod-owner-podclique"
 	// IndexPartOf indexes PodCliques and PodCliqueScalingGroups by the
 	// PodCliqueSet they are part of (Grove's app.kubernetes.io/part-of).
 	IndexPartOf = "gang.shepherd.dev/part-of"
+	// IndexPodPartOf indexes Pods by the same label.
+	IndexPodPartOf = "gang.shepherd.dev/pod-part-of"
 )
 
-// workers is each gang controller's MaxConcurrentReconciles. Breach
-// conditions carry second-precision timestamps, so every set that breached in
-// the same second expires at the same instant; with one worker their
-// terminations would queue behind each other (measured by
-// BenchmarkGangTermination in test/grove).
+// workers is the controller's MaxConcurrentReconciles. Breach times have
+// second precision, so every set that breached in the same second expires
+// at the same instant; with one worker their terminations would queue
+// behind each other (measured by BenchmarkGangTermination in test/grove).
 const workers = 8
 
-// conflictRetry is how soon a reconcile whose optimistic-lock patch lost a
+// conflictRetry is how soon a reconcile whose optimistic-lock write lost a
 // race looks again; the next read sees the winner's write.
 const conflictRetry = 200 * time.Millisecond
 
-// Permissions the controllers need (for RBAC generation; test/rbac checks
-// the shipped RBAC grants them).
-// +kubebuilder:rbac:groups=grove.io,resources=podcliques,verbs=get;list;watch;patch;delete
-// +kubebuilder:rbac:groups=grove.io,resources=podcliques/status,verbs=get;patch
+// Permissions the controller needs (for RBAC generation; test/rbac checks
+// the shipped RBAC grants them). It writes no PodClique or scaling group:
+// what it derives goes to the set's WorkloadRecord.
+// +kubebuilder:rbac:groups=grove.io,resources=podcliques,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=grove.io,resources=podcliquescalinggroups,verbs=get;list;watch
-// +kubebuilder:rbac:groups=grove.io,resources=podcliquescalinggroups/status,verbs=get;patch
 // +kubebuilder:rbac:groups=grove.io,resources=podcliquesets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=core,resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=shepherd.dev,resources=workloadrecords,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create
 
-// Setup registers the PodClique, PodCliqueScalingGroup and PodCliqueSet gang
-// controllers with mgr. enf decides, per SPEC §9, whether shepherd or Grove
-// enforces gang termination (nil: shepherd always does). schemas answers
-// which fields the served Grove schemas have, which decides where
-// wasAvailable is written (nil: the carrier annotation).
-func Setup(mgr ctrl.Manager, clk clock.PassiveClock, enf *integrations.Enforcement, schemas knob.FieldSchemas) error {
+// Setup registers the gang-termination controller for Inference
+// PodCliqueSets with mgr. enf holds the gang-termination setting (nil:
+// auto); under auto the decision who enforces is each set's own (Decide).
+func Setup(mgr ctrl.Manager, clk clock.PassiveClock, enf *integrations.Enforcement) error {
 	ctx := context.Background()
 	idx := mgr.GetFieldIndexer()
-	if err := idx.IndexField(ctx, &corev1.Pod{}, IndexPodOwner, PodOwners); err != nil {
-		return fmt.Errorf("indexing pods by owning PodClique: %w", err)
-	}
 	partOf := func(o client.Object) []string {
 		if v := o.GetLabels()[api.LabelPartOf]; v != "" {
 			return []string{v}
 		}
 		return nil
+	}
+	if err := idx.IndexField(ctx, &corev1.Pod{}, IndexPodPartOf, partOf); err != nil {
+		return fmt.Errorf("indexing pods by PodCliqueSet: %w", err)
 	}
 	if err := idx.IndexField(ctx, &grovev1alpha1.PodClique{}, IndexPartOf, partOf); err != nil {
 		return fmt.Errorf("indexing PodCliques by PodCliqueSet: %w", err)
@@ -81,36 +78,22 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, enf *integrations.Enforceme
 	if err != nil {
 		return err
 	}
-	// Every write is shepherd's field manager's: a MinAvailableBreached
-	// owned by any other manager is Grove's (Gate).
-	c := client.WithFieldOwner(mgr.GetClient(), api.FieldManager)
-	gate := NewGate(enf)
 	del, err := NewDeleter(mgr)
 	if err != nil {
 		return err
 	}
-
-	if err := ctrl.NewControllerManagedBy(mgr).Named("gang-podclique").
-		For(&grovev1alpha1.PodClique{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-		Watches(&corev1.Pod{}, handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &grovev1alpha1.PodClique{})).
-		Complete(&cliqueReconciler{client: c, clock: clk, gate: gate, schemas: schemas}); err != nil {
-		return fmt.Errorf("building the PodClique controller: %w", err)
-	}
-	if err := ctrl.NewControllerManagedBy(mgr).Named("gang-podcliquescalinggroup").
-		For(&grovev1alpha1.PodCliqueScalingGroup{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-		Watches(&grovev1alpha1.PodClique{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPodCliqueScalingGroup))).
-		Complete(&groupReconciler{client: c, deleter: del, clock: clk, lifecycle: rec, gate: gate}); err != nil {
-		return fmt.Errorf("building the PodCliqueScalingGroup controller: %w", err)
-	}
+	toSet := handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPartOf))
 	if err := ctrl.NewControllerManagedBy(mgr).Named("gang-podcliqueset").
 		For(&grovev1alpha1.PodCliqueSet{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-		Watches(&grovev1alpha1.PodClique{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPartOf))).
-		Watches(&grovev1alpha1.PodCliqueScalingGroup{}, handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPartOf))).
-		Complete(&setReconciler{client: c, deleter: del, clock: clk, lifecycle: rec, gate: gate}); err != nil {
-		return fmt.Errorf("building the PodCliqueSet controller: %w", err)
+		Watches(&grovev1alpha1.PodClique{}, toSet).
+		Watches(&grovev1alpha1.PodCliqueScalingGroup{}, toSet).
+		Watches(&corev1.Pod{}, toSet).
+		// Each record write brings the next reconcile, which decides the
+		// next write (one write per reconcile).
+		Owns(&shepherdv1alpha1.WorkloadRecord{}).
+		Complete(&setReconciler{client: mgr.GetClient(), deleter: del, clock: clk, lifecycle: rec, enf: enf}); err != nil {
+		return fmt.Errorf("building the gang-termination controller: %w", err)
 	}
 	return nil
 }

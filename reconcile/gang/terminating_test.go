@@ -5,9 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
@@ -21,7 +19,7 @@ func deleting(c grovev1alpha1.PodClique) grovev1alpha1.PodClique {
 }
 
 // TestTerminatingPodCliquesBothLevelsAgree: the PodCliqueScalingGroup level
-// (DecideGroup) and the PodCliqueSet level (DecideSet) judge a PodClique
+// (AggregateGroup) and the PodCliqueSet level (expiredGangs) judge a PodClique
 // being deleted by one rule (Terminating): its stale MinAvailableBreached
 // neither terminates anything again nor escalates, and its replica is not
 // healthy. Before, the PCSG level counted the stale breach (and
@@ -87,7 +85,6 @@ func TestTerminatingPodCliquesBothLevelsAgree(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := clocktesting.NewFakePassiveClock(t0)
 			g := group("g", 0, tc.replicas, tc.minAvailable)
 			var inGroup []grovev1alpha1.PodClique
 			for _, c := range tc.cliques {
@@ -95,40 +92,21 @@ func TestTerminatingPodCliquesBothLevelsAgree(t *testing.T) {
 					inGroup = append(inGroup, c)
 				}
 			}
-			gd := DecideGroup(clk, GroupInput{Group: &g, Cliques: inGroup, Delay: &delay})
-			cond := meta.FindStatusCondition(gd.Conditions, api.ConditionMinAvailableBreached)
-			gotGroup := struct {
+			agg := AggregateGroup(&g, inGroup, breachesOf(inGroup))
+			breached := metav1.ConditionFalse
+			if agg.Below {
+				breached = metav1.ConditionTrue
+			}
+			setKill, groupKill, _ := gangs(setWithDelay(&delay), tc.cliques, []grovev1alpha1.PodCliqueScalingGroup{g})
+			type levels struct {
 				Available int32
 				Breached  metav1.ConditionStatus
-				Kill      []int32
-			}{gd.AvailableReplicas, cond.Status, gd.Terminate}
-			wantGroup := struct {
-				Available int32
-				Breached  metav1.ConditionStatus
-				Kill      []int32
-			}{tc.wantAvailable, tc.wantGroupBreached, tc.wantGroupKill}
-			if diff := cmp.Diff(wantGroup, gotGroup); diff != "" {
-				t.Errorf("PodCliqueScalingGroup level (-want +got):\n%s", diff)
+				GroupKill []int32
+				SetKill   []int32
 			}
-
-			pcs := &grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Name: "pcs"}}
-			pcs.Spec.Template.TerminationDelay = &metav1.Duration{Duration: delay}
-			sd := DecideSet(clk, SetInput{Set: pcs, Cliques: tc.cliques, Groups: []grovev1alpha1.PodCliqueScalingGroup{g}})
-			var gotSet []int32
-			for _, b := range sd.Terminate {
-				gotSet = append(gotSet, b.Replica)
-			}
-			if diff := cmp.Diff(tc.wantSetKill, gotSet); diff != "" {
-				t.Errorf("PodCliqueSet level (-want +got):\n%s", diff)
-			}
-			// The two levels agree on the group: the PCS level sees it
-			// breached exactly when the PCSG level reports it so.
-			setSeesGroup := false
-			for _, b := range Breaches(SetInput{Set: pcs, Cliques: tc.cliques, Groups: []grovev1alpha1.PodCliqueScalingGroup{g}}) {
-				setSeesGroup = setSeesGroup || b.Kind == api.KindPodCliqueScalingGroup
-			}
-			if setSeesGroup != (cond.Status == metav1.ConditionTrue) {
-				t.Errorf("levels disagree: PCS level sees the group breached = %v, PCSG condition %s", setSeesGroup, cond.Status)
+			want := levels{tc.wantAvailable, tc.wantGroupBreached, tc.wantGroupKill, tc.wantSetKill}
+			if diff := cmp.Diff(want, levels{agg.Available(), breached, groupKill, setKill}); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
 	}

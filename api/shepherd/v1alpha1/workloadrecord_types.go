@@ -29,6 +29,7 @@ import (
 // +kubebuilder:printcolumn:name="Deadline",type=string,JSONPath=`.status.deadline.dueTime`,description="When the active deadline falls (empty: none, or suspended)"
 // +kubebuilder:printcolumn:name="Deadline-By",type=string,JSONPath=`.status.deadline.enforcedBy`,description="Who enforces the deadline: shepherd or Trainer",priority=1
 // +kubebuilder:printcolumn:name="TTL",type=string,JSONPath=`.status.ttl.dueTime`,description="When shepherd deletes the finished workload"
+// +kubebuilder:printcolumn:name="Gang-By",type=string,JSONPath=`.status.gangTermination.enforcedBy`,description="Who gang-terminates a PodCliqueSet: shepherd or Grove",priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`,description="Why the phase is what it is",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type WorkloadRecord struct {
@@ -119,6 +120,10 @@ type WorkloadRecordStatus struct {
 	// +optional
 	TTL *Limit `json:"ttl,omitempty"`
 
+	// GangTermination says who terminates a breached gang of a
+	// PodCliqueSet of workloadType Inference, and why.
+	// +optional
+	GangTermination *GangTermination `json:"gangTermination,omitempty"`
 	// PodGroups names the Workload and PodGroups shepherd created for a
 	// TrainJob (scheduling.k8s.io); the condition WorkloadReady says
 	// whether it could.
@@ -142,6 +147,18 @@ type Limit struct {
 	DueTime *metav1.Time `json:"dueTime,omitempty"`
 	// EnforcedBy is who acts when it falls.
 	EnforcedBy Enforcer `json:"enforcedBy"`
+}
+
+// GangTermination is who terminates a PodCliqueSet's breached gangs.
+type GangTermination struct {
+	// EnforcedBy is shepherd or Grove. Under the setting auto it is Grove
+	// once Grove writes MinAvailableBreached on the set's PodCliques;
+	// under on it is shepherd, which still leaves to Grove each breach
+	// Grove would terminate no later than shepherd would.
+	EnforcedBy Enforcer `json:"enforcedBy"`
+	// Message says why, in words.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // PodGroups are a TrainJob's Workload and PodGroups.
@@ -169,6 +186,12 @@ type CliqueRecord struct {
 	// (reset by a restart, so a restarted gang is protected like a new one).
 	// +optional
 	WasAvailable bool `json:"wasAvailable,omitempty"`
+	// BreachedSince is when the clique, once available, fell below
+	// minAvailable (an Inference PodCliqueSet whose gang shepherd
+	// terminates): the terminationDelay runs from it. Unset while the
+	// clique is not breached.
+	// +optional
+	BreachedSince *metav1.Time `json:"breachedSince,omitempty"`
 	// Succeeded: all of the clique's pods exited 0 (sticky).
 	// +optional
 	Succeeded bool `json:"succeeded,omitempty"`

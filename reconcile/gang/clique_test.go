@@ -1,27 +1,18 @@
 package gang
 
 import (
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
-
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
-	"github.com/shepherd-k8s/shepherd/integrations/knob"
 )
 
-func TestDecideCliqueStatus(t *testing.T) {
+func TestDecideClique(t *testing.T) {
 	earlier := t0.Add(-time.Hour)
 	endedAt := metav1.NewTime(earlier)
 	tests := []struct {
@@ -114,89 +105,25 @@ func TestDecideCliqueStatus(t *testing.T) {
 			if tc.wasCarrier {
 				c.Annotations = map[string]string{api.AnnotationWasAvailable: "true"}
 			}
-			got := DecideCliqueStatus(clocktesting.NewFakePassiveClock(t0), CliqueInput{Clique: c, Pods: mkPods(tc.pods...), Training: tc.training, Marker: tc.marker, Last: tc.last})
-			if got.ReadyReplicas != tc.wantReady || got.WasAvailable != tc.wantWas {
-				t.Errorf("ready, wasAvailable = %d, %v; want %d, %v", got.ReadyReplicas, got.WasAvailable, tc.wantReady, tc.wantWas)
+			var since *metav1.Time
+			if len(tc.existing) > 0 && tc.existing[0].Status == metav1.ConditionTrue {
+				since = &tc.existing[0].LastTransitionTime
 			}
-			cond := meta.FindStatusCondition(got.Conditions, api.ConditionMinAvailableBreached)
-			if cond == nil {
-				t.Fatalf("no %s condition in %+v", api.ConditionMinAvailableBreached, got.Conditions)
+			got := DecideClique(CliqueInput{Clique: c, Pods: mkPods(tc.pods...), Training: tc.training, Marker: tc.marker, Last: tc.last}, since, t0.Add(300*time.Millisecond))
+			if got.Ready != tc.wantReady || got.WasAvailable != tc.wantWas {
+				t.Errorf("ready, wasAvailable = %d, %v; want %d, %v", got.Ready, got.WasAvailable, tc.wantReady, tc.wantWas)
 			}
-			if cond.Status != tc.wantStatus || cond.Reason != tc.wantReason || !cond.LastTransitionTime.Time.Equal(tc.wantLTT) {
-				t.Errorf("condition = %s/%s at %v; want %s/%s at %v", cond.Status, cond.Reason, cond.LastTransitionTime, tc.wantStatus, tc.wantReason, tc.wantLTT)
+			if got.Reason() != tc.wantReason {
+				t.Errorf("reason = %s, want %s", got.Reason(), tc.wantReason)
 			}
-			if cond.ObservedGeneration != 3 {
-				t.Errorf("observedGeneration = %d, want 3", cond.ObservedGeneration)
+			breached := tc.wantStatus == metav1.ConditionTrue
+			if got.Breached() != breached || (got.BreachedSince != nil) != breached {
+				t.Errorf("Breached() = %v, breachedSince %v; want breached %v", got.Breached(), got.BreachedSince, breached)
 			}
-			if other := meta.FindStatusCondition(got.Conditions, "Other"); other == nil || other.Reason != "Kept" {
-				t.Errorf("another controller's condition was dropped: %+v", got.Conditions)
-			}
-			if got.Breached() != (tc.wantStatus == metav1.ConditionTrue) {
-				t.Errorf("Breached() = %v with condition %s", got.Breached(), cond.Status)
-			}
-		})
-	}
-}
-
-// fieldSchemas is a served schema that has the given field paths
-// (knob.FieldSchemas); nil paths is Grove's schema, which has none of the
-// seed status fields.
-type fieldSchemas []string
-
-func (f fieldSchemas) HasField(_ schema.GroupKind, path []string) bool {
-	return slices.Contains(f, strings.Join(path, "."))
-}
-
-// The seed schema keeps wasAvailable in status, Grove's in the carrier; a
-// Training clique's is not gang's to write; a second decision on the same
-// state writes nothing.
-func TestCliqueStatusApply(t *testing.T) {
-	seed := fieldSchemas{"status.wasAvailable"}
-	type out struct {
-		Ready       int32
-		WasField    bool
-		Annotations map[string]string
-	}
-	tests := []struct {
-		name    string
-		schemas knob.FieldSchemas
-		ownWas  bool
-		before  map[string]string
-		was     bool
-		pods    []podState
-		want    out
-	}{
-		{name: "seed schema: the field", schemas: seed, ownWas: true, pods: []podState{ready},
-			want: out{Ready: 1, WasField: true}},
-		{name: "Grove's schema: the carrier", schemas: fieldSchemas{}, ownWas: true, pods: []podState{ready},
-			want: out{Ready: 1, Annotations: map[string]string{api.AnnotationWasAvailable: "true"}}},
-		{name: "no schema known: the carrier", schemas: nil, ownWas: true, pods: []podState{ready},
-			want: out{Ready: 1, Annotations: map[string]string{api.AnnotationWasAvailable: "true"}}},
-		{name: "other annotations are kept", schemas: fieldSchemas{}, ownWas: true, before: map[string]string{"a": "b"}, pods: []podState{ready},
-			want: out{Ready: 1, Annotations: map[string]string{"a": "b", api.AnnotationWasAvailable: "true"}}},
-		{name: "training clique: wasAvailable is training's", schemas: fieldSchemas{}, ownWas: false, pods: []podState{ready},
-			want: out{Ready: 1}},
-		{name: "carrier stays once set", schemas: fieldSchemas{}, ownWas: true, before: map[string]string{api.AnnotationWasAvailable: "true"}, pods: []podState{notReady},
-			want: out{Ready: 0, Annotations: map[string]string{api.AnnotationWasAvailable: "true"}}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			clk := clocktesting.NewFakePassiveClock(t0)
-			c := &grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Annotations: tc.before}, Spec: grovev1alpha1.PodCliqueSpec{Replicas: 1}}
-			got := DecideCliqueStatus(clk, CliqueInput{Clique: c, Pods: mkPods(tc.pods...)}).Apply(c, tc.ownWas, tc.schemas)
-			if diff := cmp.Diff(tc.want, out{got.Status.ReadyReplicas, got.Status.WasAvailable, got.Annotations}, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("applied (-want +got):\n%s", diff)
-			}
-			if cond := meta.FindStatusCondition(got.Status.Conditions, api.ConditionMinAvailableBreached); cond == nil {
-				t.Errorf("no MinAvailableBreached in %+v", got.Status.Conditions)
-			}
-			if c.Annotations != nil && len(c.Annotations) != len(tc.before) {
-				t.Errorf("Apply changed the cached object's annotations: %v", c.Annotations)
-			}
-			clk.SetTime(t0.Add(time.Minute))
-			again := DecideCliqueStatus(clk, CliqueInput{Clique: got, Pods: mkPods(tc.pods...)}).Apply(got, tc.ownWas, tc.schemas)
-			if diff := cmp.Diff(got, again); diff != "" {
-				t.Errorf("a second decision on the same state changes (-first +second):\n%s", diff)
+			// A breach starts at the second it is first seen and keeps
+			// that start while it lasts.
+			if breached && !got.BreachedSince.Time.Equal(tc.wantLTT) {
+				t.Errorf("breachedSince = %v, want %v", got.BreachedSince, tc.wantLTT)
 			}
 		})
 	}

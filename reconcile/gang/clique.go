@@ -2,19 +2,17 @@ package gang
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/clock"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
-	"github.com/shepherd-k8s/shepherd/integrations/knob"
 )
 
-// CliqueInput is what the PodClique status decision reads.
+// CliqueInput is what a PodClique's decision reads.
 type CliqueInput struct {
 	Clique *grovev1alpha1.PodClique
 	// Pods are the pods the PodClique owns.
@@ -28,19 +26,10 @@ type CliqueInput struct {
 	// pods it names belong to an earlier attempt and never count, even
 	// while they linger in Terminating after the restart is done.
 	Last *RestartMarker
-	// WasAvailable is the sticky bit as kept before this observation; nil
-	// reads it from the PodClique (grove.WasAvailable). Package training
-	// keeps it in the set's WorkloadRecord.
+	// WasAvailable is the sticky bit as kept before this observation, in
+	// the set's WorkloadRecord; nil reads what an earlier shepherd kept on
+	// the PodClique (grove.WasAvailable), once, on upgrade.
 	WasAvailable *bool
-}
-
-// CliqueStatus is the part of PodClique status shepherd owns.
-type CliqueStatus struct {
-	ReadyReplicas int32
-	WasAvailable  bool
-	// Conditions is the clique's conditions list with MinAvailableBreached
-	// set; every other condition is kept as it was.
-	Conditions []metav1.Condition
 }
 
 // MinAvailable is a PodClique's minAvailable, defaulting to its replicas
@@ -52,8 +41,8 @@ func MinAvailable(c *grovev1alpha1.PodClique) int32 {
 	return c.Spec.Replicas
 }
 
-// Availability is what a PodClique's pods say about it: the input of its
-// MinAvailableBreached, and of package training's own breach detection.
+// Availability is what a PodClique's pods say about it: the input of gang
+// termination's breach, and of package training's own breach detection.
 type Availability struct {
 	// Ready counts pods that are Ready, not terminating and not exited:
 	// readyReplicas.
@@ -115,67 +104,62 @@ func CliqueAvailability(in CliqueInput) Availability {
 
 // Breached reports whether the clique is breached: below minAvailable after
 // having been available, outside a rolling update (MinAvailableBreached
-// True, step 4 of DecideCliqueStatus) — or, for Training, below
+// step 4 of DecideClique) — or, for Training, below
 // minAvailable because its pods failed before it was ever available
 // (FailedBeforeAvailable).
 func (a Availability) Breached() bool {
 	return a.Available < a.MinAvailable && (a.WasAvailable || a.FailedBeforeAvailable) && !a.Rolling
 }
 
-// DecideCliqueStatus computes readyReplicas, wasAvailable and
-// MinAvailableBreached, in the design's order:
-//  1. available ≥ minAvailable → False/SufficientReadyPods;
-//  2. never available → False/NeverAvailable, unless (Training) pods
-//     failed before it ever was (FailedBeforeAvailable) → step 4;
-//  3. rolling update in progress → Unknown/UpdateInProgress;
-//  4. otherwise → True/InsufficientReadyPods.
+// CliqueDecision is what shepherd keeps about one PodClique of an
+// Inference set, and how it reads now.
+type CliqueDecision struct {
+	// Availability carries the sticky wasAvailable after this observation.
+	Availability
+	// BreachedSince is when the current breach began; nil when the clique
+	// is not breached.
+	BreachedSince *metav1.Time
+}
+
+// DecideClique computes a clique's sticky wasAvailable and the start of its
+// breach, in the design's order:
+//  1. available ≥ minAvailable → not breached;
+//  2. never available → not breached (NeverAvailable: a gang still
+//     starting is never terminated);
+//  3. rolling update in progress → not breached (breach detection is
+//     suspended, and the delay starts afresh after it);
+//  4. otherwise → breached, since the breach was first seen (kept from
+//     since; now, truncated to the second, for a new breach).
 //
-// See CliqueAvailability for what counts.
-func DecideCliqueStatus(clk clock.PassiveClock, in CliqueInput) CliqueStatus {
-	c := in.Clique
-	a := CliqueAvailability(in)
-	available, minAvailable := a.Available, a.MinAvailable
-	cond := metav1.Condition{Type: api.ConditionMinAvailableBreached, ObservedGeneration: c.Generation}
+// since is the breach start kept before this observation (nil: none). See
+// CliqueAvailability for what counts.
+func DecideClique(in CliqueInput, since *metav1.Time, now time.Time) CliqueDecision {
+	d := CliqueDecision{Availability: CliqueAvailability(in)}
+	if d.Breached() {
+		d.BreachedSince = since
+		if since == nil || since.IsZero() {
+			t := metav1.NewTime(now.Truncate(time.Second))
+			d.BreachedSince = &t
+		}
+	}
+	return d
+}
+
+// Reason is the design's word for the clique's state: SufficientReadyPods,
+// NeverAvailable, UpdateInProgress or InsufficientReadyPods.
+func (a Availability) Reason() string {
 	switch {
-	case available >= minAvailable:
-		cond.Status, cond.Reason = metav1.ConditionFalse, api.ReasonSufficientReadyPods
-		cond.Message = fmt.Sprintf("%d of minAvailable %d pods available", available, minAvailable)
+	case a.Available >= a.MinAvailable:
+		return api.ReasonSufficientReadyPods
 	case !a.WasAvailable && !a.FailedBeforeAvailable:
-		cond.Status, cond.Reason = metav1.ConditionFalse, api.ReasonNeverAvailable
-		cond.Message = fmt.Sprintf("%d of minAvailable %d pods available; the clique has not been available yet, so this is not a breach", available, minAvailable)
+		return api.ReasonNeverAvailable
 	case a.Rolling:
-		cond.Status, cond.Reason = metav1.ConditionUnknown, api.ReasonUpdateInProgress
-		cond.Message = "a rolling update is in progress; breach detection is suspended"
-	case a.FailedBeforeAvailable:
-		cond.Status, cond.Reason = metav1.ConditionTrue, api.ReasonInsufficientReadyPods
-		cond.Message = fmt.Sprintf("%d of minAvailable %d pods available; pods failed before the clique was ever available", available, minAvailable)
-	default:
-		cond.Status, cond.Reason = metav1.ConditionTrue, api.ReasonInsufficientReadyPods
-		cond.Message = fmt.Sprintf("%d of minAvailable %d pods available", available, minAvailable)
+		return api.ReasonUpdateInProgress
 	}
-	return CliqueStatus{
-		ReadyReplicas: a.Ready,
-		WasAvailable:  a.WasAvailable,
-		Conditions:    SetCondition(c.Status.Conditions, cond, clk.Now()),
-	}
+	return api.ReasonInsufficientReadyPods
 }
 
-// Breached reports whether s says the clique is breached now
-// (MinAvailableBreached True).
-func (s CliqueStatus) Breached() bool {
-	return meta.IsStatusConditionTrue(s.Conditions, api.ConditionMinAvailableBreached)
-}
-
-// Apply returns a copy of c carrying s: readyReplicas, the conditions and,
-// when ownWas, wasAvailable in the form the served schema keeps it (the
-// status field, or the carrier annotation on Grove's schema). A Training
-// clique's wasAvailable is package training's to write (its restart gate),
-// so gang passes ownWas false for those.
-func (s CliqueStatus) Apply(c *grovev1alpha1.PodClique, ownWas bool, schemas knob.FieldSchemas) *grovev1alpha1.PodClique {
-	out := c.DeepCopy()
-	out.Status.ReadyReplicas, out.Status.Conditions = s.ReadyReplicas, s.Conditions
-	if ownWas {
-		grove.SetWasAvailable(out, s.WasAvailable, schemas)
-	}
-	return out
+// String describes the availability for logs and record messages.
+func (a Availability) String() string {
+	return fmt.Sprintf("%d of minAvailable %d pods available (%s)", a.Available, a.MinAvailable, a.Reason())
 }
