@@ -47,9 +47,6 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		// R-WL.
 		{verb: "create", group: "scheduling.k8s.io", resource: "workloads", namespace: ns},
 		{verb: "create", group: "scheduling.k8s.io", resource: "podgroups", namespace: ns},
-		// R-GT and R-TR.
-		{verb: "patch", group: "grove.io", resource: "podcliques", subresource: "status", namespace: ns},
-		{verb: "patch", group: "grove.io", resource: "podcliquescalinggroups", subresource: "status", namespace: ns},
 		// R-TR: a failed Training set's PodCliques scaled to 0.
 		{verb: "patch", group: "grove.io", resource: "podcliques", namespace: ns},
 		// What shepherd derives: its own records.
@@ -92,6 +89,10 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		// lives in its WorkloadRecords (issue 30).
 		{verb: "patch", group: "grove.io", resource: "podcliquesets", namespace: ns},
 		{verb: "patch", group: "grove.io", resource: "podcliquesets", subresource: "status", namespace: ns},
+		// Grove writes PodClique and scaling-group status; gang
+		// termination keeps what it derives in the set's record (issue 30).
+		{verb: "patch", group: "grove.io", resource: "podcliques", subresource: "status", namespace: ns},
+		{verb: "patch", group: "grove.io", resource: "podcliquescalinggroups", subresource: "status", namespace: ns},
 		{verb: "delete", group: "shepherd.dev", resource: "workloadrecords", namespace: ns},
 		{verb: "patch", group: "trainer.kubeflow.org", resource: "trainingruntimes", namespace: ns},
 		{verb: "create", resource: "pods", namespace: ns},

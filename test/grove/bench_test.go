@@ -23,8 +23,8 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/api/install"
-	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/test/proc"
 )
 
@@ -71,14 +71,16 @@ func BenchmarkGangTermination(b *testing.B) {
 		}
 		parallel(b, len(pods.Items), func(i int) { w.kubelet(&pods.Items[i], running) })
 		w.eventually("every clique available", func() (bool, error) {
-			var l grovev1alpha1.PodCliqueList
+			var l shepherdv1alpha1.WorkloadRecordList
 			if err := w.c.List(w.ctx, &l, client.InNamespace(w.ns)); err != nil {
 				return false, err
 			}
 			n := 0
-			for _, c := range l.Items {
-				if grove.WasAvailable(&c) {
-					n++
+			for _, r := range l.Items {
+				for _, c := range r.Status.Cliques {
+					if c.WasAvailable {
+						n++
+					}
 				}
 			}
 			return n == sets*cliquesPerSet, nil

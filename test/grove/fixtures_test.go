@@ -26,9 +26,9 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/api/install"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/integrations"
-	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/reconcile/gang"
 	"github.com/shepherd-k8s/shepherd/reconcile/training"
 )
@@ -74,7 +74,7 @@ func (w *world) startShepherdWith(mode integrations.Mode) *shepherd {
 		t.Fatalf("creating manager: %v", err)
 	}
 	enf := integrations.NewEnforcement(mgr.GetLogger(), map[integrations.Feature]integrations.Mode{integrations.FeatureGangTermination: mode})
-	if err := gang.Setup(mgr, clock.RealClock{}, enf, w.p.schemas); err != nil {
+	if err := gang.Setup(mgr, clock.RealClock{}, enf); err != nil {
 		t.Fatal(err)
 	}
 	if err := training.Setup(mgr, clock.RealClock{}); err != nil {
@@ -374,21 +374,32 @@ func (w *world) runAll(pcs string) {
 }
 
 // waitAvailable waits until shepherd has marked every clique of a set
-// available: in the set's record for a Training set, on the PodClique for
-// gang termination.
+// available, in the set's record.
 func (w *world) waitAvailable(pcs string) {
 	w.t.Helper()
-	training := grove.IsTrainingSet(w.set(pcs))
 	for _, c := range w.cliques(pcs) {
-		if training {
-			w.eventually("PodClique "+c.Name+": wasAvailable in the record", func() (bool, error) {
-				return w.cliqueRecord(pcs, c.Name).WasAvailable, nil
-			})
-			continue
-		}
-		w.waitClique(c.Name, "wasAvailable", grove.WasAvailable)
+		w.waitRecord(pcs, c.Name, "wasAvailable", func(r shepherdv1alpha1.CliqueRecord) bool { return r.WasAvailable })
 	}
 }
+
+// waitRecord waits until the set's record says what ok wants about a
+// clique (its current incarnation), and returns that entry.
+func (w *world) waitRecord(pcs, clique, what string, ok func(shepherdv1alpha1.CliqueRecord) bool) shepherdv1alpha1.CliqueRecord {
+	w.t.Helper()
+	var r shepherdv1alpha1.CliqueRecord
+	w.eventually(fmt.Sprintf("PodClique %s: %s in the record of %s", clique, what, pcs), func() (bool, error) {
+		var c grovev1alpha1.PodClique
+		if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: clique}, &c); err != nil {
+			return false, client.IgnoreNotFound(err)
+		}
+		r = w.cliqueRecord(pcs, clique)
+		return r.UID == c.UID && ok(r), nil
+	})
+	return r
+}
+
+// breachedInRecord says a clique's breach is under way.
+func breachedInRecord(r shepherdv1alpha1.CliqueRecord) bool { return r.BreachedSince != nil }
 
 // runPods makes every pod of a set Running and Ready.
 func (w *world) runPods(pcs string) {
@@ -433,14 +444,6 @@ func (w *world) waitClique(name, what string, ok func(*grovev1alpha1.PodClique) 
 		return ok(&c), nil
 	})
 	return &c
-}
-
-// breached returns a predicate on a clique's MinAvailableBreached.
-func breached(status metav1.ConditionStatus, reason string) func(*grovev1alpha1.PodClique) bool {
-	return func(c *grovev1alpha1.PodClique) bool {
-		cond := meta.FindStatusCondition(c.Status.Conditions, api.ConditionMinAvailableBreached)
-		return cond != nil && cond.Status == status && cond.Reason == reason
-	}
 }
 
 // waitGone waits until the named PodCliques no longer exist.

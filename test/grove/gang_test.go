@@ -16,8 +16,8 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
-	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
 
 // delay is the terminationDelay of the gang scenarios: short, real time.
@@ -57,8 +57,9 @@ func hasLabel(m *dto.Metric, k, v string) bool {
 
 // Grove e2e: minAvailable = replicas; one pod of a standalone clique lost →
 // the whole PodCliqueSet replica is terminated after the delay, the other
-// replica is untouched — on Grove's schema (wasAvailable in its carrier) and
-// on the seed schema (the field).
+// replica is untouched — on Grove's schema and on the seed schema, with
+// wasAvailable and the breach in the set's record and nothing written on
+// the PodCliques (issue 30).
 func TestGangStandaloneCliqueLosesPodTerminatesReplica(t *testing.T) {
 	onBoth(t, func(t *testing.T, w *world) {
 		w.startShepherd()
@@ -66,13 +67,18 @@ func TestGangStandaloneCliqueLosesPodTerminatesReplica(t *testing.T) {
 		w.createSet(setSpec{name: "inf", replicas: 2, delay: &delay, cliques: []cliqueSpec{
 			{name: "leader", replicas: 1, minAvailable: 1}, {name: "worker", replicas: 2, minAvailable: 2}}})
 		w.runAll("inf")
-		c := w.waitClique("inf-1-worker", "wasAvailable", grove.WasAvailable)
-		if _, carrier := c.Annotations[api.AnnotationWasAvailable]; carrier == w.p.seed || c.Status.WasAvailable != w.p.seed {
-			t.Errorf("%s schema: wasAvailable field %v, carrier %v", w.p.name, c.Status.WasAvailable, carrier)
+		for _, c := range w.cliques("inf") {
+			if _, carrier := c.Annotations[api.AnnotationWasAvailable]; carrier || c.Status.WasAvailable || len(c.Status.Conditions) > 0 || slices.Contains(managers(&c), api.FieldManager) {
+				t.Errorf("%s schema: shepherd wrote PodClique %s: carrier %v, field %v, conditions %+v, managers %v",
+					w.p.name, c.Name, carrier, c.Status.WasAvailable, c.Status.Conditions, managers(&c))
+			}
+		}
+		if rec := w.record("inf"); rec.Status.GangTermination == nil || rec.Status.GangTermination.EnforcedBy != shepherdv1alpha1.EnforcerShepherd {
+			t.Errorf("record's gangTermination = %+v, want enforced by shepherd", rec.Status.GangTermination)
 		}
 
 		w.losePod("inf-0-worker")
-		w.waitClique("inf-0-worker", "breached", breached(metav1.ConditionTrue, api.ReasonInsufficientReadyPods))
+		w.waitRecord("inf", "inf-0-worker", "breached", breachedInRecord)
 		w.waitGone("inf-0-worker", "inf-0-leader")
 		w.mustExist("inf-1-worker", "inf-1-leader")
 
@@ -113,11 +119,11 @@ func TestGangMinAvailableOneOfTwo(t *testing.T) {
 	w.runAll("inf")
 
 	w.losePod("inf-0-worker")
-	w.waitClique("inf-0-worker", "one ready, still sufficient", func(c *grovev1alpha1.PodClique) bool {
-		return c.Status.ReadyReplicas == 1 && breached(metav1.ConditionFalse, api.ReasonSufficientReadyPods)(c)
-	})
 	w.barrier(barrierDelay)
 	w.mustExist("inf-0-worker")
+	if r := w.cliqueRecord("inf", "inf-0-worker"); r.BreachedSince != nil {
+		t.Errorf("one of two ready, minAvailable 1: breached since %v", r.BreachedSince)
+	}
 
 	w.losePod("inf-0-worker")
 	w.waitGone("inf-0-worker")
@@ -162,18 +168,8 @@ func TestGangBothPCSGReplicasBreached(t *testing.T) {
 
 	w.losePod("inf-0-sg-0-worker")
 	w.losePod("inf-0-sg-1-worker")
-	w.eventually("PCSG breached", func() (bool, error) {
-		var g grovev1alpha1.PodCliqueScalingGroup
-		if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: "inf-0-sg"}, &g); err != nil {
-			return false, err
-		}
-		for _, c := range g.Status.Conditions {
-			if c.Type == api.ConditionMinAvailableBreached {
-				return c.Status == metav1.ConditionTrue && g.Status.AvailableReplicas == 0, nil
-			}
-		}
-		return false, nil
-	})
+	w.waitRecord("inf", "inf-0-sg-0-worker", "breached", breachedInRecord)
+	w.waitRecord("inf", "inf-0-sg-1-worker", "breached", breachedInRecord)
 	w.waitGone("inf-0-sg-0-worker", "inf-0-sg-1-worker", "inf-0-router")
 	w.waitEvent(api.EventGangTerminated, "inf")
 }
@@ -187,11 +183,11 @@ func TestGangPodLostMinAvailableMet(t *testing.T) {
 	w.runAll("inf")
 
 	w.losePod("inf-0-worker")
-	w.waitClique("inf-0-worker", "two of three ready", func(c *grovev1alpha1.PodClique) bool {
-		return c.Status.ReadyReplicas == 2 && breached(metav1.ConditionFalse, api.ReasonSufficientReadyPods)(c)
-	})
 	w.barrier(barrierDelay)
 	w.mustExist("inf-0-worker")
+	if r := w.cliqueRecord("inf", "inf-0-worker"); r.BreachedSince != nil {
+		t.Errorf("two of three ready, minAvailable 2: breached since %v", r.BreachedSince)
+	}
 }
 
 // A clique that never became available is never terminated.
@@ -203,19 +199,17 @@ func TestGangNeverAvailableNotTerminated(t *testing.T) {
 	// Only one of two pods ever runs.
 	p := w.pods("inf-0-worker")[0]
 	w.kubelet(&p, running)
-	w.waitClique("inf-0-worker", "never available", func(c *grovev1alpha1.PodClique) bool {
-		return c.Status.ReadyReplicas == 1 && !grove.WasAvailable(c) && breached(metav1.ConditionFalse, api.ReasonNeverAvailable)(c)
-	})
+	w.waitRecord("inf", "inf-0-worker", "recorded", func(shepherdv1alpha1.CliqueRecord) bool { return true })
 	w.kubelet(&p, notReady)
-	w.waitClique("inf-0-worker", "no ready pods, still never available", func(c *grovev1alpha1.PodClique) bool {
-		return c.Status.ReadyReplicas == 0 && breached(metav1.ConditionFalse, api.ReasonNeverAvailable)(c)
-	})
 	w.barrier(barrierDelay)
 	w.mustExist("inf-0-worker")
+	if r := w.cliqueRecord("inf", "inf-0-worker"); r.WasAvailable || r.BreachedSince != nil {
+		t.Errorf("never available: record says wasAvailable %v, breached since %v", r.WasAvailable, r.BreachedSince)
+	}
 }
 
-// A rolling update in progress → Unknown, nothing deleted; when it ends, the
-// breach is detected and acted on.
+// A rolling update in progress suspends breach detection, nothing deleted;
+// when it ends, the breach is detected and acted on.
 func TestGangRollingUpdate(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -226,16 +220,18 @@ func TestGangRollingUpdate(t *testing.T) {
 	// Grove starts a rolling update.
 	w.setRollingUpdate("inf-0-worker", false)
 	w.losePod("inf-0-worker")
-	w.waitClique("inf-0-worker", "update in progress", breached(metav1.ConditionUnknown, api.ReasonUpdateInProgress))
 	w.barrier(barrierDelay)
 	w.mustExist("inf-0-worker")
+	if r := w.cliqueRecord("inf", "inf-0-worker"); r.BreachedSince != nil {
+		t.Errorf("during a rolling update: breached since %v", r.BreachedSince)
+	}
 
 	// The update ends with the clique still short: now it is a breach.
 	w.setRollingUpdate("inf-0-worker", true)
 	w.waitGone("inf-0-worker")
 }
 
-// terminationDelay unset → conditions still set, nothing deleted.
+// terminationDelay unset → the breach is recorded, nothing deleted.
 func TestGangNoTerminationDelay(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -244,7 +240,7 @@ func TestGangNoTerminationDelay(t *testing.T) {
 		groups: nil})
 	w.runAll("inf")
 	w.losePod("inf-0-worker")
-	w.waitClique("inf-0-worker", "breached", breached(metav1.ConditionTrue, api.ReasonInsufficientReadyPods))
+	w.waitRecord("inf", "inf-0-worker", "breached", breachedInRecord)
 	w.barrier(barrierDelay)
 	w.mustExist("inf-0-worker")
 }
@@ -266,8 +262,8 @@ func TestGangPCSGOverrideShorter(t *testing.T) {
 }
 
 // SPEC §2 stateless: shepherd stopped after the breach and started again once
-// the delay has run out acts at once — the delay lives in the condition's
-// lastTransitionTime, not in memory.
+// the delay has run out acts at once — the delay lives in the record's
+// breachedSince, not in memory.
 func TestGangShepherdRestartDuringDelay(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -275,10 +271,10 @@ func TestGangShepherdRestartDuringDelay(t *testing.T) {
 	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay, cliques: []cliqueSpec{{name: "worker", replicas: 2, minAvailable: 2}}})
 	w.runAll("inf")
 	w.losePod("inf-0-worker")
-	c := w.waitClique("inf-0-worker", "breached", breached(metav1.ConditionTrue, api.ReasonInsufficientReadyPods))
+	r := w.waitRecord("inf", "inf-0-worker", "breached", breachedInRecord)
 	first.stop()
 
-	since := meta.FindStatusCondition(c.Status.Conditions, api.ConditionMinAvailableBreached).LastTransitionTime.Time
+	since := r.BreachedSince.Time
 	w.eventually("the delay to run out", func() (bool, error) { return time.Now().After(since.Add(delay + time.Second)), nil })
 	w.mustExist("inf-0-worker")
 
@@ -301,10 +297,11 @@ func groveSet(w *world) {
 
 // SPEC §9, never enforce twice: where Grove writes MinAvailableBreached (a
 // field manager other than shepherd's owns it), shepherd on setting auto
-// stands down — it writes nothing on the PodCliques and PCSGs, emits no
-// GangTerminated event and deletes nothing, even for a breach long past
-// its delay. The sign is read from managedFields on both schemas: Grove's
-// atomic conditions list and the seed's list keyed by type.
+// stands down for that set — it writes nothing on the PodCliques and PCSGs,
+// derives nothing (its record says Grove enforces), emits no GangTerminated
+// event and deletes nothing, even for a breach long past its delay. The sign
+// is read from managedFields on both schemas: Grove's atomic conditions list
+// and the seed's list keyed by type.
 func TestGangGroveEnforcesShepherdStandsDown(t *testing.T) {
 	onBoth(t, func(t *testing.T, w *world) {
 		groveSet(w)
@@ -347,6 +344,10 @@ func TestGangGroveEnforcesShepherdStandsDown(t *testing.T) {
 			if evs := w.events(api.EventGangTerminated); len(evs) > 0 {
 				return fmt.Errorf("GangTerminated events: %+v", evs)
 			}
+			rec := w.record("inf")
+			if rec == nil || rec.Status.GangTermination == nil || rec.Status.GangTermination.EnforcedBy != shepherdv1alpha1.EnforcerGrove || len(rec.Status.Cliques) > 0 {
+				return fmt.Errorf("record %+v: want gang termination enforced by Grove and nothing derived", rec)
+			}
 			return nil
 		})
 		w.mustExist("inf-0-router", "inf-0-sg-0-worker", "inf-0-sg-1-worker")
@@ -354,8 +355,9 @@ func TestGangGroveEnforcesShepherdStandsDown(t *testing.T) {
 }
 
 // The same with gang termination set on: shepherd enforces although Grove
-// writes the condition — it writes its own MinAvailableBreached from the
-// pods and terminates the replica after the delay.
+// writes the condition — it reads the breach from the pods, keeps it in the
+// record and, since Grove here never says the clique is breached (Grove
+// would not terminate it), terminates the replica itself after the delay.
 func TestGangGroveEnforcesShepherdOn(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)

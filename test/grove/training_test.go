@@ -16,7 +16,6 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
-	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
@@ -292,7 +291,7 @@ func TestTrainingMaxRuntimeExceeded(t *testing.T) {
 // 4h (and rejects 0), and Grove writes MinAvailableBreached itself. A
 // Training failure is still answered within seconds: shepherd reads the
 // breach from the pods and does not wait for the delay — whoever writes the
-// condition, here Grove, which shepherd's gang controllers leave alone.
+// condition, here Grove (gang termination leaves Training sets alone).
 func TestTrainingActsBeforeGrovesTerminationDelay(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
@@ -302,10 +301,7 @@ func TestTrainingActsBeforeGrovesTerminationDelay(t *testing.T) {
 	for _, c := range w.cliques("train") {
 		w.groveBreach(c.Name, metav1.ConditionFalse, "SufficientReadyPods", time.Now())
 	}
-	s := w.startShepherd()
-	w.eventually("shepherd to see Grove enforce gang termination", func() (bool, error) {
-		return !s.enf.Enforces(integrations.FeatureGangTermination), nil
-	})
+	w.startShepherd()
 	w.runAll("train") // the Training wasAvailable carrier is shepherd's in every mode
 
 	w.failWorker("train")

@@ -265,14 +265,16 @@ func TestFailoverMidGangTerminations(t *testing.T) {
 		pods[i] = groveSet(t, ns, sets[i], &delay)
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, longTimeout, true, func(ctx context.Context) (bool, error) {
-		var l grovev1alpha1.PodCliqueList
+		var l shepherdv1alpha1.WorkloadRecordList
 		if err := env.Client.List(ctx, &l, client.InNamespace(ns)); err != nil {
 			return false, err
 		}
 		n := 0
-		for _, c := range l.Items {
-			if c.Status.WasAvailable {
-				n++
+		for _, r := range l.Items {
+			for _, c := range r.Status.Cliques {
+				if c.WasAvailable {
+					n++
+				}
 			}
 		}
 		return n == burstJobs, nil
