@@ -1,60 +1,53 @@
-// Package gang implements Grove gang termination (SPEC §6 R-GT, the Grove
-// gang-termination design): it keeps each PodClique's readyReplicas, sticky
-// wasAvailable and MinAvailableBreached condition, aggregates breaches per
-// PodCliqueScalingGroup replica, and terminates a breached PCSG replica or a
-// whole PodCliqueSet replica once its terminationDelay has passed.
+// Package gang implements Grove gang termination for PodCliqueSets of
+// workloadType Inference (SPEC §6 R-GT, the Grove gang-termination design,
+// SPEC §10): a PodClique that was available and fell below minAvailable is
+// breached; a breached PodCliqueScalingGroup replica is terminated by
+// deleting its PodCliques once its terminationDelay has passed, unless the
+// group's healthy replicas are below its minAvailable — then the group is a
+// breach of its PodCliqueSet replica, and every PodClique of that replica
+// goes once a breach outlasted its delay. Grove, which owns the PodCliques,
+// makes them again.
 //
-// Three controllers, one per level, each a thin Reconcile around a pure
-// decision function given a clock:
-//
-//   - PodClique (podclique.go): pods → readyReplicas, wasAvailable,
-//     MinAvailableBreached. Outcomes in the design's order: SufficientReadyPods,
-//     NeverAvailable, UpdateInProgress, InsufficientReadyPods.
-//   - PodCliqueScalingGroup (scalinggroup.go): a PCSG replica is breached when
-//     any of its PodCliques is; an expired breached replica is terminated by
-//     deleting its PodCliques unless the healthy replicas would fall below the
-//     PCSG's minAvailable — then the PCSG reports MinAvailableBreached=True and
-//     the PodCliqueSet level acts.
-//   - PodCliqueSet (podcliqueset.go): a PCS replica with a breached standalone
-//     PodClique or breached PCSG past its delay loses every PodClique of that
-//     replica index.
-//
-// Nothing lives in memory: every delay starts at a condition's
-// lastTransitionTime and is recomputed at every reconcile, so a restart of
-// shepherd loses nothing. The PodCliqueSet level derives a PCSG's breach time
-// from the PodCliques' own conditions rather than from the PCSG's condition, so
-// a stale PCSG condition can never terminate PodCliques Grove has just
-// recreated. Deletions carry UID preconditions and background propagation.
+// One controller, per PodCliqueSet (controllers.go): read the set, its
+// PodCliques, scaling groups and pods, and its WorkloadRecord; one pure
+// decision of those and the clock (Decide, podcliqueset.go); one write —
+// the record, or the deletions — then Events. What it derives lives in the
+// set's WorkloadRecord, never on Grove's objects (Grove rewrites PodClique
+// annotations and status on every reconcile, issue 30): per PodClique its
+// sticky wasAvailable and the start of its breach, and who enforces. Every
+// delay runs from a breach start kept there, so a restart of shepherd
+// loses nothing. Deletions carry UID preconditions and background
+// propagation.
 //
 // A PodClique being deleted (deletionTimestamp set) is judged by one rule,
 // Terminating, at both levels: its replica is already being terminated, so
-// its MinAvailableBreached is history — it neither starts nor expires a
-// delay, and a PodClique still draining never gets the siblings Grove has
-// recreated beside it terminated again — and its replica counts as not
-// healthy toward a PCSG's minAvailable, though replicas being terminated
-// alone never escalate to the PodCliqueSet level. Only live PodCliques are
-// deleted (TestTerminatingPodCliquesBothLevelsAgree).
+// its breach is history — it neither starts nor expires a delay, and a
+// PodClique still draining never gets the siblings Grove has recreated
+// beside it terminated again — and its replica counts as not healthy toward
+// a PCSG's minAvailable, though replicas being terminated alone never
+// escalate to the PodCliqueSet level. Only live PodCliques are deleted
+// (TestTerminatingPodCliquesBothLevelsAgree).
 //
-// # Who enforces: never twice
+// # Who enforces: never twice, per set
 //
-// Grove writes MinAvailableBreached and gang-terminates on its own
-// (SPEC §9). A Gate sees the sign — a PodClique's or PodCliqueScalingGroup's
-// MinAvailableBreached owned, in managedFields, by a field manager other than
-// shepherd's (every write here uses api.FieldManager) — and reports it to the
-// integrations.Enforcement once. Under the setting auto shepherd then stands
-// down for gang termination: it writes no readyReplicas, availableReplicas,
-// wasAvailable or MinAvailableBreached, emits no GangTerminated event and
-// deletes nothing. Under on it acts as if Grove were absent, under off never.
+// Grove writes MinAvailableBreached on PodCliques and scaling groups and
+// gang-terminates on its own. shepherd writes that condition nowhere, so
+// one owned by another field manager (GroveSign) shows that Grove governs
+// the set. Under the setting auto shepherd then stands down for that set —
+// its record says Grove enforces, and shepherd derives, deletes and emits
+// nothing for it; a set Grove does not write is shepherd's. Under on
+// shepherd enforces every set, yet exactly one actor deletes a gang: an
+// expired breach Grove too would act on no later than shepherd (its
+// MinAvailableBreached on a victim, from the set's delay, within
+// groveMargin) is left to Grove for groveGrace. Under off the controller
+// does nothing.
 //
-// # Where status goes
-//
-// wasAvailable is written where the served schema keeps it (the status
-// field of the seed schema, else the shepherd.dev/was-available carrier;
-// grove.SetWasAvailable) and read from either; a rolling update is read from
-// the seed's status.rollingUpdateProgress or Grove's status.updateProgress,
-// and a scaling group's terminationDelay override from the seed fields or
-// the shepherd.dev/termination-delay carrier — all through
-// integrations/grove, never directly.
+// Where Grove enforces, its breach rules apply, which differ from the
+// design's (docs/concepts.md lists how): a gang with too few pods scheduled
+// is breached even if never available (Grove then leaves a never-scheduled
+// one alone, WasPCLQEverScheduled), and pods count by their conditions,
+// not their phase. Where shepherd enforces, the design's rules apply, read
+// from the pods (CliqueAvailability).
 //
 // # Split with package training
 //

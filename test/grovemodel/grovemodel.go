@@ -112,9 +112,9 @@ const DefaultRetryInterval = 5 * time.Second
 // PodClique controller.
 const podGangDelay = 200 * time.Millisecond
 
-// initialScheduleGrace is InitialScheduleGrace
+// InitialScheduleGrace is Grove's InitialScheduleGrace
 // (controller/common/component/utils/podclique.go).
-const initialScheduleGrace = 5 * time.Second
+const InitialScheduleGrace = 5 * time.Second
 
 var groveGV = schema.GroupVersion{Group: "grove.io", Version: "v1alpha1"}
 

@@ -205,7 +205,7 @@ replicas:
 			breach := meta.FindStatusCondition(p.Status.Conditions, CondMinAvailableBreached)
 			sched := meta.FindStatusCondition(p.Status.Conditions, condPodCliqueScheduled)
 			if breach != nil && breach.Status == metav1.ConditionTrue && sched != nil &&
-				(sched.Status == metav1.ConditionTrue || sched.LastTransitionTime.After(p.CreationTimestamp.Add(initialScheduleGrace))) {
+				(sched.Status == metav1.ConditionTrue || sched.LastTransitionTime.After(p.CreationTimestamp.Add(InitialScheduleGrace))) {
 				waits = append(waits, delay-now.Sub(breach.LastTransitionTime.Time))
 			}
 		}
