@@ -121,14 +121,8 @@ const (
 	EventInvalidKnob = "InvalidKnob"
 )
 
-// Gang termination and Training restarts (reconcile/gang, reconcile/training).
+// Training restarts (reconcile/training).
 const (
-	// ReasonSufficientAvailableReplicas and ReasonInsufficientAvailableReplicas
-	// are the reasons of a PodCliqueScalingGroup's MinAvailableBreached
-	// condition: whether its healthy replicas still reach its minAvailable.
-	ReasonSufficientAvailableReplicas   = "SufficientAvailableReplicas"
-	ReasonInsufficientAvailableReplicas = "InsufficientAvailableReplicas"
-
 	// AnnotationRestart marks a PodClique of a Training replica whose restart
 	// shepherd has begun: the restart number and the UIDs of the pods it
 	// replaces. It is shepherd's durable record of a restart in flight.

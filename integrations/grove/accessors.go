@@ -173,22 +173,6 @@ func StatusForm(k knob.Knob, s knob.FieldSchemas) knob.Form {
 	return k.Form(s)
 }
 
-// SetWasAvailable records wasAvailable on pclq in the form the served
-// schema keeps it. It only changes the object; the caller patches it.
-// Clearing clears both forms, so that neither reads true afterwards.
-func SetWasAvailable(pclq *grovev1alpha1.PodClique, was bool, s knob.FieldSchemas) {
-	if !was {
-		pclq.Status.WasAvailable = false
-		deleteAnnotation(&pclq.ObjectMeta, api.AnnotationWasAvailable)
-		return
-	}
-	if StatusForm(WasAvailableStatus, s) == knob.Field {
-		pclq.Status.WasAvailable = true
-		return
-	}
-	setAnnotation(&pclq.ObjectMeta, api.AnnotationWasAvailable, "true")
-}
-
 // TrainingStatus is the status of a Training PodCliqueSet shepherd keeps
 // (GREP-0285): what Grove's PodCliqueSet status has no field for.
 type TrainingStatus struct {

@@ -114,38 +114,22 @@ func TestUpdateInProgress(t *testing.T) {
 	}
 }
 
+// WasAvailable reads what an earlier shepherd kept on a PodClique, in
+// either form, once, on upgrade (shepherd now keeps it in its records).
 func TestWasAvailable(t *testing.T) {
-	type out struct {
-		Field       bool
-		Annotations map[string]string
-		Reads       bool
-	}
 	tests := []struct {
-		name    string
-		before  grovev1alpha1.PodClique
-		was     bool
-		schemas knob.FieldSchemas
-		want    out
+		name string
+		c    grovev1alpha1.PodClique
+		want bool
 	}{
-		{name: "seed: the field", was: true, schemas: seed, want: out{Field: true, Reads: true}},
-		{name: "Grove: the carrier", was: true, schemas: fieldSchemas{}, want: out{Annotations: map[string]string{api.AnnotationWasAvailable: "true"}, Reads: true}},
-		{name: "unknown schema: the carrier", was: true, want: out{Annotations: map[string]string{api.AnnotationWasAvailable: "true"}, Reads: true}},
-		{name: "clearing clears both", schemas: seed,
-			before: grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"x": "y", api.AnnotationWasAvailable: "true"}},
-				Status: grovev1alpha1.PodCliqueStatus{WasAvailable: true}},
-			want: out{Annotations: map[string]string{"x": "y"}}},
+		{name: "the seed field", c: grovev1alpha1.PodClique{Status: grovev1alpha1.PodCliqueStatus{WasAvailable: true}}, want: true},
+		{name: "the carrier", c: grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{api.AnnotationWasAvailable: "true"}}}, want: true},
+		{name: "neither", c: grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{"x": "y"}}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			orig := tc.before.DeepCopy()
-			c := tc.before // shares the annotations map, as a copy of a cached object may
-			SetWasAvailable(&c, tc.was, tc.schemas)
-			got := out{Field: c.Status.WasAvailable, Annotations: c.Annotations, Reads: WasAvailable(&c)}
-			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-			if diff := cmp.Diff(orig.Annotations, tc.before.Annotations); diff != "" {
-				t.Errorf("the shared annotations map changed (-before +after):\n%s", diff)
+			if got := WasAvailable(&tc.c); got != tc.want {
+				t.Errorf("WasAvailable = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -61,7 +61,7 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 	if err := idx.IndexField(ctx, &grovev1alpha1.PodClique{}, indexPartOf, partOf); err != nil {
 		return fmt.Errorf("indexing PodCliques by PodCliqueSet: %w", err)
 	}
-	// shepherd's field manager, as package gang's writes (see gang.Gate).
+	// shepherd's field manager: no MinAvailableBreached is ever its (gang.Sign).
 	c := client.WithFieldOwner(mgr.GetClient(), api.FieldManager)
 	del, err := gang.NewDeleter(mgr)
 	if err != nil {

@@ -39,27 +39,6 @@ func inferenceSetObject(ns, name, node string, delay time.Duration, group bool, 
 	return u
 }
 
-// restartServe runs shepherd serve with extra flags for the rest of the
-// test, and as the suite runs it again afterwards.
-func restartServe(t *testing.T, extra ...string) {
-	t.Helper()
-	if err := serve.Stop(); err != nil {
-		t.Fatalf("stopping shepherd serve: %v", err)
-	}
-	var err error
-	if serve, err = env.Serve(append(append([]string{}, serveArgs...), extra...)...); err != nil {
-		t.Fatalf("shepherd serve %v: %v", extra, err)
-	}
-	t.Cleanup(func() {
-		if err := serve.Stop(); err != nil {
-			t.Errorf("stopping shepherd serve: %v", err)
-		}
-		if serve, err = env.Serve(serveArgs...); err != nil {
-			t.Fatalf("shepherd serve: %v", err)
-		}
-	})
-}
-
 // breakGang loses the only pod of PodClique clique for good: its node is
 // cordoned, so the pod Grove makes again stays Pending and the clique,
 // once available, stays below minAvailable.
@@ -152,7 +131,7 @@ func TestGangTerminatedByExactlyOneActor(t *testing.T) {
 			node := tb.AddNodes(t, fmt.Sprintf("gang%d", i), bed.Nodes{Count: 1})[0]
 			deleteWorkloads(t, ns)
 			if sc.mode != "auto" {
-				restartServe(t, "--feature=gang-termination="+sc.mode)
+				serveWith(t, "--feature=gang-termination="+sc.mode)
 			}
 			name := "serve"
 			pods := 1
@@ -216,6 +195,11 @@ func TestGangTerminatedByExactlyOneActor(t *testing.T) {
 			if creates[clique] != 2 {
 				t.Errorf("PodClique %s created %d times, want 2 (the gang replaced exactly once)", clique, creates[clique])
 			}
+			recs, err := tb.Writes("workloadrecords", ns, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("shepherd's writes: %d to the set's WorkloadRecord, none to PodCliques or scaling groups but its deletions", len(bed.By(recs, shepherdUser)))
 			for _, res := range []string{"podcliques", "podcliquescalinggroups"} {
 				ws, err := tb.Writes(res, ns, "")
 				if err != nil {

@@ -193,8 +193,8 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	// --framework-trainer, --framework-jobset, --framework-grove.
 	o.frameworks.addFlags(fs)
 	fs.StringToStringVar(&o.features, "feature", o.features, fmt.Sprintf("Who enforces a lifecycle feature an upstream operator may implement too, as feature=auto|on|off (repeatable): %v. "+
-		"auto (default): shepherd, unless the cluster shows the upstream operator does it (trainjob-deadline: the TrainJob CRD has spec.activeDeadlineSeconds, which Trainer >= v2.2 enforces; gang-termination: Grove's controller writes MinAvailableBreached); "+
-		"on: shepherd always; off: never. shepherd's admission rules and audit stay on either way; the decision is logged and exported as shepherd_feature_enforced.", integrations.Features))
+		"auto (default): shepherd, unless the cluster shows the upstream operator does it (trainjob-deadline: the TrainJob CRD has spec.activeDeadlineSeconds, which Trainer >= v2.2 enforces; gang-termination, decided per PodCliqueSet: Grove's controller writes the set's MinAvailableBreached); "+
+		"on: shepherd always (beside Grove it still leaves to Grove each gang Grove terminates no later); off: never. shepherd's admission rules and audit stay on either way; the decision is logged and exported as shepherd_feature_enforced.", integrations.Features))
 
 	// The certificate flags (--cert-mode, --cert-secret, ...); --cert-dir
 	// above is shared and copied into o.certs at start.
