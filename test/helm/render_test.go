@@ -443,7 +443,7 @@ func TestSubchartOnARestrictedPlatform(t *testing.T) {
 		return dep.Spec.Template.Spec.SecurityContext, dep.Spec.Template.Spec.Containers[0].SecurityContext
 	}
 	pod, ctr := podSC(valueSet{name: "restricted", namespace: defaultNS, values: map[string]any{
-		"global":             map[string]any{"imageRegistry": "registry.example.com"},
+		"global": map[string]any{"imageRegistry": "registry.example.com"},
 		// Helm merges maps: null removes a default key.
 		"podSecurityContext": map[string]any{"runAsUser": nil, "runAsGroup": nil, "fsGroup": nil},
 	}})
