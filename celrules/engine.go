@@ -3,6 +3,7 @@ package celrules
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +29,9 @@ type Engine struct {
 
 	builtins []*compiledRule // enabled built-ins, in library order
 	infos    []RuleInfo      // every built-in, enabled or not
+	// webhooks are the cluster's validating webhook configurations, the
+	// evidence of upstream webhooks (SetUpstreamWebhooks).
+	webhooks []admissionregistrationv1.ValidatingWebhookConfiguration
 
 	mu       sync.RWMutex
 	policies map[string]*compiledRule
@@ -99,12 +103,19 @@ func (e *Engine) useSchemas(s *Schemas) error {
 	}
 	var builtins []*compiledRule
 	var infos []RuleInfo
+	up := e.upstreamState(s)
 	for _, r := range rules {
 		enabled := e.cfg.Enabled(r.ID)
 		var info RuleInfo
+		by, upstream := up.EnforcedAll(r.groupKinds(), r.Upstream)
 		if cr, ok := byID[r.ID]; ok {
 			info = cr.info()
-			if enabled {
+			info.EnforcedUpstream = by
+			switch {
+			case upstream && e.cfg.StandDown:
+				info.Inactive = "enforced by " + by
+				info.Reason = "inactive: " + info.Inactive
+			case enabled:
 				builtins = append(builtins, cr)
 			}
 		} else {
@@ -139,6 +150,45 @@ func (e *Engine) SetSchemas(s *Schemas) error {
 	return nil
 }
 
+// upstreamState is what the Upstream evidence of the rules is judged
+// against with schemas s.
+func (e *Engine) upstreamState(s *Schemas) UpstreamState {
+	return UpstreamState{Schemas: s, Webhooks: e.webhooks, Own: e.cfg.OwnWebhooks}
+}
+
+// Upstream is the engine's current upstream state, for the Go checks'
+// evidence (package webhook).
+func (e *Engine) Upstream() UpstreamState {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.upstreamState(e.schemas)
+}
+
+// StandsDown reports whether the engine leaves upstream-enforced rules to
+// upstream (Config.StandDown).
+func (e *Engine) StandsDown() bool { return e.cfg.StandDown }
+
+// SetUpstreamWebhooks gives the engine the cluster's validating webhook
+// configurations, the evidence that an upstream webhook enforces a rule;
+// a built-in rule they enforce becomes inactive under StandDown, and one
+// whose webhook went away active again. It reports whether the rule set
+// changed (and then its Version).
+func (e *Engine) SetUpstreamWebhooks(hooks []admissionregistrationv1.ValidatingWebhookConfiguration) (bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	before := e.inactive()
+	e.webhooks = hooks
+	if err := e.useSchemas(e.schemas); err != nil {
+		return false, err
+	}
+	if maps.Equal(before, e.inactive()) {
+		return false, nil
+	}
+	e.changed()
+	e.version.Add(1)
+	return true, nil
+}
+
 // Version identifies the rule set evaluations see: it changes whenever a
 // policy is set (compiled or not) or deleted and whenever the schemas
 // change, and never otherwise. The background audit keys its verdicts on
@@ -150,6 +200,10 @@ func (e *Engine) Version() uint64 { return e.version.Load() }
 func (e *Engine) Inactive() map[string]string {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
+	return e.inactive()
+}
+
+func (e *Engine) inactive() map[string]string {
 	out := map[string]string{}
 	for _, info := range e.infos {
 		if info.Inactive != "" {

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 )
@@ -16,6 +17,10 @@ type Rule struct {
 	ID string `json:"id"`
 	// Description says what the rule enforces, for `shepherd export rules`.
 	Description string `json:"description,omitempty"`
+	// Upstream is the evidence that the layer in front of shepherd on a
+	// cluster (the served CRD, an upstream webhook) enforces the whole rule
+	// (UpstreamState.Enforced); built-in rules only.
+	Upstream []Upstream `json:"upstream,omitempty"`
 
 	shepherdv1alpha1.WorkloadPolicySpec `json:",inline"`
 }
@@ -46,6 +51,11 @@ type RuleInfo struct {
 	// enabled: it does not type-check against the schemas the target
 	// cluster serves (a field the served CRD lacks).
 	Inactive string `json:"inactive,omitempty"`
+	// EnforcedUpstream says who else enforces the whole rule on the target
+	// cluster, before or beside shepherd (its Upstream evidence holds):
+	// serve then leaves it to them (Inactive says so); check and export,
+	// which have no upstream in front, keep judging it and name it.
+	EnforcedUpstream string `json:"enforcedUpstream,omitempty"`
 	// OnUpdate names the parts of the object ("spec", "metadata.labels")
 	// an UPDATE must change for the rule to judge it, or OnUpdateAlways
 	// (UpdateConditionName).
@@ -71,6 +81,14 @@ type Config struct {
 	// Namespace is shepherd's own namespace, which exported bindings leave
 	// out as its webhooks do; empty means api.DefaultNamespace.
 	Namespace string `json:"-"`
+	// StandDown makes a rule whose whole verdict the cluster's CRD or a
+	// registered upstream webhook already gives inactive (serve: never
+	// enforce twice). check and export leave it off: they judge with no
+	// upstream in front.
+	StandDown bool `json:"-"`
+	// OwnWebhooks are shepherd's own webhook configuration names, which
+	// are never evidence of an upstream webhook.
+	OwnWebhooks []string `json:"-"`
 }
 
 // Enabled reports whether rule id is switched on.
@@ -93,6 +111,21 @@ func (r *Rule) failurePolicy() shepherdv1alpha1.FailurePolicy {
 		return shepherdv1alpha1.FailurePolicyFail
 	}
 	return r.FailurePolicy
+}
+
+// groupKinds lists the group/kind pairs a rule matches by kind.
+func (r *Rule) groupKinds() []schema.GroupKind {
+	var out []schema.GroupKind
+	for _, rr := range r.Match.Resources {
+		for _, g := range rr.APIGroups {
+			for _, k := range rr.Kinds {
+				if gk := (schema.GroupKind{Group: g, Kind: k}); !slices.Contains(out, gk) {
+					out = append(out, gk)
+				}
+			}
+		}
+	}
+	return out
 }
 
 // kinds lists the kinds a rule matches, for listings.

@@ -3,10 +3,13 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync/atomic"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -50,6 +53,11 @@ type Chain struct {
 	engine       *celrules.Engine
 	// native is the native admission mode (SetNative).
 	native atomic.Bool
+	// goDown are the Go checks an upstream layer enforces (goStandDowns).
+	goDown atomic.Pointer[map[string]string]
+	// goChanges counts the changes of goDown and of the native mode
+	// (Version).
+	goChanges atomic.Uint64
 }
 
 var _ Admitter = (*Chain)(nil)
@@ -85,7 +93,11 @@ func (c *Chain) DeletePolicy(name string) { c.engine.DeletePolicy(name) }
 
 // SetSchemas type-checks every CEL rule again against s, the schemas the
 // cluster serves now.
-func (c *Chain) SetSchemas(s *celrules.Schemas) error { return c.engine.SetSchemas(s) }
+func (c *Chain) SetSchemas(s *celrules.Schemas) error {
+	err := c.engine.SetSchemas(s)
+	c.refreshGoStandDowns()
+	return err
+}
 
 // Schemas returns the schemas the rules are compiled against.
 func (c *Chain) Schemas() *celrules.Schemas { return c.engine.Schemas() }
@@ -94,8 +106,122 @@ func (c *Chain) Schemas() *celrules.Schemas { return c.engine.Schemas() }
 // policy is set or deleted or the schemas change (celrules.Engine.Version).
 func (c *Chain) RuleSetVersion() uint64 { return c.engine.Version() }
 
-// InactiveRules lists the built-in rules whose fields the schemas lack.
-func (c *Chain) InactiveRules() map[string]string { return c.engine.Inactive() }
+// InactiveRules lists the built-in rules that are not enforced although
+// enabled, with why: their fields are missing from the schemas the cluster
+// serves, or (serve) the CRD or an upstream webhook enforces them.
+func (c *Chain) InactiveRules() map[string]string {
+	out := c.engine.Inactive()
+	for id, why := range c.goStandDowns() {
+		out[id] = why
+	}
+	return out
+}
+
+// SetUpstreamWebhooks gives the chain the cluster's validating webhook
+// configurations (celrules.Engine.SetUpstreamWebhooks), for the CEL rules
+// and the Go checks alike; it reports whether the rules in force changed.
+func (c *Chain) SetUpstreamWebhooks(hooks []admissionregistrationv1.ValidatingWebhookConfiguration) (bool, error) {
+	before := c.goStandDowns()
+	changed, err := c.engine.SetUpstreamWebhooks(hooks)
+	if err != nil {
+		return false, err
+	}
+	c.refreshGoStandDowns()
+	if !maps.Equal(before, c.goStandDowns()) {
+		c.goChanges.Add(1)
+		changed = true
+	}
+	return changed, nil
+}
+
+// Version changes whenever the rules in force do: the engine's rule set
+// (RuleSetVersion) or the Go checks an upstream layer enforces. Both only
+// grow, so their sum changes exactly when either does.
+func (c *Chain) Version() uint64 { return c.engine.Version() + c.goChanges.Load() }
+
+// UpdateReads is what the rules in force read of an object on UPDATE
+// (celrules.Engine.UpdateReads).
+func (c *Chain) UpdateReads() celrules.Reads { return c.engine.UpdateReads() }
+
+// goOperations are the operations a Go check judges (goChecks); a
+// defaulter works on CREATE and UPDATE.
+var goOperations = map[string][]string{
+	"V-TJ-3":   {"CREATE"},
+	"V-TJ-4":   {"UPDATE"},
+	"V-TR-7":   {"CREATE", "UPDATE"},
+	"V-PCLQ-1": {"CREATE", "UPDATE"},
+}
+
+// HasWork reports whether shepherd's mutating (or validating) webhook has
+// anything to do for an op request on gr: an enabled defaulter for its
+// kind (the mutating webhook), or an active rule, WorkloadPolicy or Go
+// check (the validating webhook). In native mode the apiserver runs what
+// the admission policies express, so only what they cannot is left. A
+// resource whose kind the chain does not know keeps every call.
+func (c *Chain) HasWork(mutating bool, gr schema.GroupResource, op string) bool {
+	kind, ok := c.engine.Schemas().KindForResource(gr)
+	if !ok {
+		return true
+	}
+	native := c.native.Load()
+	down := c.goStandDowns()
+	for _, g := range goRules {
+		defaulter := g.Action == "Default"
+		if defaulter != mutating || !slices.Contains(g.Kinds, kind) || !c.cfg.Enabled(g.ID) {
+			continue
+		}
+		if _, upstream := down[g.ID]; upstream || (native && g.Exportable) {
+			continue
+		}
+		if ops, ok := goOperations[g.ID]; ok && !slices.Contains(ops, op) {
+			continue
+		}
+		if defaulter && op != "CREATE" && op != "UPDATE" {
+			continue
+		}
+		return true
+	}
+	return !mutating && !native && c.engine.Judges(gr, op)
+}
+
+// goUpstream is the evidence that an upstream layer enforces a Go check
+// (celrules.Upstream, as the built-in rules carry it in their files).
+var goUpstream = map[string]struct {
+	kind     schema.GroupKind
+	evidence []celrules.Upstream
+}{
+	// Trainer's validating webhook (v2.3.0 pkg/webhooks/trainjob_webhook.go,
+	// through the runtime's ValidateObjects) gets the runtime a TrainJob
+	// names and denies the create when it is missing or of a kind Trainer
+	// does not know; it is called with shepherd's, so the user sees its
+	// denial or shepherd's, never anything new from shepherd.
+	"V-TJ-3": {schema.GroupKind{Group: api.TrainerGroup, Kind: api.KindTrainJob},
+		[]celrules.Upstream{{Webhook: &celrules.WebhookEvidence{Name: "validator.trainjob.trainer.kubeflow.org", Operation: "CREATE"}}}},
+}
+
+// goStandDowns lists the Go checks an upstream layer enforces on the
+// cluster, where the chain stands down (celrules.Config.StandDown); it is
+// decided when the schemas or webhooks change, not per request.
+func (c *Chain) goStandDowns() map[string]string {
+	if m := c.goDown.Load(); m != nil {
+		return maps.Clone(*m)
+	}
+	return map[string]string{}
+}
+
+func (c *Chain) refreshGoStandDowns() {
+	out := map[string]string{}
+	defer c.goDown.Store(&out)
+	if !c.engine.StandsDown() {
+		return
+	}
+	up := c.engine.Upstream()
+	for id, g := range goUpstream {
+		if by, ok := up.Enforced(g.kind, g.evidence); ok && c.cfg.Enabled(id) {
+			out[id] = "enforced by " + by
+		}
+	}
+}
 
 // SetNative switches the native admission mode on or off. In native mode
 // the apiserver itself runs everything a policy can express — the CEL rules
@@ -107,7 +233,11 @@ func (c *Chain) InactiveRules() map[string]string { return c.engine.Inactive() }
 // rest here too would give each request a second verdict and a second
 // audit record for one violation. `shepherd check` and the webhook mode
 // never call it.
-func (c *Chain) SetNative(on bool) { c.native.Store(on) }
+func (c *Chain) SetNative(on bool) {
+	if c.native.Swap(on) != on {
+		c.goChanges.Add(1) // what the webhooks have work for changed (HasWork)
+	}
+}
 
 // Native reports whether the chain is in native admission mode.
 func (c *Chain) Native() bool { return c.native.Load() }
@@ -120,12 +250,31 @@ func (c *Chain) Engine() *celrules.Engine { return c.engine }
 // MutatingAdmissionPolicies: celrules.ExportDefaults; the checks cannot).
 func (c *Chain) Rules() []celrules.RuleInfo {
 	out := c.engine.Rules()
+	down := c.goStandDowns()
 	for _, g := range goRules {
 		g.Enabled = c.cfg.Enabled(g.ID)
 		g.OnUpdate = strings.Join(celrules.GoReads, ", ")
+		if up, ok := goUpstream[g.ID]; ok {
+			g.EnforcedUpstream = describeUpstream(up.evidence)
+		}
+		if why, ok := down[g.ID]; ok {
+			g.Inactive, g.Reason = why, "inactive: "+why
+		}
 		out = append(out, g)
 	}
 	return out
+}
+
+// describeUpstream says what would enforce a Go check upstream, for
+// listings made with no cluster at hand.
+func describeUpstream(ev []celrules.Upstream) string {
+	var out []string
+	for _, e := range ev {
+		if e.Webhook != nil {
+			out = append(out, fmt.Sprintf("webhook %s, where registered (failurePolicy Fail, %s)", e.Webhook.Name, e.Webhook.Operation))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 const (

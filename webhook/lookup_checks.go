@@ -26,8 +26,9 @@ func (c *Chain) goChecks(ctx context.Context, req *Request, o, old map[string]an
 		return nil
 	}
 	var out []Violation
+	down := c.goStandDowns()
 	add := func(id string, check func() []Violation) {
-		if c.cfg.Enabled(id) {
+		if _, upstream := down[id]; c.cfg.Enabled(id) && !upstream {
 			out = append(out, check()...)
 		}
 	}

@@ -71,6 +71,8 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		{verb: "watch", resource: "secrets", namespace: shepherdNS, name: "shepherd-webhook-certs"},
 		{verb: "patch", group: "admissionregistration.k8s.io", resource: "mutatingwebhookconfigurations", name: "defaults.shepherd.dev"},
 		{verb: "patch", group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations", name: "shepherd"},
+		// --defer-to-upstream: which upstream webhooks are registered.
+		{verb: "watch", group: "admissionregistration.k8s.io", resource: "validatingwebhookconfigurations"},
 		// The background audit's OpenReports.
 		{verb: "create", group: "openreports.io", resource: "reports", namespace: ns},
 		{verb: "patch", group: "openreports.io", resource: "reports", namespace: ns, name: "shepherd-audit"},

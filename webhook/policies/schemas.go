@@ -31,7 +31,7 @@ const ServedSchemasSource = "the CRDs the cluster serves"
 
 var builtinInactive = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 	Name: "shepherd_builtin_rule_inactive",
-	Help: "1 for each built-in rule that is switched off because the schemas the cluster serves lack its fields (shepherd export rules says why).",
+	Help: "1 for each built-in rule that is not enforced although enabled: the schemas the cluster serves lack its fields, or the served CRD or an upstream webhook already enforces all of it (--defer-to-upstream). /status and shepherd export rules say why.",
 }, []string{"rule"})
 
 func init() {
@@ -61,20 +61,7 @@ func (r *Reconciler) ApplySchemas(ctx context.Context, sink SchemaSink, crds []*
 		}
 	}
 	after := sink.InactiveRules()
-	for _, id := range sortedKeys(after) {
-		if before[id] != after[id] || !r.schemasApplied.Load() {
-			log.Info("built-in rule inactive: the cluster's schema lacks its fields", "rule", id, "reason", after[id])
-		}
-	}
-	for _, id := range sortedKeys(before) {
-		if _, still := after[id]; !still {
-			log.Info("built-in rule active: the cluster's schema now has its fields", "rule", id)
-		}
-	}
-	builtinInactive.Reset()
-	for id := range after {
-		builtinInactive.WithLabelValues(id).Set(1)
-	}
+	ReportInactive(ctx, before, after, !r.schemasApplied.Load())
 	names := make([]string, 0, len(crds))
 	for _, c := range crds {
 		names = append(names, c.Name)
@@ -82,6 +69,27 @@ func (r *Reconciler) ApplySchemas(ctx context.Context, sink SchemaSink, crds []*
 	log.V(1).Info("rules type-checked against the cluster's CRDs", "crds", names, "inactiveBuiltins", len(after))
 	r.schemasApplied.Store(true)
 	return s, r.recheckAll(ctx)
+}
+
+// ReportInactive logs the built-in rules that became inactive or active
+// again between before and after (every inactive one when all) and
+// exports shepherd_builtin_rule_inactive for after.
+func ReportInactive(ctx context.Context, before, after map[string]string, all bool) {
+	log := ctrl.LoggerFrom(ctx).WithName("rules")
+	for _, id := range sortedKeys(after) {
+		if before[id] != after[id] || all {
+			log.Info("built-in rule inactive", "rule", id, "reason", after[id])
+		}
+	}
+	for _, id := range sortedKeys(before) {
+		if _, still := after[id]; !still {
+			log.Info("built-in rule active again", "rule", id, "was", before[id])
+		}
+	}
+	builtinInactive.Reset()
+	for id := range after {
+		builtinInactive.WithLabelValues(id).Set(1)
+	}
 }
 
 // recheckAll forgets which generations were compiled and queues every

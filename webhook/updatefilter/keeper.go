@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -16,12 +18,21 @@ import (
 	"github.com/shepherd-k8s/shepherd/celrules"
 )
 
-// RuleSet is what the keeper needs of the engine.
+// RuleSet is what the keeper needs of the admission chain.
 type RuleSet interface {
 	// Version changes whenever the rule set does.
 	Version() uint64
 	UpdateReads() celrules.Reads
+	// HasWork reports whether the mutating (or validating) webhook has
+	// anything to do for an op request on gr.
+	HasWork(mutating bool, gr schema.GroupResource, op string) bool
 }
+
+// WorkConditionName names the matchCondition that spares shepherd's
+// webhooks the requests on which no rule, WorkloadPolicy, Go check or
+// defaulter has work: a kind and operation whose every rule is enforced
+// upstream (SPEC §10), or switched off.
+const WorkConditionName = "shepherd.dev/has-work"
 
 // Permissions the Keeper needs, on shepherd's own two configurations only
 // (for RBAC generation; test/rbac checks the shipped RBAC grants them).
@@ -112,6 +123,7 @@ func (k *Keeper) Sync(ctx context.Context, reads celrules.Reads) error {
 }
 
 func (k *Keeper) syncOne(ctx context.Context, obj client.Object, name string, want *admissionregistrationv1.MatchCondition) error {
+	log := ctrl.LoggerFrom(ctx).WithName("updatefilter")
 	if err := k.Reader.Get(ctx, client.ObjectKey{Name: name}, obj); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil // not installed (yet): nothing to keep
@@ -123,11 +135,23 @@ func (k *Keeper) syncOne(ctx context.Context, obj client.Object, name string, wa
 	switch c := obj.(type) {
 	case *admissionregistrationv1.MutatingWebhookConfiguration:
 		for i := range c.Webhooks {
-			changed = withCondition(&c.Webhooks[i].MatchConditions, want) || changed
+			h := &c.Webhooks[i]
+			changed = withCondition(&h.MatchConditions, celrules.UpdateMatchConditionName, want) || changed
+			work, idle := workCondition(h.Rules, true, k.Rules)
+			if withCondition(&h.MatchConditions, WorkConditionName, work) {
+				changed = true
+				log.Info("requests shepherd's webhook is no longer called for: no defaulter has work", "webhook", h.Name, "requests", idle)
+			}
 		}
 	case *admissionregistrationv1.ValidatingWebhookConfiguration:
 		for i := range c.Webhooks {
-			changed = withCondition(&c.Webhooks[i].MatchConditions, want) || changed
+			h := &c.Webhooks[i]
+			changed = withCondition(&h.MatchConditions, celrules.UpdateMatchConditionName, want) || changed
+			work, idle := workCondition(h.Rules, false, k.Rules)
+			if withCondition(&h.MatchConditions, WorkConditionName, work) {
+				changed = true
+				log.Info("requests shepherd's webhook is no longer called for: no active rule, WorkloadPolicy or check has work (shepherd export rules says which are enforced upstream)", "webhook", h.Name, "requests", idle)
+			}
 		}
 	}
 	if !changed {
@@ -143,11 +167,42 @@ func (k *Keeper) syncOne(ctx context.Context, obj client.Object, name string, wa
 	return nil
 }
 
-// withCondition sets (want != nil) or removes shepherd's condition in
-// conds, keeping every other, and reports whether conds changed.
-func withCondition(conds *[]admissionregistrationv1.MatchCondition, want *admissionregistrationv1.MatchCondition) bool {
+// workCondition is the has-work matchCondition of a webhook called for
+// rules: it keeps away the requests (group, resource, operation, each named
+// in rules) on which rs has no work; nil, and no condition, when there are
+// none. Wildcards and subresources are never kept away. idle lists the
+// requests kept away, for the log.
+func workCondition(rules []admissionregistrationv1.RuleWithOperations, mutating bool, rs RuleSet) (cond *admissionregistrationv1.MatchCondition, idle []string) {
+	var skip []string
+	for _, r := range rules {
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, op := range r.Operations {
+					if g == "*" || res == "*" || op == admissionregistrationv1.OperationAll || strings.Contains(res, "/") {
+						continue
+					}
+					if rs.HasWork(mutating, schema.GroupResource{Group: g, Resource: res}, string(op)) {
+						continue
+					}
+					idle = append(idle, fmt.Sprintf("%s %s.%s", op, res, g))
+					skip = append(skip, fmt.Sprintf("(request.resource.group == '%s' && request.resource.resource == '%s' && request.operation == '%s')", g, res, op))
+				}
+			}
+		}
+	}
+	if len(skip) == 0 {
+		return nil, nil
+	}
+	slices.Sort(skip)
+	slices.Sort(idle)
+	return &admissionregistrationv1.MatchCondition{Name: WorkConditionName, Expression: "!(" + strings.Join(slices.Compact(skip), " || ") + ")"}, slices.Compact(idle)
+}
+
+// withCondition sets (want != nil) or removes shepherd's condition of
+// name in conds, keeping every other, and reports whether conds changed.
+func withCondition(conds *[]admissionregistrationv1.MatchCondition, name string, want *admissionregistrationv1.MatchCondition) bool {
 	i := slices.IndexFunc(*conds, func(c admissionregistrationv1.MatchCondition) bool {
-		return c.Name == celrules.UpdateMatchConditionName
+		return c.Name == name
 	})
 	switch {
 	case want == nil && i < 0:
@@ -176,3 +231,4 @@ func (disabled) Version() uint64 { return 0 }
 func (disabled) UpdateReads() celrules.Reads {
 	return celrules.Reads{Unconditional: "--skip-unread-updates=false"}
 }
+func (disabled) HasWork(bool, schema.GroupResource, string) bool { return true }

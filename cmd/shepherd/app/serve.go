@@ -95,6 +95,7 @@ type serveOptions struct {
 
 	disabledRules               []string
 	disableStartupPolicyRewrite bool
+	deferToUpstream             bool
 	inferenceTerminationDelay   time.Duration
 
 	frameworks frameworkModes
@@ -188,6 +189,8 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.disabledRules, "disable-rules", o.disabledRules, "Deprecated spelling of --disable-rule.")
 	_ = fs.MarkDeprecated("disable-rules", "use --disable-rule, as check, test, export and audit do")
 	fs.BoolVar(&o.disableStartupPolicyRewrite, "disable-startup-policy-rewrite", o.disableStartupPolicyRewrite, "Switch D-JS-2 to a warning only: a JobSet's startupPolicy InOrder is no longer rewritten into dependsOn.")
+	fs.BoolVar(&o.deferToUpstream, "defer-to-upstream", true, "Leave a built-in rule to the layer that already enforces all of it on this cluster: the served CRD (its minimum, enum or CEL rule, which the apiserver checks before any webhook) or a registered upstream validating webhook with failurePolicy Fail (Trainer's validator.trainjob.trainer.kubeflow.org for V-TJ-3). "+
+		"Such a rule is inactive, with the reason in /status and `shepherd export rules`, and re-decided when CRDs or webhook configurations change. Set false to judge every rule anyway.")
 	fs.DurationVar(&o.inferenceTerminationDelay, "inference-termination-delay", o.inferenceTerminationDelay, "D-PCS-5: terminationDelay given to Inference PodCliqueSets that set none. 0 leaves it unset (gang termination stays opt-in).")
 
 	// --framework-trainer, --framework-jobset, --framework-grove.
@@ -271,6 +274,8 @@ func (o *serveOptions) rulesConfig() celrules.Config {
 	c := celrules.Config{
 		DisabledRules:               o.disabledRules,
 		DisableStartupPolicyRewrite: o.disableStartupPolicyRewrite,
+		StandDown:                   o.deferToUpstream,
+		OwnWebhooks:                 []string{o.certs.ValidatingWebhookName, o.certs.MutatingWebhookName},
 	}
 	if o.inferenceTerminationDelay > 0 {
 		c.InferenceTerminationDelay = &metav1.Duration{Duration: o.inferenceTerminationDelay}
@@ -414,6 +419,11 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	// The background audit of stored objects, on the leader (serve_audit.go).
 	if err := setupBackgroundAudit(mgr, o, frameworks, chain, rec, leader); err != nil {
 		return err
+	}
+	if o.deferToUpstream {
+		if err := followUpstreamWebhooks(ctx, mgr, chain); err != nil {
+			return err
+		}
 	}
 	if err := followSchemas(mgr, frameworks, policyReload, chain, live, enforcement); err != nil {
 		return err

@@ -7,12 +7,16 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
@@ -167,4 +171,65 @@ func serveStatus(mgr ctrl.Manager, w *integrations.Watcher, chain admissionChain
 			http.Error(rw, err.Error(), http.StatusInternalServerError)
 		}
 	}))
+}
+
+// upstreamSink is what follows the cluster's validating webhook
+// configurations: the admission chain (webhook.Chain.SetUpstreamWebhooks).
+type upstreamSink interface {
+	SetUpstreamWebhooks(hooks []admissionregistrationv1.ValidatingWebhookConfiguration) (bool, error)
+	InactiveRules() map[string]string
+}
+
+// Permissions followUpstreamWebhooks needs (for RBAC generation; test/rbac
+// checks the shipped RBAC grants them): reading every validating webhook
+// configuration, never writing another's.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=list;watch
+
+// followUpstreamWebhooks keeps the chain's view of the cluster's validating
+// webhook configurations, on every replica (each one admits): a built-in
+// rule or Go check whose upstream webhook is registered stands down, and
+// stands up again when it goes (--defer-to-upstream). /readyz waits for
+// the first list.
+func followUpstreamWebhooks(ctx context.Context, mgr ctrl.Manager, chain admissionChain) error {
+	sink, ok := chain.(upstreamSink)
+	if !ok {
+		return fmt.Errorf("the admission chain %T cannot follow upstream webhooks", chain)
+	}
+	inf, err := mgr.GetCache().GetInformer(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return fmt.Errorf("watching validating webhook configurations: %w", err)
+	}
+	log := ctrl.LoggerFrom(ctx).WithName("upstream-webhooks")
+	var mu sync.Mutex
+	sync := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		var list admissionregistrationv1.ValidatingWebhookConfigurationList
+		if err := mgr.GetCache().List(ctx, &list); err != nil {
+			log.Error(err, "listing validating webhook configurations; the rules in force stay as they are")
+			return
+		}
+		before := sink.InactiveRules()
+		changed, err := sink.SetUpstreamWebhooks(list.Items)
+		if err != nil {
+			log.Error(err, "judging the rules against the upstream webhooks; the rules in force stay as they are")
+			return
+		}
+		if changed {
+			policies.ReportInactive(ctrl.LoggerInto(ctx, log), before, sink.InactiveRules(), false)
+		}
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { sync() },
+		UpdateFunc: func(any, any) { sync() },
+		DeleteFunc: func(any) { sync() },
+	}); err != nil {
+		return fmt.Errorf("watching validating webhook configurations: %w", err)
+	}
+	return mgr.AddReadyzCheck("upstream-webhooks", func(*http.Request) error {
+		if !inf.HasSynced() {
+			return fmt.Errorf("validating webhook configurations not listed yet")
+		}
+		return nil
+	})
 }
