@@ -513,6 +513,9 @@ func writeRule(b *strings.Builder, r celrules.RuleInfo, lib map[string]celrules.
 	if r.Inactive != "" {
 		fmt.Fprintf(b, "- Inactive against the pinned schemas: %s\n", r.Inactive)
 	}
+	if r.EnforcedUpstream != "" {
+		fmt.Fprintf(b, "- Enforced upstream: %s. `shepherd serve` leaves it there (inactive, listed in `/status`; `--defer-to-upstream=false` judges it anyway); `check` still judges it\n", r.EnforcedUpstream)
+	}
 
 	label := "What it checks"
 	if r.Action == "Default" {

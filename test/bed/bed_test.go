@@ -241,7 +241,7 @@ func trainJobObject(ns, name string, numNodes int64, spec map[string]any) *unstr
 
 // eventually polls cond every 250 ms until it returns true or within
 // passes, then fails the test with what cond last said.
-func eventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+func eventually(t testing.TB, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {

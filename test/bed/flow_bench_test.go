@@ -22,13 +22,29 @@ import (
 )
 
 // flowMode is one side of BenchmarkFlow: the bed with shepherd (its
-// webhooks registered, serve running) or without it.
+// webhooks registered, serve running) or without it; flowAll is shepherd
+// judging every rule, the upstream-enforced ones too, and called for every
+// request its configurations name (serve --defer-to-upstream=false
+// --skip-requests-without-work=false: shepherd before issue 31).
 type flowMode string
 
 const (
 	flowNone     flowMode = "none"
+	flowAll      flowMode = "all-rules"
 	flowShepherd flowMode = "shepherd"
 )
+
+// flowModes are the modes in the order the first round visits them.
+var flowModes = []flowMode{flowNone, flowAll, flowShepherd}
+
+// flowServeArgs are serve's flags in a mode with shepherd.
+func flowServeArgs(mode flowMode) []string {
+	args := slices.Clone(serveArgs)
+	if mode == flowAll {
+		args = append(args, "--defer-to-upstream=false", "--skip-requests-without-work=false")
+	}
+	return args
+}
 
 // flowJob is one workload's timeline: a TrainJob's, or a Training
 // PodCliqueSet's (which runs until deleted: finished stays zero).
@@ -59,7 +75,7 @@ func BenchmarkFlow(b *testing.B) {
 	tb.AddNodes(b, "flow", bed.Nodes{Count: n})
 	results := map[flowMode][]flowJob{}
 	setResults := map[flowMode][]flowJob{}
-	calls, setCalls := 0.0, 0.0
+	calls, setCalls := map[flowMode]float64{}, map[flowMode]float64{}
 	groveKinds := []string{"PodCliqueSet", "PodClique", "PodCliqueScalingGroup"}
 	setAdmissions := func() float64 {
 		n := 0.0
@@ -70,27 +86,25 @@ func BenchmarkFlow(b *testing.B) {
 	}
 	current := flowShepherd
 	for r := range rounds {
-		order := []flowMode{flowNone, flowShepherd}
+		order := slices.Clone(flowModes)
 		if r%2 == 1 {
 			slices.Reverse(order)
 		}
 		for _, mode := range order {
 			if mode != current {
-				switchFlowMode(b, mode)
+				switchFlowMode(b, current, mode)
 				current = mode
 			}
 			before, setsBefore := admissionRequests(b, nil)-setAdmissions(), setAdmissions()
 			round := runFlow(b, n, fmt.Sprintf("flow-%d-%s", r, mode))
-			if mode == flowShepherd {
-				calls += admissionRequests(b, nil) - setAdmissions() - before
-				setCalls += setAdmissions() - setsBefore
-			}
+			calls[mode] += admissionRequests(b, nil) - setAdmissions() - before
+			setCalls[mode] += setAdmissions() - setsBefore
 			results[mode] = append(results[mode], round.jobs...)
 			setResults[mode] = append(setResults[mode], round.sets...)
 		}
 	}
 	if current != flowShepherd {
-		switchFlowMode(b, flowShepherd)
+		switchFlowMode(b, current, flowShepherd)
 	}
 	stat := func(mode flowMode, f func(flowJob) time.Duration) (time.Duration, time.Duration) {
 		return percentiles(results[mode], f)
@@ -103,22 +117,31 @@ func BenchmarkFlow(b *testing.B) {
 	shepFin, shepFin99 := stat(flowShepherd, toFinished)
 	noneSet, noneSet99 := percentiles(setResults[flowNone], toRunning)
 	shepSet, shepSet99 := percentiles(setResults[flowShepherd], toRunning)
-	perJob := calls / float64(len(results[flowShepherd]))
-	perSet := setCalls / float64(len(setResults[flowShepherd]))
+	allRun, allRun99 := stat(flowAll, toRunning)
+	allFin, allFin99 := stat(flowAll, toFinished)
+	allSet, allSet99 := percentiles(setResults[flowAll], toRunning)
+	perJob := calls[flowShepherd] / float64(len(results[flowShepherd]))
+	perSet := setCalls[flowShepherd] / float64(len(setResults[flowShepherd]))
+	perJobAll := calls[flowAll] / float64(len(results[flowAll]))
+	perSetAll := setCalls[flowAll] / float64(len(setResults[flowAll]))
 	ms := func(a, b time.Duration) string {
 		return fmt.Sprintf("%v / %v", a.Round(time.Millisecond), b.Round(time.Millisecond))
 	}
 	fmt.Fprintf(os.Stderr, "\nBenchmarkFlow: %d TrainJobs and %d Training PodCliqueSets x %d rounds per mode, interleaved (%s)\n", n, n, rounds, time.Now().UTC().Format(time.RFC3339))
 	fmt.Fprintf(os.Stderr, "%-9s %-30s %-30s %-30s\n", "mode", "TrainJob to running p50 / p99", "TrainJob to finished p50 / p99", "PodCliqueSet to running p50 / p99")
 	fmt.Fprintf(os.Stderr, "%-9s %-30s %-30s %-30s\n", flowNone, ms(noneRun, noneRun99), ms(noneFin, noneFin99), ms(noneSet, noneSet99))
+	fmt.Fprintf(os.Stderr, "%-9s %-30s %-30s %-30s\n", flowAll, ms(allRun, allRun99), ms(allFin, allFin99), ms(allSet, allSet99))
 	fmt.Fprintf(os.Stderr, "%-9s %-30s %-30s %-30s\n", flowShepherd, ms(shepRun, shepRun99), ms(shepFin, shepFin99), ms(shepSet, shepSet99))
 	fmt.Fprintf(os.Stderr, "median ratio shepherd / none: TrainJob to running %.3f, to finished %.3f; PodCliqueSet to running %.3f\n",
 		float64(shepRun)/float64(noneRun), float64(shepFin)/float64(noneFin), float64(shepSet)/float64(noneSet))
-	fmt.Fprintf(os.Stderr, "shepherd webhook calls per TrainJob life: %.1f; per PodCliqueSet until running (its PodCliques included): %.1f\n\n", perJob, perSet)
+	fmt.Fprintf(os.Stderr, "median ratio all-rules / none: TrainJob to running %.3f, to finished %.3f; PodCliqueSet to running %.3f\n",
+		float64(allRun)/float64(noneRun), float64(allFin)/float64(noneFin), float64(allSet)/float64(noneSet))
+	fmt.Fprintf(os.Stderr, "shepherd webhook calls per TrainJob life: %.1f (all-rules %.1f); per PodCliqueSet until running (its PodCliques included): %.1f (all-rules %.1f)\n\n", perJob, perJobAll, perSet, perSetAll)
 	b.ReportMetric(float64(shepRun)/float64(noneRun), "running-ratio")
 	b.ReportMetric(float64(shepSet)/float64(noneSet), "pcs-running-ratio")
 	b.ReportMetric(perJob, "webhook-calls/trainjob")
 	b.ReportMetric(perSet, "webhook-calls/podcliqueset")
+	b.ReportMetric(perJobAll, "all-rules-webhook-calls/trainjob")
 }
 
 // percentiles are the median and p99 of f over jobs.
@@ -145,17 +168,32 @@ func envInt(b *testing.B, name string, def int) int {
 
 // switchFlowMode takes shepherd out of the bed (its webhook
 // configurations deleted, serve stopped) or puts it back.
-func switchFlowMode(b *testing.B, mode flowMode) {
+func switchFlowMode(b *testing.B, from, to flowMode) {
 	ctx := context.Background()
-	if mode == flowShepherd {
+	if from != flowNone {
+		if err := serve.Stop(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if to != flowNone {
+		// Registered afresh from deploy/webhook: without the conditions
+		// serve keeps in them, which the default mode's serve writes again.
 		if err := tb.RegisterWebhooks(ctx, shepherdWebhooks, shepherdAddr); err != nil {
 			b.Fatal(err)
 		}
-		s, err := env.Serve(serveArgs...)
+		s, err := env.Serve(flowServeArgs(to)...)
 		if err != nil {
 			b.Fatal(err)
 		}
 		serve = s
+		if to == flowShepherd {
+			eventually(b, time.Minute, "the has-work condition in place", func() (bool, string) {
+				c := workCondition(b)
+				return c != "", c
+			})
+		}
+		// The apiserver's webhook configuration cache catches up.
+		time.Sleep(2 * time.Second)
 		return
 	}
 	for _, u := range shepherdWebhooks {
@@ -167,9 +205,6 @@ func switchFlowMode(b *testing.B, mode flowMode) {
 		if err := env.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 			b.Fatal(err)
 		}
-	}
-	if err := serve.Stop(); err != nil {
-		b.Fatal(err)
 	}
 	// The apiserver's webhook configuration cache catches up.
 	time.Sleep(2 * time.Second)

@@ -53,6 +53,10 @@ type CheckViolation struct {
 	Field   string `json:"field"`
 	Message string `json:"message"`
 	Action  string `json:"action"`
+	// FirstBy says which layer in front of shepherd answers first on a
+	// cluster serving the CRDs check judged against (celrules.RuleInfo.
+	// EnforcedUpstream): there `shepherd serve` leaves the rule to it.
+	FirstBy string `json:"firstBy,omitempty"`
 }
 
 // CheckResult is the verdict on one object in `shepherd check` output.
@@ -235,6 +239,12 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 		}
 	}
 
+	upstream := map[string]string{}
+	for _, r := range chain.Rules() {
+		if r.EnforcedUpstream != "" {
+			upstream[r.ID] = r.EnforcedUpstream
+		}
+	}
 	results := make([]CheckResult, 0, len(objects))
 	anyDenied := false
 	for i, m := range objects {
@@ -264,7 +274,7 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 			r.Object = v.Object
 		}
 		for _, viol := range v.Violations {
-			r.Violations = append(r.Violations, CheckViolation{Rule: viol.Rule, Field: viol.Field, Message: viol.Message, Action: string(viol.Action)})
+			r.Violations = append(r.Violations, CheckViolation{Rule: viol.Rule, Field: viol.Field, Message: viol.Message, Action: string(viol.Action), FirstBy: upstream[viol.Rule]})
 		}
 		anyDenied = anyDenied || !v.Allowed
 		results = append(results, r)
@@ -454,6 +464,9 @@ func writeCheckResults(out io.Writer, format string, results []CheckResult) erro
 				field = "(object)"
 			}
 			fmt.Fprintf(&sb, "    %-5s %s: %s [%s]\n", strings.ToLower(v.Action), field, v.Message, v.Rule)
+			if v.FirstBy != "" {
+				fmt.Fprintf(&sb, "          on the cluster, answered first by %s\n", v.FirstBy)
+			}
 		}
 		for _, w := range r.Warnings {
 			if !isViolationWarning(w, r.Violations) {

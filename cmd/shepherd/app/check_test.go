@@ -163,8 +163,11 @@ func TestCheckTextOutputIsOneLinePerVerdictWithIndentedViolations(t *testing.T) 
 	rt := writeFile(t, dir, "rt.yaml", runtimeYAML)
 	_, out, _ := runMain("check", "-f", jobs, "--context", rt)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || lines[0] != "TrainJob default/good (CREATE): allowed" || lines[1] != "TrainJob default/bad (CREATE): DENIED" ||
-		!strings.HasPrefix(lines[2], "    deny  spec.activeDeadlineSeconds: ") || !strings.HasSuffix(lines[2], "[V-TJ-1]") {
+	// check judges V-TJ-1 and says that on a cluster serving the pinned
+	// Trainer CRD its minimum answers first (issue 31).
+	if len(lines) != 4 || lines[0] != "TrainJob default/good (CREATE): allowed" || lines[1] != "TrainJob default/bad (CREATE): DENIED" ||
+		!strings.HasPrefix(lines[2], "    deny  spec.activeDeadlineSeconds: ") || !strings.HasSuffix(lines[2], "[V-TJ-1]") ||
+		!strings.HasPrefix(lines[3], "          on the cluster, answered first by the TrainJob CRD (minimum 1 on spec.activeDeadlineSeconds") {
 		t.Errorf("text output:\n%s", out)
 	}
 }
