@@ -16,7 +16,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/webhook/updatefilter"
 )
 
-// status reads serve's /status.
+// status reads serve's /status (serve run with --metrics-secure=false).
 func status(t testing.TB) app.Status {
 	t.Helper()
 	resp, err := http.Get("http://" + serve.Metrics + app.StatusPath)
@@ -62,6 +62,7 @@ func workCondition(t testing.TB) string {
 func TestTrainJobCreateLeftToTrainer(t *testing.T) {
 	ctx := context.Background()
 	ns := env.Namespace(t)
+	serveWith(t, "--metrics-secure=false") // to read /status without a token
 	eventually(t, time.Minute, "V-TJ-1 and V-TJ-3 inactive, enforced upstream", func() (bool, string) {
 		st := status(t)
 		return strings.Contains(st.InactiveRules["V-TJ-1"], "TrainJob CRD") &&

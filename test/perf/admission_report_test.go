@@ -34,6 +34,10 @@ type admissionCell struct {
 	// MiB: RSS at the end of the last round's cell, VmHWM the highest seen.
 	shepherdRSS, shepherdPeak float64
 	warnings                  int
+	// calls are the webhook calls the creates cost, as the webhook server
+	// counted them (when it counts: callsCounted).
+	calls        webhookCalls
+	callsCounted bool
 }
 
 func (c *admissionCell) p50() float64 {
@@ -86,7 +90,7 @@ func (a *admissionBench) report() {
 	var sb strings.Builder
 	tw := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', tabwriter.AlignRight)
 	peak := map[string]float64{}
-	fmt.Fprintln(tw, "kind\top\tclients\tmode\tcreates\tp50 ms\tp99 ms\tcreates/s\tover none ms\tp50 per round ms\tapiserver CPU ms/create\tetcd CPU ms/create\tshepherd CPU ms/create\tempty webhook CPU ms/create\tshepherd RSS MiB (peak)\twarnings\t")
+	fmt.Fprintln(tw, "kind\top\tclients\tmode\tcreates\tp50 ms\tp99 ms\tcreates/s\tover none ms\tp50 per round ms\twebhook calls/create (mutating+validating)\tapiserver CPU ms/create\tetcd CPU ms/create\tshepherd CPU ms/create\tempty webhook CPU ms/create\tshepherd RSS MiB (peak)\twarnings\t")
 	for _, k := range a.kinds {
 		for _, dryRun := range a.dryRuns() {
 			for _, cl := range a.concurrencies() {
@@ -112,8 +116,12 @@ func (a *admissionBench) report() {
 						shCPU = fmt.Sprintf("%.3f", c.shepherdCPU/n)
 						shRSS = fmt.Sprintf("%.0f (%.0f)", c.shepherdRSS, c.shepherdPeak)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%.2f\t%.2f\t%.0f\t%+.2f\t%s\t%.3f\t%.3f\t%s\t%s\t%s\t%d\t\n",
-						k.name, admissionOp(dryRun), cl, mode, c.creates, p50, p99, rate, over, strings.Join(rounds, " "),
+					calls := "0"
+					if c.callsCounted {
+						calls = fmt.Sprintf("%.1f+%.1f", float64(c.calls.mutate)/n, float64(c.calls.validate)/n)
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%.2f\t%.2f\t%.0f\t%+.2f\t%s\t%s\t%.3f\t%.3f\t%s\t%s\t%s\t%d\t\n",
+						k.name, admissionOp(dryRun), cl, mode, c.creates, p50, p99, rate, over, strings.Join(rounds, " "), calls,
 						c.apiserverCPU/n, c.etcdCPU/n, shCPU, emCPU, shRSS, c.warnings)
 
 					// The figures: at one client the median, p99

@@ -743,6 +743,7 @@ func (a *admissionBench) measureCell(ctx context.Context, round int, m *admissio
 	if counted {
 		if calls1, ok := server.calls(); ok {
 			got, want := calls1.sub(calls0), a.state.hooks.perCreate[k.name].times(a.cfg.n)
+			c.calls, c.callsCounted = webhookCalls{c.calls.mutate + got.mutate, c.calls.validate + got.validate}, true
 			if got != want {
 				a.b.Errorf("%s: %s's webhooks answered %+v calls for %d creates, want %+v", what, server.name(), got, a.cfg.n, want)
 			}
