@@ -1,6 +1,8 @@
 // Package updatefilter keeps, in shepherd's own webhook configurations, the
-// matchCondition that spares the webhooks the UPDATEs that change nothing
-// any active rule reads.
+// matchConditions that spare the webhooks requests they cannot judge: the
+// UPDATEs that change nothing any active rule reads, and (WorkConditionName)
+// whole kinds and operations on which nothing in force works — where the
+// CRD or an upstream webhook enforces every rule, shepherd is not called.
 //
 // Operators update the objects shepherd admits all the time without
 // touching what it judges: a finalizer added or removed, an owner
@@ -20,4 +22,11 @@
 // configurations' condition is the union of those, so the UPDATEs it keeps
 // from the webhooks are ones they would admit unjudged. It is on by
 // default (serve --skip-unread-updates=false removes it).
+//
+// The has-work condition changes no verdict either: it keeps away only
+// requests for which the chain has no enabled defaulter (mutating) or no
+// active rule, WorkloadPolicy or Go check (validating), as
+// webhook.Chain.HasWork decides them; a policy added for such a kind brings
+// its calls back when the leader re-derives the condition
+// (serve --skip-requests-without-work=false removes it).
 package updatefilter

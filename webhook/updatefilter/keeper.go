@@ -132,26 +132,31 @@ func (k *Keeper) syncOne(ctx context.Context, obj client.Object, name string, wa
 	}
 	orig := obj.DeepCopyObject().(client.Object)
 	changed := false
+	// keep sets both of shepherd's conditions on one webhook of the
+	// configuration and reports whether it changed them.
+	keep := func(hook string, rules []admissionregistrationv1.RuleWithOperations, conds *[]admissionregistrationv1.MatchCondition, mutating bool) bool {
+		updated := withCondition(conds, celrules.UpdateMatchConditionName, want)
+		work, idle := workCondition(rules, mutating, k.Rules)
+		if !withCondition(conds, WorkConditionName, work) {
+			return updated
+		}
+		if len(idle) == 0 {
+			log.Info("every request the webhook's rules name reaches it again", "webhook", hook)
+		} else {
+			log.Info("requests kept from the webhook: nothing in force works on them (shepherd export rules says which rules are enforced upstream)", "webhook", hook, "requests", idle)
+		}
+		return true
+	}
 	switch c := obj.(type) {
 	case *admissionregistrationv1.MutatingWebhookConfiguration:
 		for i := range c.Webhooks {
 			h := &c.Webhooks[i]
-			changed = withCondition(&h.MatchConditions, celrules.UpdateMatchConditionName, want) || changed
-			work, idle := workCondition(h.Rules, true, k.Rules)
-			if withCondition(&h.MatchConditions, WorkConditionName, work) {
-				changed = true
-				log.Info("requests shepherd's webhook is no longer called for: no defaulter has work", "webhook", h.Name, "requests", idle)
-			}
+			changed = keep(h.Name, h.Rules, &h.MatchConditions, true) || changed
 		}
 	case *admissionregistrationv1.ValidatingWebhookConfiguration:
 		for i := range c.Webhooks {
 			h := &c.Webhooks[i]
-			changed = withCondition(&h.MatchConditions, celrules.UpdateMatchConditionName, want) || changed
-			work, idle := workCondition(h.Rules, false, k.Rules)
-			if withCondition(&h.MatchConditions, WorkConditionName, work) {
-				changed = true
-				log.Info("requests shepherd's webhook is no longer called for: no active rule, WorkloadPolicy or check has work (shepherd export rules says which are enforced upstream)", "webhook", h.Name, "requests", idle)
-			}
+			changed = keep(h.Name, h.Rules, &h.MatchConditions, false) || changed
 		}
 	}
 	if !changed {
