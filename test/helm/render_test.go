@@ -458,3 +458,55 @@ func TestSubchartOnARestrictedPlatform(t *testing.T) {
 		t.Errorf("default pod securityContext %+v: want user and fsGroup 65532", pod)
 	}
 }
+
+// TestPlacementAndIdentityValues (issue 33, item 3): the values a platform
+// team sets to place and identify shepherd's pods — podLabels beside the
+// selector's, a full affinity replacing the podAntiAffinity preset,
+// topologySpreadConstraints, the update strategy, and annotations on the
+// ServiceAccount for a workload identity — render where they belong; the
+// defaults keep the preset and the surge-first rollout; a bad strategy is
+// refused by the schema.
+func TestPlacementAndIdentityValues(t *testing.T) {
+	zone := map[string]any{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone", "whenUnsatisfiable": "ScheduleAnyway"}
+	affinity := map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
+		"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "pool", "operator": "In", "values": []any{"system"}}}}}}}}
+	_, objs := render(t, valueSet{name: "placed", namespace: defaultNS, values: map[string]any{
+		"podLabels":                 map[string]any{"team": "platform"},
+		"affinity":                  affinity,
+		"topologySpreadConstraints": []any{zone},
+		"updateStrategy":            map[string]any{"type": "Recreate", "rollingUpdate": nil},
+		"serviceAccount":            map[string]any{"annotations": map[string]any{"iam.gke.io/gcp-service-account": "shepherd@p.iam.gserviceaccount.com"}},
+	}})
+	dep := typed[appsv1.Deployment](t, objs, "Deployment", "shepherd")
+	pod := dep.Spec.Template
+	if pod.Labels["team"] != "platform" || pod.Labels["app.kubernetes.io/name"] == "" {
+		t.Errorf("pod labels %v: want team=platform beside the selector's", pod.Labels)
+	}
+	if a := pod.Spec.Affinity; a == nil || a.NodeAffinity == nil || a.PodAntiAffinity != nil {
+		t.Errorf("affinity %+v: want the given node affinity in place of the preset", a)
+	}
+	if c := pod.Spec.TopologySpreadConstraints; len(c) != 1 || c[0].TopologyKey != "topology.kubernetes.io/zone" {
+		t.Errorf("topologySpreadConstraints %+v", c)
+	}
+	if s := dep.Spec.Strategy; s.Type != appsv1.RecreateDeploymentStrategyType || s.RollingUpdate != nil {
+		t.Errorf("strategy %+v: want Recreate", s)
+	}
+	sa := typed[corev1.ServiceAccount](t, objs, "ServiceAccount", "shepherd")
+	if sa.Annotations["iam.gke.io/gcp-service-account"] == "" {
+		t.Errorf("ServiceAccount annotations %v", sa.Annotations)
+	}
+
+	_, objs = render(t, valueSetNamed(t, "defaults"))
+	dep = typed[appsv1.Deployment](t, objs, "Deployment", "shepherd")
+	if a := dep.Spec.Template.Spec.Affinity; a == nil || a.PodAntiAffinity == nil {
+		t.Errorf("default affinity %+v: want the podAntiAffinity preset", a)
+	}
+	if ru := dep.Spec.Strategy.RollingUpdate; ru == nil || ru.MaxUnavailable.IntValue() != 0 || ru.MaxSurge.IntValue() != 1 {
+		t.Errorf("default strategy %+v: want maxUnavailable 0, maxSurge 1", dep.Spec.Strategy)
+	}
+
+	c := loadChart(t)
+	if _, err := renderErr(c, valueSet{name: "bad", namespace: defaultNS, values: map[string]any{"updateStrategy": map[string]any{"type": "OnDelete"}}}); err == nil || !strings.Contains(err.Error(), "updateStrategy") {
+		t.Errorf("updateStrategy OnDelete (a StatefulSet's): %v, want a schema error naming it", err)
+	}
+}
