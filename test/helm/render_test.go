@@ -64,7 +64,7 @@ func TestSchemaRejectsBadValues(t *testing.T) {
 		"failurePolicy":                  {map[string]any{"webhook": map[string]any{"failurePolicy": "Deny"}}, "failurePolicy"},
 		"timeout above 30s":              {map[string]any{"webhook": map[string]any{"timeoutSeconds": 31}}, "timeoutSeconds"},
 		"certificate mode":               {map[string]any{"certificates": map[string]any{"mode": "vault"}}, "mode"},
-		"memory limit in bytes":          {map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": "536870912"}}}, "memory"},
+		"memory limit not whole":         {map[string]any{"resources": map[string]any{"limits": map[string]any{"memory": "0.5Gi"}}}, "resources.limits.memory \"0.5Gi\": use a whole number"},
 		"GOMEMLIMIT at the limit":        {map[string]any{"goMemLimitPercent": 100}, "goMemLimitPercent"},
 		"invalid namespace":              {map[string]any{"webhook": map[string]any{"excludedNamespaces": []any{"Kube_System"}}}, "excludedNamespaces"},
 		"extraEnv overriding GOMEMLIMIT": {map[string]any{"extraEnv": []any{map[string]any{"name": "GOMEMLIMIT", "value": "1GiB"}}}, "extraEnv"},
@@ -508,5 +508,19 @@ func TestPlacementAndIdentityValues(t *testing.T) {
 	c := loadChart(t)
 	if _, err := renderErr(c, valueSet{name: "bad", namespace: defaultNS, values: map[string]any{"updateStrategy": map[string]any{"type": "OnDelete"}}}); err == nil || !strings.Contains(err.Error(), "updateStrategy") {
 		t.Errorf("updateStrategy OnDelete (a StatefulSet's): %v, want a schema error naming it", err)
+	}
+}
+
+// TestMemoryLimitUnits (issue 33): the memory limit takes the suffixes an
+// admin writes — 1G was refused with the schema's regex as the message —
+// and GOMEMLIMIT is goMemLimitPercent of it in whole KiB.
+func TestMemoryLimitUnits(t *testing.T) {
+	for limit, bytes := range map[string]int64{"1G": 1e9, "512Mi": 512 << 20, "2Gi": 2 << 30, "800M": 800e6, "536870912": 1 << 29} {
+		_, objs := render(t, valueSet{name: "memory", namespace: defaultNS, values: map[string]any{
+			"resources": map[string]any{"limits": map[string]any{"memory": limit}}}})
+		c := typed[appsv1.Deployment](t, objs, "Deployment", "shepherd").Spec.Template.Spec.Containers[0]
+		if got, want := goMemLimitBytes(t, c), bytes*80/100/1024*1024; got != want {
+			t.Errorf("limit %s: GOMEMLIMIT %d bytes, want %d", limit, got, want)
+		}
 	}
 }

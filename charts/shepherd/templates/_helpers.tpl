@@ -44,18 +44,19 @@ release namespace, without duplicates, in that order.
 
 {{/*
 GOMEMLIMIT: goMemLimitPercent of the memory limit, in KiB (a unit Go's
-runtime reads). The schema allows only Ki, Mi and Gi limits, so the
-arithmetic stays in integers.
+runtime reads). The limit is a whole number with a binary (Ki, Mi, Gi, Ti)
+or decimal (k, M, G, T) suffix, or none (bytes), so the arithmetic stays in
+integers; another form fails with a message that says so.
 */}}
 {{- define "shepherd.goMemLimit" -}}
 {{- $limit := .Values.resources.limits.memory | toString -}}
 {{- $n := regexFind "^[0-9]+" $limit | atoi -}}
-{{- $unit := trimPrefix (toString $n) $limit -}}
-{{- $kib := get (dict "Ki" 1 "Mi" 1024 "Gi" 1048576) $unit -}}
-{{- if not $kib -}}
-{{- fail (printf "resources.limits.memory %q: use a whole number of Ki, Mi or Gi" $limit) -}}
+{{- $unit := trimPrefix (regexFind "^[0-9]+" $limit) $limit -}}
+{{- $bytes := get (dict "" 1 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000) $unit -}}
+{{- if or (not $bytes) (eq $n 0) -}}
+{{- fail (printf "resources.limits.memory %q: use a whole number of bytes, or with one of the suffixes Ki, Mi, Gi, Ti, k, M, G, T (e.g. 512Mi or 1G): GOMEMLIMIT is computed from it" $limit) -}}
 {{- end -}}
-{{- printf "%dKiB" (div (mul $n $kib .Values.goMemLimitPercent) 100) -}}
+{{- printf "%dKiB" (div (div (mul $n $bytes .Values.goMemLimitPercent) 100) 1024) -}}
 {{- end }}
 
 {{/*
