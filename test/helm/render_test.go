@@ -524,3 +524,33 @@ func TestMemoryLimitUnits(t *testing.T) {
 		}
 	}
 }
+
+// TestWebhookObjectSelector (issue 33): webhook.objectSelector narrows every
+// webhook of both admission modes to the objects it picks; unset, no
+// webhook has one.
+func TestWebhookObjectSelector(t *testing.T) {
+	sel := map[string]any{"matchExpressions": []any{map[string]any{"key": "shepherd.dev/skip", "operator": "DoesNotExist"}}}
+	for _, mode := range []string{"webhook", "native"} {
+		for _, set := range []map[string]any{nil, sel} {
+			_, objs := render(t, valueSet{name: "selector", namespace: defaultNS, values: map[string]any{
+				"admission": map[string]any{"mode": mode}, "webhook": map[string]any{"objectSelector": set}}})
+			n := 0
+			for _, o := range objs {
+				if o.GetKind() != "MutatingWebhookConfiguration" && o.GetKind() != "ValidatingWebhookConfiguration" {
+					continue
+				}
+				hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
+				for _, h := range hooks {
+					n++
+					got, has := h.(map[string]any)["objectSelector"]
+					if (set == nil) == has {
+						t.Errorf("%s mode, selector %v: %s webhook objectSelector %v", mode, set, o.GetName(), got)
+					}
+				}
+			}
+			if n == 0 {
+				t.Errorf("%s mode: no webhooks rendered", mode)
+			}
+		}
+	}
+}

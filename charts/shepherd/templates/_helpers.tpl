@@ -61,7 +61,8 @@ integers; another form fails with a message that says so.
 
 {{/*
 The fields every native-mode webhook shares (webhooks-native.yaml), from a
-dict of path, failurePolicy, timeoutSeconds, excluded and namespace.
+dict of path, failurePolicy, timeoutSeconds, excluded, objectSelector and
+namespace.
 */}}
 {{- define "shepherd.nativeWebhook" -}}
 admissionReviewVersions: ["v1"]
@@ -82,4 +83,8 @@ namespaceSelector:
   - key: kubernetes.io/metadata.name
     operator: NotIn
     values: {{ toJson .excluded }}
+{{- with .objectSelector }}
+objectSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end }}
