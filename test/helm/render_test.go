@@ -554,3 +554,25 @@ func TestWebhookObjectSelector(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeTimings (issue 33): the probes' timings are values, merged field
+// by field over the defaults; their endpoints stay /healthz and /readyz; a
+// period of 0 is refused by the schema.
+func TestProbeTimings(t *testing.T) {
+	_, objs := render(t, valueSet{name: "probes", namespace: defaultNS, values: map[string]any{
+		"probes": map[string]any{"liveness": map[string]any{"timeoutSeconds": 10}, "startup": map[string]any{"failureThreshold": 150}}}})
+	c := typed[appsv1.Deployment](t, objs, "Deployment", "shepherd").Spec.Template.Spec.Containers[0]
+	if p := c.LivenessProbe; p == nil || p.TimeoutSeconds != 10 || p.PeriodSeconds != 10 || p.FailureThreshold != 3 || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" {
+		t.Errorf("liveness probe %+v: want timeout 10 with the other defaults, on /healthz", p)
+	}
+	if p := c.StartupProbe; p == nil || p.FailureThreshold != 150 || p.PeriodSeconds != 2 {
+		t.Errorf("startup probe %+v", p)
+	}
+	if p := c.ReadinessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/readyz" || p.PeriodSeconds != 5 || p.FailureThreshold != 2 {
+		t.Errorf("readiness probe %+v: want the defaults on /readyz", p)
+	}
+	if _, err := renderErr(loadChart(t), valueSet{name: "bad", namespace: defaultNS, values: map[string]any{
+		"probes": map[string]any{"readiness": map[string]any{"periodSeconds": 0}}}}); err == nil || !strings.Contains(err.Error(), "periodSeconds") {
+		t.Errorf("readiness periodSeconds 0: %v, want a schema error naming it", err)
+	}
+}
