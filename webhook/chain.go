@@ -110,7 +110,7 @@ func (c *Chain) RuleSetVersion() uint64 { return c.engine.Version() }
 // enabled, with why: their fields are missing from the schemas the cluster
 // serves, or (serve) the CRD or an upstream webhook enforces them.
 func (c *Chain) InactiveRules() map[string]string {
-	out := c.engine.Inactive()
+	out := c.engine.Inactive() // a fresh map
 	for id, why := range c.goStandDowns() {
 		out[id] = why
 	}
@@ -204,9 +204,9 @@ var goUpstream = map[string]struct {
 // decided when the schemas or webhooks change, not per request.
 func (c *Chain) goStandDowns() map[string]string {
 	if m := c.goDown.Load(); m != nil {
-		return maps.Clone(*m)
+		return *m // replaced, never changed: callers only read it
 	}
-	return map[string]string{}
+	return nil
 }
 
 func (c *Chain) refreshGoStandDowns() {

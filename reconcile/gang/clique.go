@@ -1,7 +1,6 @@
 package gang
 
 import (
-	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -157,9 +156,4 @@ func (a Availability) Reason() string {
 		return api.ReasonUpdateInProgress
 	}
 	return api.ReasonInsufficientReadyPods
-}
-
-// String describes the availability for logs and record messages.
-func (a Availability) String() string {
-	return fmt.Sprintf("%d of minAvailable %d pods available (%s)", a.Available, a.MinAvailable, a.Reason())
 }

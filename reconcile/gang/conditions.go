@@ -28,16 +28,6 @@ func SetCondition(conds []metav1.Condition, c metav1.Condition, now time.Time) [
 	return append(out, c)
 }
 
-// conditionEqual reports whether two conditions say the same thing.
-func conditionEqual(a, b *metav1.Condition) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.Type == b.Type && a.Status == b.Status && a.Reason == b.Reason &&
-		a.Message == b.Message && a.LastTransitionTime.Equal(&b.LastTransitionTime) &&
-		a.ObservedGeneration == b.ObservedGeneration
-}
-
 // remaining is how long is left of delay started at since, at now. Zero or
 // less means it has expired: exactly at the delay counts as expired, as in
 // Grove's waitFor <= 0.

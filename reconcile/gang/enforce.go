@@ -50,7 +50,7 @@ func GroveSign(cliques []grovev1alpha1.PodClique, groups []grovev1alpha1.PodCliq
 // True, and whether Grove says c is breached now: the start of the delay
 // after which Grove terminates c's gang itself.
 func GroveBreachedSince(c *grovev1alpha1.PodClique) (time.Time, bool) {
-	if m, _ := Sign(api.KindPodClique, c, c.Status.Conditions); m == "" {
+	if _, upstream := grove.BreachManager(c.ManagedFields, c.Status.Conditions, api.FieldManager); !upstream {
 		return time.Time{}, false
 	}
 	return breachedSince(c.Status.Conditions)
@@ -60,7 +60,7 @@ func GroveBreachedSince(c *grovev1alpha1.PodClique) (time.Time, bool) {
 // c's own MinAvailableBreached (a condition no other manager owns), read
 // once on upgrade when the set's record has no entry for c.
 func legacyBreach(c *grovev1alpha1.PodClique) (metav1.Time, bool) {
-	if m, _ := Sign(api.KindPodClique, c, c.Status.Conditions); m != "" {
+	if _, upstream := grove.BreachManager(c.ManagedFields, c.Status.Conditions, api.FieldManager); upstream {
 		return metav1.Time{}, false
 	}
 	t, ok := breachedSince(c.Status.Conditions)

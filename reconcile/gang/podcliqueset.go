@@ -130,7 +130,8 @@ func Decide(in SetInput, now time.Time) SetDecision {
 	if in.Mode != integrations.ModeOn && manager != "" {
 		out.Status.GangTermination = &shepherdv1alpha1.GangTermination{EnforcedBy: shepherdv1alpha1.EnforcerGrove,
 			Message: why + "; Grove gang-terminates this set itself (setting auto)"}
-		return out.finish(in.Record)
+		out.Write = recordWrite(in.Record, out.Status)
+		return out
 	}
 	msg := "no field manager but shepherd's writes MinAvailableBreached on this set's PodCliques"
 	if manager != "" {
@@ -140,7 +141,7 @@ func Decide(in SetInput, now time.Time) SetDecision {
 
 	breaches := BreachTimes{}
 	out.Status.Cliques = decideCliques(in, now, breaches)
-	if out.finish(in.Record); out.Write != WriteNone {
+	if out.Write = recordWrite(in.Record, out.Status); out.Write != WriteNone {
 		return out
 	}
 	var wait MinRequeue
@@ -155,13 +156,13 @@ func Decide(in SetInput, now time.Time) SetDecision {
 	return out
 }
 
-// finish sets the record write when the status wanted differs from the
-// one read.
-func (d *SetDecision) finish(read *shepherdv1alpha1.WorkloadRecordStatus) SetDecision {
-	if read == nil || !equality.Semantic.DeepEqual(*read, d.Status) {
-		d.Write = WriteRecord
+// recordWrite is WriteRecord when the status wanted differs from the one
+// read (or there is no record yet), else WriteNone.
+func recordWrite(read *shepherdv1alpha1.WorkloadRecordStatus, want shepherdv1alpha1.WorkloadRecordStatus) Write {
+	if read == nil || !equality.Semantic.DeepEqual(*read, want) {
+		return WriteRecord
 	}
-	return *d
+	return WriteNone
 }
 
 // decideCliques is step 2: the record's clique entries, sorted by name,
@@ -221,14 +222,14 @@ func expiredGangs(in SetInput, breaches BreachTimes, now time.Time, wait *MinReq
 	var setBreaches []Breach
 	for i := range in.Cliques {
 		c := &in.Cliques[i]
+		idx := PCSReplicaIndex(c.Labels)
 		if !Terminating(c) {
-			byReplica[PCSReplicaIndex(c.Labels)] = append(byReplica[PCSReplicaIndex(c.Labels)], c)
+			byReplica[idx] = append(byReplica[idx], c)
 		}
 		if g := c.Labels[api.LabelPodCliqueScalingGroup]; g != "" {
 			byGroup[g] = append(byGroup[g], *c)
 			continue
 		}
-		idx := PCSReplicaIndex(c.Labels)
 		if idx < 0 || Terminating(c) {
 			continue
 		}

@@ -6,8 +6,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -128,51 +126,6 @@ func byLabel(key string) handler.MapFunc {
 		}
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: v}}}
 	}
-}
-
-// OwnedBy reports whether o has an ownerReference to uid.
-func OwnedBy(o metav1.Object, uid types.UID) bool {
-	for _, ref := range o.GetOwnerReferences() {
-		if ref.UID == uid {
-			return true
-		}
-	}
-	return false
-}
-
-// OwnedPods lists, through the cache, the pods a PodClique owns.
-func OwnedPods(ctx context.Context, c client.Reader, index string, pclq *grovev1alpha1.PodClique) ([]corev1.Pod, error) {
-	var list corev1.PodList
-	if err := c.List(ctx, &list, client.InNamespace(pclq.Namespace), client.MatchingFields{index: pclq.Name}); err != nil {
-		return nil, fmt.Errorf("listing pods of PodClique %s/%s: %w", pclq.Namespace, pclq.Name, err)
-	}
-	out := list.Items[:0]
-	for _, p := range list.Items {
-		// A PodClique recreated under the same name must not count the
-		// pods of its predecessor.
-		if OwnedBy(&p, pclq.UID) {
-			out = append(out, p)
-		}
-	}
-	return out, nil
-}
-
-// ParentSet fetches the PodCliqueSet an object is part of (Grove's
-// app.kubernetes.io/part-of label); nil when it has no such label or the set
-// is gone.
-func ParentSet(ctx context.Context, c client.Reader, o client.Object) (*grovev1alpha1.PodCliqueSet, error) {
-	name := o.GetLabels()[api.LabelPartOf]
-	if name == "" {
-		return nil, nil
-	}
-	var pcs grovev1alpha1.PodCliqueSet
-	if err := c.Get(ctx, types.NamespacedName{Namespace: o.GetNamespace(), Name: name}, &pcs); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("getting PodCliqueSet %s/%s: %w", o.GetNamespace(), name, err)
-	}
-	return &pcs, nil
 }
 
 // result turns a wait into a controller result.

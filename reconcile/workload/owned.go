@@ -7,12 +7,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/reconcile/record"
 )
 
 // ControlledBy reports whether o's controller ownerReference is to the
@@ -68,11 +68,4 @@ func TrainJobsFor(o client.Object) []reconcile.Request {
 // creation is shepherd's own doing and their status is the scheduler's;
 // only a deletion leaves something to recreate (or, for a foreign
 // Workload, something to create at last).
-func OwnedGone() predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		UpdateFunc:  func(event.UpdateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return true },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-	}
-}
+func OwnedGone() predicate.Predicate { return record.DeletedOnly() }
