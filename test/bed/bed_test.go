@@ -216,10 +216,21 @@ func createRuntime(ctx context.Context) error {
 func trainJob(t *testing.T, ns, name string, numNodes int64, spec map[string]any) *unstructured.Unstructured {
 	t.Helper()
 	u := trainJobObject(ns, name, numNodes, spec)
-	if err := env.Client.Create(context.Background(), u); err != nil {
-		t.Fatalf("creating TrainJob %s/%s: %v", ns, name, err)
+	// Trainer's validating webhook looks the runtime up in its informer
+	// cache, which may not have seen a runtime the test created a moment
+	// before: its "must be created before the TrainJob" is retried briefly.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		created := u.DeepCopy()
+		err := env.Client.Create(context.Background(), created)
+		if err == nil {
+			return created
+		}
+		if !strings.Contains(err.Error(), "must be created before the TrainJob is created") || time.Now().After(deadline) {
+			t.Fatalf("creating TrainJob %s/%s: %v", ns, name, err)
+		}
+		time.Sleep(250 * time.Millisecond)
 	}
-	return u
 }
 
 // trainJobObject is the TrainJob trainJob creates (not created).
