@@ -48,6 +48,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -115,7 +116,8 @@ func Dir() (string, error) {
 	return dir, nil
 }
 
-// auditPolicy logs every write (metadata only) and nothing else; the
+// auditPolicy logs every write (metadata only; deletes with their
+// DeleteOptions, whose preconditions a test reads) and nothing else; the
 // apiserver's own lease renewals are left out.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
@@ -125,6 +127,8 @@ rules:
   resources:
   - group: coordination.k8s.io
     resources: ["leases"]
+- level: Request
+  verbs: ["delete"]
 - level: Metadata
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: None
@@ -455,6 +459,26 @@ func (b *Bed) answers(addr string) error {
 	}
 }
 
+// Pause stops the process (SIGSTOP) until Resume or the end of the test:
+// the operator lagging behind, its reconciles and its webhooks waiting, so
+// that a test sees what shepherd does alone where both would act.
+func (p *Process) Pause(t testing.TB) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("pausing %s: %v", p.Name, err)
+	}
+	t.Cleanup(func() { p.Resume(t) })
+}
+
+// Resume lets a paused process go on (SIGCONT); resuming a running
+// process does nothing.
+func (p *Process) Resume(t testing.TB) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Errorf("resuming %s: %v", p.Name, err)
+	}
+}
+
 // stop ends the process with SIGTERM, killing it after 20 s.
 func (p *Process) stop() error {
 	if p == nil {
@@ -463,6 +487,8 @@ func (p *Process) stop() error {
 	if gone, _ := p.exited(); gone {
 		return nil
 	}
+	// A paused process would not act on the SIGTERM.
+	_ = p.cmd.Process.Signal(syscall.SIGCONT)
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case <-p.done:

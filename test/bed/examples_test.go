@@ -107,17 +107,17 @@ func rejectingLayer(err error) string {
 // the bed has for them.
 func TestInvalidExamplesRejectedByTheNamedLayer(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	deleteWorkloads(t, ns)
+	ns := kit.Cluster.Namespace(t)
+	kit.DeleteWorkloads(t, ns)
 	for _, ex := range readExamples(t, "invalid") {
 		t.Run(filepath.Base(ex.file), func(t *testing.T) {
 			obj := ex.obj.DeepCopy()
 			if obj.GetNamespace() == "" && namespaced(obj.GetKind()) {
 				obj.SetNamespace(ns)
 			}
-			err := env.Client.Create(ctx, obj)
+			err := kit.Cluster.Client.Create(ctx, obj)
 			if err == nil {
-				t.Cleanup(func() { _ = env.Client.Delete(ctx, obj) })
+				t.Cleanup(func() { _ = kit.Cluster.Client.Delete(ctx, obj) })
 				t.Fatalf("%s %s was admitted", obj.GetKind(), obj.GetName())
 			}
 			got := rejectingLayer(err)
@@ -145,9 +145,9 @@ func namespaced(kind string) bool {
 // workloads serve; they do not complete).
 func TestValidExamplesRunToCompletion(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	tb.AddNodes(t, "examples", bed.Nodes{Count: 4, GPUs: 4})
-	deleteWorkloads(t, ns)
+	ns := kit.Cluster.Namespace(t)
+	kit.Bed.AddNodes(t, "examples", bed.Nodes{Count: 4, GPUs: 4})
+	kit.DeleteWorkloads(t, ns)
 	logsBefore := componentLogLengths()
 
 	// The example ClusterTrainingRuntime is Trainer's torch-distributed
@@ -159,7 +159,7 @@ func TestValidExamplesRunToCompletion(t *testing.T) {
 		if namespaced(obj.GetKind()) {
 			obj.SetNamespace(ns)
 		}
-		if err := env.Client.Create(ctx, obj); err != nil {
+		if err := kit.Cluster.Client.Create(ctx, obj); err != nil {
 			t.Errorf("%s: %s %s was not admitted: %v", ex.file, obj.GetKind(), obj.GetName(), err)
 			continue
 		}
@@ -175,19 +175,19 @@ func TestValidExamplesRunToCompletion(t *testing.T) {
 		if obj.GetKind() == "TrainJob" {
 			cond = "Complete"
 		}
-		eventually(t, 3*time.Minute, fmt.Sprintf("%s %s completes", obj.GetKind(), obj.GetName()), func() (bool, string) {
+		kit.Eventually(t, 3*time.Minute, fmt.Sprintf("%s %s completes", obj.GetKind(), obj.GetName()), func() (bool, string) {
 			u := &unstructured.Unstructured{}
 			u.SetGroupVersionKind(obj.GroupVersionKind())
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(obj), u); err != nil {
+			if err := kit.Cluster.Client.Get(ctx, client.ObjectKeyFromObject(obj), u); err != nil {
 				return false, err.Error()
 			}
-			_, ok := conditionTrue(u, cond)
+			_, ok := bed.ConditionTrue(u, cond)
 			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 			return ok, fmt.Sprintf("conditions %v", conds)
 		})
 	}
 	var pods corev1.PodList
-	if err := env.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+	if err := kit.Cluster.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	succeeded, grove := 0, 0
@@ -195,7 +195,7 @@ func TestValidExamplesRunToCompletion(t *testing.T) {
 		if p.Status.Phase == corev1.PodSucceeded {
 			succeeded++
 		}
-		if ownedBy(&p, "PodClique", p.Labels["grove.io/podclique"]) || len(p.OwnerReferences) > 0 && p.OwnerReferences[0].Kind == "PodClique" {
+		if bed.OwnedBy(&p, "PodClique", p.Labels["grove.io/podclique"]) || len(p.OwnerReferences) > 0 && p.OwnerReferences[0].Kind == "PodClique" {
 			grove++
 		}
 	}
@@ -205,7 +205,7 @@ func TestValidExamplesRunToCompletion(t *testing.T) {
 	}
 
 	var evs eventsv1.EventList
-	if err := env.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+	if err := kit.Cluster.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range evs.Items {
@@ -229,18 +229,18 @@ func TestValidExamplesRunToCompletion(t *testing.T) {
 		}
 	}
 	for _, resource := range []string{"trainjobs", "jobsets", "jobs"} {
-		ws, err := tb.Writes(resource, ns, "")
+		ws, err := kit.Bed.Writes(resource, ns, "")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if mine := bed.By(ws, shepherdUser); len(mine) > 0 {
-			t.Errorf("shepherd wrote %s in %s %d times, want 0:\n%s", resource, ns, len(mine), list(mine))
+			t.Errorf("shepherd wrote %s in %s %d times, want 0:\n%s", resource, ns, len(mine), bed.Lines(mine))
 		}
 	}
 	t.Logf("retried cache races logged by the controllers (conflicts, not yet cached): %d", races)
 	// What shepherd wrote instead: its own records, one per governed
 	// workload (the closing figures of issue 30).
-	ws, err := tb.Writes("workloadrecords", ns, "")
+	ws, err := kit.Bed.Writes("workloadrecords", ns, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,24 +257,24 @@ func restoreRuntime(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
 	rt := &unstructured.Unstructured{}
-	rt.SetGroupVersionKind(runtimeGVK)
-	rt.SetName(runtimeName)
-	if err := env.Client.Delete(ctx, rt); err != nil && !apierrors.IsNotFound(err) {
+	rt.SetGroupVersionKind(bed.ClusterRuntimeGVK)
+	rt.SetName(bed.TorchRuntime)
+	if err := kit.Cluster.Client.Delete(ctx, rt); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the bed's runtime is gone", func() (bool, string) {
-		err := env.Client.Get(ctx, client.ObjectKey{Name: runtimeName}, rt.DeepCopy())
+	kit.Eventually(t, 30*time.Second, "the bed's runtime is gone", func() (bool, string) {
+		err := kit.Cluster.Client.Get(ctx, client.ObjectKey{Name: bed.TorchRuntime}, rt.DeepCopy())
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 	t.Cleanup(func() {
-		if err := env.Client.Delete(ctx, rt.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
+		if err := kit.Cluster.Client.Delete(ctx, rt.DeepCopy()); err != nil && !apierrors.IsNotFound(err) {
 			t.Error(err)
 		}
-		eventually(t, 30*time.Second, "the example runtime is gone", func() (bool, string) {
-			err := env.Client.Get(ctx, client.ObjectKey{Name: runtimeName}, rt.DeepCopy())
+		kit.Eventually(t, 30*time.Second, "the example runtime is gone", func() (bool, string) {
+			err := kit.Cluster.Client.Get(ctx, client.ObjectKey{Name: bed.TorchRuntime}, rt.DeepCopy())
 			return apierrors.IsNotFound(err), fmt.Sprint(err)
 		})
-		if err := createRuntime(ctx); err != nil {
+		if err := kit.CreateTorchRuntime(ctx); err != nil {
 			t.Error(err)
 		}
 	})
@@ -282,8 +282,8 @@ func restoreRuntime(t *testing.T) {
 
 // componentLogLengths is how much each component (and serve) has logged.
 func componentLogLengths() map[string]int {
-	out := map[string]int{"shepherd": len(serve.Log())}
-	for name, log := range tb.ComponentLogs() {
+	out := map[string]int{"shepherd": len(kit.Serve.Log())}
+	for name, log := range kit.Bed.ComponentLogs() {
 		out[name] = len(log)
 	}
 	return out
@@ -297,8 +297,8 @@ var errorLine = regexp.MustCompile(`"level":"error"|^E\d{4} |\tERROR\t|\terror\t
 // componentErrorsSince returns, per component, the error lines logged
 // since before that mention ns.
 func componentErrorsSince(before map[string]int, ns string) map[string][]string {
-	logs := tb.ComponentLogs()
-	logs["shepherd"] = serve.Log()
+	logs := kit.Bed.ComponentLogs()
+	logs["shepherd"] = kit.Serve.Log()
 	out := map[string][]string{}
 	for name, log := range logs {
 		if n := before[name]; n <= len(log) {
@@ -322,7 +322,7 @@ func componentErrorsSince(before map[string]int, ns string) map[string][]string 
 // it. The audit log shows the order of the two calls.
 func TestTrainingDefaultsBeforeGrovesDefaulter(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
+	ns := kit.Cluster.Namespace(t)
 	var ex *example
 	for _, e := range readExamples(t, "valid") {
 		if strings.HasSuffix(e.file, "podcliqueset-training-minimal.yaml") {
@@ -334,10 +334,10 @@ func TestTrainingDefaultsBeforeGrovesDefaulter(t *testing.T) {
 	}
 	obj := ex.obj.DeepCopy()
 	obj.SetNamespace(ns)
-	if err := env.Client.Create(ctx, obj); err != nil {
+	if err := kit.Cluster.Client.Create(ctx, obj); err != nil {
 		t.Fatalf("the annotation-only Training example was not admitted beside Grove's defaulting webhook: %v", err)
 	}
-	t.Cleanup(func() { _ = env.Client.Delete(ctx, obj) })
+	t.Cleanup(func() { _ = kit.Cluster.Client.Delete(ctx, obj) })
 	cliques, _, _ := unstructured.NestedSlice(obj.Object, "spec", "template", "cliques")
 	for i, c := range cliques {
 		policy, _, _ := unstructured.NestedString(c.(map[string]any), "spec", "podSpec", "restartPolicy")
@@ -349,7 +349,7 @@ func TestTrainingDefaultsBeforeGrovesDefaulter(t *testing.T) {
 	if d, _, _ := unstructured.NestedString(obj.Object, "spec", "template", "terminationDelay"); d == "" {
 		t.Errorf("no terminationDelay stored: Grove's defaulting webhook did not run")
 	}
-	ws, err := tb.Writes("podcliquesets", ns, obj.GetName())
+	ws, err := kit.Bed.Writes("podcliquesets", ns, obj.GetName())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ var flowModes = []flowMode{flowNone, flowAll, flowShepherd}
 
 // flowServeArgs are serve's flags in a mode with shepherd.
 func flowServeArgs(mode flowMode) []string {
-	args := slices.Clone(serveArgs)
+	args := slices.Clone(kit.ServeArgs)
 	if mode == flowAll {
 		args = append(args, "--defer-to-upstream=false", "--skip-requests-without-work=false")
 	}
@@ -72,7 +72,7 @@ type flowRound struct {
 func BenchmarkFlow(b *testing.B) {
 	n := envInt(b, "FLOW_N", 10)
 	rounds := envInt(b, "FLOW_ROUNDS", 3)
-	tb.AddNodes(b, "flow", bed.Nodes{Count: n})
+	kit.Bed.AddNodes(b, "flow", bed.Nodes{Count: n})
 	results := map[flowMode][]flowJob{}
 	setResults := map[flowMode][]flowJob{}
 	calls, setCalls := map[flowMode]float64{}, map[flowMode]float64{}
@@ -171,23 +171,23 @@ func envInt(b *testing.B, name string, def int) int {
 func switchFlowMode(b *testing.B, from, to flowMode) {
 	ctx := context.Background()
 	if from != flowNone {
-		if err := serve.Stop(); err != nil {
+		if err := kit.Serve.Stop(); err != nil {
 			b.Fatal(err)
 		}
 	}
 	if to != flowNone {
 		// Registered afresh from deploy/webhook: without the conditions
 		// serve keeps in them, which the default mode's serve writes again.
-		if err := tb.RegisterWebhooks(ctx, shepherdWebhooks, shepherdAddr); err != nil {
+		if err := kit.Bed.RegisterWebhooks(ctx, kit.Webhooks, kit.WebhookAddr); err != nil {
 			b.Fatal(err)
 		}
-		s, err := env.Serve(flowServeArgs(to)...)
+		s, err := kit.Cluster.Serve(flowServeArgs(to)...)
 		if err != nil {
 			b.Fatal(err)
 		}
-		serve = s
+		kit.Serve = s
 		if to == flowShepherd {
-			eventually(b, time.Minute, "the has-work condition in place", func() (bool, string) {
+			kit.Eventually(b, time.Minute, "the has-work condition in place", func() (bool, string) {
 				c := workCondition(b)
 				return c != "", c
 			})
@@ -196,13 +196,13 @@ func switchFlowMode(b *testing.B, from, to flowMode) {
 		time.Sleep(2 * time.Second)
 		return
 	}
-	for _, u := range shepherdWebhooks {
+	for _, u := range kit.Webhooks {
 		var obj client.Object = &admissionv1.ValidatingWebhookConfiguration{}
 		if u.GetKind() == "MutatingWebhookConfiguration" {
 			obj = &admissionv1.MutatingWebhookConfiguration{}
 		}
 		obj.SetName(u.GetName())
-		if err := env.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
+		if err := kit.Cluster.Client.Delete(ctx, obj); err != nil && !apierrors.IsNotFound(err) {
 			b.Fatal(err)
 		}
 	}
@@ -216,7 +216,7 @@ func switchFlowMode(b *testing.B, from, to flowMode) {
 // them.
 func runFlow(b *testing.B, n int, prefix string) flowRound {
 	ctx := context.Background()
-	ns := env.Namespace(b)
+	ns := kit.Cluster.Namespace(b)
 	round := flowRound{jobs: make([]flowJob, n), sets: make([]flowJob, n)}
 	var wg sync.WaitGroup
 	for i := range n {
@@ -224,8 +224,8 @@ func runFlow(b *testing.B, n int, prefix string) flowRound {
 		go func() {
 			defer wg.Done()
 			round.jobs[i].created = time.Now()
-			u := trainJobObject(ns, fmt.Sprintf("%s-%d", prefix, i), 1, onRuntime(runtimeName, "docker.io/torch-run", 1))
-			if err := env.Client.Create(ctx, u); err != nil {
+			u := bed.TrainJobObject(ns, fmt.Sprintf("%s-%d", prefix, i), 1, bed.OnRuntime(bed.TorchRuntime, "docker.io/torch-run", 1))
+			if err := kit.Cluster.Client.Create(ctx, u); err != nil {
 				b.Errorf("creating TrainJob %s: %v", u.GetName(), err)
 			}
 		}()
@@ -233,7 +233,7 @@ func runFlow(b *testing.B, n int, prefix string) flowRound {
 			defer wg.Done()
 			round.sets[i].created = time.Now()
 			u := trainingSetObject(ns, fmt.Sprintf("%s-set-%d", prefix, i), 1, nil)
-			if err := env.Client.Create(ctx, u); err != nil {
+			if err := kit.Cluster.Client.Create(ctx, u); err != nil {
 				b.Errorf("creating PodCliqueSet %s: %v", u.GetName(), err)
 			}
 		}()
@@ -246,7 +246,7 @@ func runFlow(b *testing.B, n int, prefix string) flowRound {
 	for {
 		now := time.Now()
 		var pods corev1.PodList
-		if err := env.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+		if err := kit.Cluster.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
 			b.Fatal(err)
 		}
 		phases := map[string][]corev1.PodPhase{}
@@ -268,8 +268,8 @@ func runFlow(b *testing.B, n int, prefix string) flowRound {
 				round.jobs[i].running = now
 			}
 			if round.jobs[i].finished.IsZero() {
-				if u := getTrainJob(b, ns, name); u != nil {
-					if _, ok := conditionTrue(u, "Complete"); ok {
+				if u := kit.GetTrainJob(b, ns, name); u != nil {
+					if _, ok := bed.ConditionTrue(u, "Complete"); ok {
 						round.jobs[i].finished = now
 					}
 				}
@@ -300,15 +300,15 @@ func runFlow(b *testing.B, n int, prefix string) flowRound {
 // gone, so the next round finds the nodes free.
 func cleanupFlow(b *testing.B, ns string) {
 	ctx := context.Background()
-	for _, u := range []*unstructured.Unstructured{trainJobObject(ns, "", 0, nil), trainingSetObject(ns, "", 0, nil)} {
-		if err := env.Client.DeleteAllOf(ctx, u, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+	for _, u := range []*unstructured.Unstructured{bed.TrainJobObject(ns, "", 0, nil), trainingSetObject(ns, "", 0, nil)} {
+		if err := kit.Cluster.Client.DeleteAllOf(ctx, u, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
 			b.Fatal(err)
 		}
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var pods corev1.PodList
-		if err := env.Client.List(ctx, &pods, client.InNamespace(ns)); err == nil && len(pods.Items) == 0 {
+		if err := kit.Cluster.Client.List(ctx, &pods, client.InNamespace(ns)); err == nil && len(pods.Items) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {

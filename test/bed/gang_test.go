@@ -47,12 +47,12 @@ func breakGang(t *testing.T, ns, set, clique, node string) {
 	ctx := context.Background()
 	n := &corev1.Node{}
 	n.Name = node
-	if err := env.Client.Patch(ctx, n, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`))); err != nil {
+	if err := kit.Cluster.Client.Patch(ctx, n, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`))); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range setPods(t, ns, set) {
 		if p.Labels[api.LabelPodClique] == clique {
-			if err := env.Client.Delete(ctx, &p); err != nil {
+			if err := kit.Cluster.Client.Delete(ctx, &p); err != nil {
 				t.Fatal(err)
 			}
 			return
@@ -66,7 +66,7 @@ func cliqueUID(t *testing.T, ns, name string) types.UID {
 	t.Helper()
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(pclqGVK)
-	if err := env.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
+	if err := kit.Cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, u); err != nil {
 		return ""
 	}
 	return u.GetUID()
@@ -77,7 +77,7 @@ func cliqueUID(t *testing.T, ns, name string) types.UID {
 // times each PodClique was created.
 func gangDeletions(t *testing.T, ns string) (deletes map[string]int, creates map[string]int) {
 	t.Helper()
-	ws, err := tb.Writes("podcliques", ns, "")
+	ws, err := kit.Bed.Writes("podcliques", ns, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,18 +127,18 @@ func TestGangTerminatedByExactlyOneActor(t *testing.T) {
 	for i, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			ctx := context.Background()
-			ns := env.Namespace(t)
-			node := tb.AddNodes(t, fmt.Sprintf("gang%d", i), bed.Nodes{Count: 1})[0]
-			deleteWorkloads(t, ns)
+			ns := kit.Cluster.Namespace(t)
+			node := kit.Bed.AddNodes(t, fmt.Sprintf("gang%d", i), bed.Nodes{Count: 1})[0]
+			kit.DeleteWorkloads(t, ns)
 			if sc.mode != "auto" {
-				serveWith(t, "--feature=gang-termination="+sc.mode)
+				kit.ServeWith(t, "--feature=gang-termination="+sc.mode)
 			}
 			name := "serve"
 			pods := 1
 			if sc.group {
 				pods = 2
 			}
-			if err := env.Client.Create(ctx, inferenceSetObject(ns, name, node, sc.set, sc.group, sc.knobs)); err != nil {
+			if err := kit.Cluster.Client.Create(ctx, inferenceSetObject(ns, name, node, sc.set, sc.group, sc.knobs)); err != nil {
 				t.Fatalf("creating PodCliqueSet: %v", err)
 			}
 			created := time.Now()
@@ -173,7 +173,7 @@ func TestGangTerminatedByExactlyOneActor(t *testing.T) {
 			before := cliqueUID(t, ns, clique)
 			breakGang(t, ns, name, clique, node)
 			brokenAt := time.Now()
-			eventually(t, delay+grovemodel.DefaultRetryInterval+30*time.Second, "the broken gang replaced", func() (bool, string) {
+			kit.Eventually(t, delay+grovemodel.DefaultRetryInterval+30*time.Second, "the broken gang replaced", func() (bool, string) {
 				uid := cliqueUID(t, ns, clique)
 				return uid != "" && uid != before, fmt.Sprintf("PodClique %s uid %q (was %q)", clique, uid, before)
 			})
@@ -195,13 +195,13 @@ func TestGangTerminatedByExactlyOneActor(t *testing.T) {
 			if creates[clique] != 2 {
 				t.Errorf("PodClique %s created %d times, want 2 (the gang replaced exactly once)", clique, creates[clique])
 			}
-			recs, err := tb.Writes("workloadrecords", ns, "")
+			recs, err := kit.Bed.Writes("workloadrecords", ns, "")
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Logf("shepherd's writes: %d to the set's WorkloadRecord, none to PodCliques or scaling groups but its deletions", len(bed.By(recs, shepherdUser)))
 			for _, res := range []string{"podcliques", "podcliquescalinggroups"} {
-				ws, err := tb.Writes(res, ns, "")
+				ws, err := kit.Bed.Writes(res, ns, "")
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -57,7 +57,7 @@ func trainingSetObject(ns, name string, workers int64, knobs map[string]string) 
 func trainingSet(t *testing.T, ns, name string, workers int64, knobs map[string]string) *unstructured.Unstructured {
 	t.Helper()
 	u := trainingSetObject(ns, name, workers, knobs)
-	if err := env.Client.Create(context.Background(), u); err != nil {
+	if err := kit.Cluster.Client.Create(context.Background(), u); err != nil {
 		t.Fatalf("creating PodCliqueSet %s: %v", name, err)
 	}
 	return u
@@ -66,7 +66,7 @@ func trainingSet(t *testing.T, ns, name string, workers int64, knobs map[string]
 // record reads shepherd's record of a workload (nil: none).
 func record(t *testing.T, ns, kind, name string) *shepherdv1alpha1.WorkloadRecord {
 	t.Helper()
-	rec, err := cluster.Record(context.Background(), env.Client, ns, kind, name)
+	rec, err := cluster.Record(context.Background(), kit.Cluster.Client, ns, kind, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func record(t *testing.T, ns, kind, name string) *shepherdv1alpha1.WorkloadRecor
 func waitRecord(t *testing.T, within time.Duration, ns, kind, name, what string, ok func(*shepherdv1alpha1.WorkloadRecord) bool) *shepherdv1alpha1.WorkloadRecord {
 	t.Helper()
 	var rec *shepherdv1alpha1.WorkloadRecord
-	eventually(t, within, fmt.Sprintf("%s %s: %s", kind, name, what), func() (bool, string) {
+	kit.Eventually(t, within, fmt.Sprintf("%s %s: %s", kind, name, what), func() (bool, string) {
 		rec = record(t, ns, kind, name)
 		if rec == nil {
 			return false, "no record"
@@ -90,7 +90,7 @@ func waitRecord(t *testing.T, within time.Duration, ns, kind, name, what string,
 func setPods(t *testing.T, ns, set string) []corev1.Pod {
 	t.Helper()
 	var pods corev1.PodList
-	if err := env.Client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{api.LabelPartOf: set}); err != nil {
+	if err := kit.Cluster.Client.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{api.LabelPartOf: set}); err != nil {
 		t.Fatal(err)
 	}
 	return pods.Items
@@ -99,7 +99,7 @@ func setPods(t *testing.T, ns, set string) []corev1.Pod {
 // runningReady waits until n pods of a set are Running and Ready.
 func runningReady(t *testing.T, ns, set string, n int) {
 	t.Helper()
-	eventually(t, time.Minute, fmt.Sprintf("%d pods of %s Running and Ready", n, set), func() (bool, string) {
+	kit.Eventually(t, time.Minute, fmt.Sprintf("%d pods of %s Running and Ready", n, set), func() (bool, string) {
 		ready := 0
 		for _, p := range setPods(t, ns, set) {
 			for _, c := range p.Status.Conditions {
@@ -119,9 +119,9 @@ func runningReady(t *testing.T, ns, set string, n int) {
 // existed, pod creates after the failure 0, all within 10 s.
 func TestTrainingFailsThroughItsOwner(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	tb.AddNodes(t, "fail", bed.Nodes{Count: 2})
-	deleteWorkloads(t, ns)
+	ns := kit.Cluster.Namespace(t)
+	kit.Bed.AddNodes(t, "fail", bed.Nodes{Count: 2})
+	kit.DeleteWorkloads(t, ns)
 	const name, workers = "fails", 2
 	trainingSet(t, ns, name, workers, map[string]string{api.AnnotationMaxRuntime: "6s"})
 	runningReady(t, ns, name, workers)
@@ -131,7 +131,7 @@ func TestTrainingFailsThroughItsOwner(t *testing.T) {
 		return r.Status.Phase == shepherdv1alpha1.PhaseFailed && r.Status.Reason == api.ReasonMaxRuntimeExceeded
 	})
 	failedAt := rec.Status.Conditions[0].LastTransitionTime.Time
-	eventually(t, 10*time.Second, "every pod of the failed set gone", func() (bool, string) {
+	kit.Eventually(t, 10*time.Second, "every pod of the failed set gone", func() (bool, string) {
 		left := setPods(t, ns, name)
 		return len(left) == 0, fmt.Sprintf("%d pods left", len(left))
 	})
@@ -141,7 +141,7 @@ func TestTrainingFailsThroughItsOwner(t *testing.T) {
 		t.Errorf("%d pods of the failed set are back", len(left))
 	}
 
-	ws, err := tb.Writes("pods", ns, "")
+	ws, err := kit.Bed.Writes("pods", ns, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestTrainingFailsThroughItsOwner(t *testing.T) {
 	}
 	var cliques unstructured.UnstructuredList
 	cliques.SetGroupVersionKind(pclqGVK)
-	if err := env.Client.List(ctx, &cliques, client.InNamespace(ns)); err != nil {
+	if err := kit.Cluster.Client.List(ctx, &cliques, client.InNamespace(ns)); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range cliques.Items {
@@ -178,12 +178,12 @@ func TestTrainingFailsThroughItsOwner(t *testing.T) {
 			t.Errorf("PodClique %s has %d replicas, want 0", c.GetName(), r)
 		}
 	}
-	pcsWrites, err := tb.Writes("podcliquesets", ns, name)
+	pcsWrites, err := kit.Bed.Writes("podcliquesets", ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if mine := bed.By(pcsWrites, shepherdUser); len(mine) > 0 {
-		t.Errorf("shepherd wrote the PodCliqueSet %d times, want 0:\n%s", len(mine), list(mine))
+		t.Errorf("shepherd wrote the PodCliqueSet %d times, want 0:\n%s", len(mine), bed.Lines(mine))
 	}
 }
 
@@ -195,9 +195,9 @@ func TestTrainingFailsThroughItsOwner(t *testing.T) {
 // set is restarted once (restartCount 1), not judged never available.
 func TestPodCliqueAnnotationsRewrittenLoseNothing(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	tb.AddNodes(t, "rewrite", bed.Nodes{Count: 2})
-	deleteWorkloads(t, ns)
+	ns := kit.Cluster.Namespace(t)
+	kit.Bed.AddNodes(t, "rewrite", bed.Nodes{Count: 2})
+	kit.DeleteWorkloads(t, ns)
 	const name, workers = "rewritten", 2
 	trainingSet(t, ns, name, workers, map[string]string{api.AnnotationMaxRestarts: "1"})
 	runningReady(t, ns, name, workers)
@@ -214,10 +214,10 @@ func TestPodCliqueAnnotationsRewrittenLoseNothing(t *testing.T) {
 		body := fmt.Sprintf(`{"metadata":{"annotations":{"grove.io/rewrite":"%d"}}}`, i)
 		pclq.SetNamespace(ns)
 		pclq.SetName(clique)
-		if err := env.Client.Patch(ctx, pclq, client.RawPatch("application/merge-patch+json", []byte(body))); err != nil {
+		if err := kit.Cluster.Client.Patch(ctx, pclq, client.RawPatch("application/merge-patch+json", []byte(body))); err != nil {
 			t.Fatal(err)
 		}
-		if err := env.Client.Patch(ctx, pclq, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"annotations":null}}`))); err != nil {
+		if err := kit.Cluster.Client.Patch(ctx, pclq, client.RawPatch("application/merge-patch+json", []byte(`{"metadata":{"annotations":null}}`))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -228,7 +228,7 @@ func TestPodCliqueAnnotationsRewrittenLoseNothing(t *testing.T) {
 	}
 
 	lost := setPods(t, ns, name)[0]
-	if err := env.Client.Delete(ctx, &lost); err != nil {
+	if err := kit.Cluster.Client.Delete(ctx, &lost); err != nil {
 		t.Fatal(err)
 	}
 	restarted := waitRecord(t, time.Minute, ns, api.KindPodCliqueSet, name, "restartCount 1", func(r *shepherdv1alpha1.WorkloadRecord) bool {
@@ -238,12 +238,12 @@ func TestPodCliqueAnnotationsRewrittenLoseNothing(t *testing.T) {
 		t.Errorf("phase %s after the restart, want Running", restarted.Status.Phase)
 	}
 	runningReady(t, ns, name, workers)
-	ws, err := tb.Writes("podcliques", ns, clique)
+	ws, err := kit.Bed.Writes("podcliques", ns, clique)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if mine := bed.By(ws, shepherdUser); len(mine) > 0 {
-		t.Errorf("shepherd wrote the Training PodClique %d times, want 0:\n%s", len(mine), list(mine))
+		t.Errorf("shepherd wrote the Training PodClique %d times, want 0:\n%s", len(mine), bed.Lines(mine))
 	}
 }
 
@@ -252,7 +252,7 @@ func TestPodCliqueAnnotationsRewrittenLoseNothing(t *testing.T) {
 // per record name.
 func table(t *testing.T, ns string) map[string]map[string]string {
 	t.Helper()
-	cfg := rest.CopyConfig(env.Config)
+	cfg := rest.CopyConfig(kit.Cluster.Config)
 	cfg.GroupVersion = &shepherdv1alpha1.GroupVersion
 	cfg.APIPath = "/apis"
 	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
@@ -284,18 +284,18 @@ func table(t *testing.T, ns string) map[string]map[string]string {
 // running, a failed and a finished workload, each with its kind, phase,
 // restarts, deadline (and who enforces it) and TTL.
 func TestWorkloadRecordsList(t *testing.T) {
-	ns := env.Namespace(t)
-	tb.AddNodes(t, "list", bed.Nodes{Count: 2})
-	deleteWorkloads(t, ns)
+	ns := kit.Cluster.Namespace(t)
+	kit.Bed.AddNodes(t, "list", bed.Nodes{Count: 2})
+	kit.DeleteWorkloads(t, ns)
 	const rt = "torch-list"
-	runtimeCopy(t, rt, map[string]string{api.AnnotationTTLSecondsAfterFinished: "3600"})
+	kit.RuntimeCopy(t, rt, map[string]string{api.AnnotationTTLSecondsAfterFinished: "3600"})
 	// Finished: runs to completion on the kwok nodes.
-	trainJob(t, ns, "done", 1, onRuntime(rt, "docker.io/torch-run", 1))
+	kit.TrainJob(t, ns, "done", 1, bed.OnRuntime(rt, "docker.io/torch-run", 1))
 	// Running: its pod runs until deleted, under a deadline Trainer
 	// enforces (auto).
-	running := onRuntime(rt, bed.RunForeverImage, 1)
+	running := bed.OnRuntime(rt, bed.RunForeverImage, 1)
 	running["activeDeadlineSeconds"] = int64(3600)
-	trainJob(t, ns, "waiting", 1, running)
+	kit.TrainJob(t, ns, "waiting", 1, running)
 	// Failed: a Training set past its maxRuntime.
 	trainingSet(t, ns, "short", 1, map[string]string{api.AnnotationMaxRuntime: "3s"})
 

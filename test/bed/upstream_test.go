@@ -13,13 +13,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/cmd/shepherd/app"
+	"github.com/shepherd-k8s/shepherd/test/bed"
 	"github.com/shepherd-k8s/shepherd/webhook/updatefilter"
 )
 
 // status reads serve's /status (serve run with --metrics-secure=false).
 func status(t testing.TB) app.Status {
 	t.Helper()
-	resp, err := http.Get("http://" + serve.Metrics + app.StatusPath)
+	resp, err := http.Get("http://" + kit.Serve.Metrics + app.StatusPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,12 +36,12 @@ func status(t testing.TB) app.Status {
 // webhook, "" when it has none.
 func workCondition(t testing.TB) string {
 	t.Helper()
-	for _, w := range shepherdWebhooks {
+	for _, w := range kit.Webhooks {
 		if w.GetKind() != "ValidatingWebhookConfiguration" {
 			continue
 		}
 		var cfg admissionregistrationv1.ValidatingWebhookConfiguration
-		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: w.GetName()}, &cfg); err != nil {
+		if err := kit.Cluster.Client.Get(context.Background(), client.ObjectKey{Name: w.GetName()}, &cfg); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range cfg.Webhooks[0].MatchConditions {
@@ -61,14 +62,14 @@ func workCondition(t testing.TB) string {
 // still gets a denial for a TrainJob on a missing runtime: Trainer's.
 func TestTrainJobCreateLeftToTrainer(t *testing.T) {
 	ctx := context.Background()
-	ns := env.Namespace(t)
-	serveWith(t, "--metrics-secure=false") // to read /status without a token
-	eventually(t, time.Minute, "V-TJ-1 and V-TJ-3 inactive, enforced upstream", func() (bool, string) {
+	ns := kit.Cluster.Namespace(t)
+	kit.ServeWith(t, "--metrics-secure=false") // to read /status without a token
+	kit.Eventually(t, time.Minute, "V-TJ-1 and V-TJ-3 inactive, enforced upstream", func() (bool, string) {
 		st := status(t)
 		return strings.Contains(st.InactiveRules["V-TJ-1"], "TrainJob CRD") &&
 			strings.Contains(st.InactiveRules["V-TJ-3"], "validator.trainjob.trainer.kubeflow.org"), fmt.Sprintf("%v", st.InactiveRules)
 	})
-	eventually(t, time.Minute, "the has-work condition keeps TrainJob creates away", func() (bool, string) {
+	kit.Eventually(t, time.Minute, "the has-work condition keeps TrainJob creates away", func() (bool, string) {
 		c := workCondition(t)
 		return strings.Contains(c, "'trainjobs' && request.operation == 'CREATE'"), c
 	})
@@ -79,13 +80,13 @@ func TestTrainJobCreateLeftToTrainer(t *testing.T) {
 	}
 
 	before := admissionRequests(t, map[string]string{"kind": "TrainJob"})
-	good := trainJobObject(ns, "fine", 1, map[string]any{"activeDeadlineSeconds": int64(600)})
-	if err := env.Client.Create(ctx, good, client.DryRunAll); err != nil {
+	good := bed.TrainJobObject(ns, "fine", 1, map[string]any{"activeDeadlineSeconds": int64(600)})
+	if err := kit.Cluster.Client.Create(ctx, good, client.DryRunAll); err != nil {
 		t.Fatalf("dry-run create of a valid TrainJob: %v", err)
 	}
-	bad := trainJobObject(ns, "orphan", 1, nil)
+	bad := bed.TrainJobObject(ns, "orphan", 1, nil)
 	bad.Object["spec"].(map[string]any)["runtimeRef"].(map[string]any)["name"] = "no-such-runtime"
-	err := env.Client.Create(ctx, bad, client.DryRunAll)
+	err := kit.Cluster.Client.Create(ctx, bad, client.DryRunAll)
 	if err == nil || !strings.Contains(err.Error(), "must be created before the TrainJob is created") {
 		t.Errorf("a TrainJob on a missing runtime: %v, want Trainer's denial", err)
 	}

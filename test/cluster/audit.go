@@ -33,6 +33,23 @@ type AuditEvent struct {
 	// Annotations name, among others, each mutating webhook called
 	// (mutation.webhook.admission.k8s.io/round_R_index_I).
 	Annotations map[string]string `json:"annotations"`
+	// RequestObject is the request's body where the policy logs it at
+	// level Request (the bed: deletes, whose body is DeleteOptions).
+	RequestObject json.RawMessage `json:"requestObject,omitempty"`
+}
+
+// PreconditionUID is the UID precondition of a delete whose DeleteOptions
+// the audit log holds ("" without one).
+func (e AuditEvent) PreconditionUID() string {
+	var o struct {
+		Preconditions *struct {
+			UID *string `json:"uid"`
+		} `json:"preconditions"`
+	}
+	if json.Unmarshal(e.RequestObject, &o) != nil || o.Preconditions == nil || o.Preconditions.UID == nil {
+		return ""
+	}
+	return *o.Preconditions.UID
 }
 
 // OK reports whether the apiserver carried the request out (2xx).
