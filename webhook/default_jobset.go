@@ -90,8 +90,9 @@ func isStartupChain(rjs []map[string]any) bool {
 // runtime uses podGroupPolicy.workload (the seed field, or on Trainer's
 // upstream runtime CRD its carrier annotation) gets spec.schedulingGroup.podGroupName
 // on every pod template, named by api.PodGroupName exactly as the
-// reconciler names the PodGroups. A TrainJob or runtime that cannot be found
-// skips the injection with a warning; any other lookup error denies so the
+// reconciler names the PodGroups. A TrainJob or runtime that cannot be
+// found, or a cluster that does not serve the Workload API, skips the
+// injection with a warning; any other lookup error denies so the
 // JobSet's creator retries rather than running pods outside their gang.
 func (c *Chain) defaultSchedulingGroup(ctx context.Context, o map[string]any, namespace string) (bool, []string, *Violation) {
 	if !c.cfg.Enabled("D-WL-1") {
@@ -119,6 +120,13 @@ func (c *Chain) defaultSchedulingGroup(ctx context.Context, o map[string]any, na
 	}
 	if !trainer.UsesWorkload(rt) {
 		return false, nil, nil
+	}
+	// Without the Workload API no PodGroup will exist to join (the
+	// TrainJob's record says WorkloadAPIUnavailable): a name injected now
+	// would leave the pods waiting for a PodGroup that never comes once
+	// the API is turned on. Found on the test bed (test/workload).
+	if !c.lookups.WorkloadAPIServed() {
+		return false, []string{fmt.Sprintf("spec.replicatedJobs: the runtime of TrainJob %q asks for the Workload API, which this cluster does not serve: no scheduling group injected", owner.name)}, nil
 	}
 	uid := owner.uid
 	if uid == "" {

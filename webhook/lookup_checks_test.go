@@ -3,6 +3,9 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -129,6 +132,41 @@ func TestWorkloadPolicyFormsInLookups(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// D-WL-1 injects nothing where the Workload API is not served: no PodGroup
+// will exist to join. It says so in a warning.
+func TestSchedulingGroupNeedsTheWorkloadAPI(t *testing.T) {
+	for _, served := range []bool{true, false} {
+		t.Run(fmt.Sprintf("served=%t", served), func(t *testing.T) {
+			objs := append(workloadRuntimes(carrier), trainJobOn(api.KindClusterTrainingRuntime, 2))
+			c, err := NewChain(ChainOptions{Lookups: NewObjectLookups(objs, served)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			js := &jobsetv1alpha2.JobSet{
+				TypeMeta: metav1.TypeMeta{APIVersion: jobsetv1alpha2.GroupVersion.String(), Kind: api.KindJobSet},
+				ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "tj", OwnerReferences: []metav1.OwnerReference{{
+					APIVersion: trainerv1alpha1.GroupVersion.String(), Kind: api.KindTrainJob, Name: "tj", UID: "tj-uid", Controller: ptr.To(true),
+				}}},
+				Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node"}}},
+			}
+			d := c.Default(context.Background(), &Request{Operation: admissionv1.Create, Namespace: "ns", Name: "tj", Object: mustJSON(t, js),
+				Kind: metav1.GroupVersionKind{Group: api.JobSetGroup, Version: "v1alpha2", Kind: api.KindJobSet}})
+			if !d.Allowed {
+				t.Fatalf("D-WL-1 denied the JobSet: %+v", d.Violations)
+			}
+			rjs, _, _ := unstructured.NestedSlice(d.Object, "spec", "replicatedJobs")
+			name, _, _ := unstructured.NestedString(rjs[0].(map[string]any), "template", "spec", "template", "spec", "schedulingGroup", "podGroupName")
+			warned := slices.ContainsFunc(d.Warnings, func(w string) bool { return strings.Contains(w, "does not serve") })
+			if served && (name == "" || warned) {
+				t.Errorf("API served: podGroupName %q, warnings %q; want a name and no warning", name, d.Warnings)
+			}
+			if !served && (name != "" || !warned) {
+				t.Errorf("API not served: podGroupName %q, warnings %q; want none injected and a warning", name, d.Warnings)
+			}
+		})
 	}
 }
 

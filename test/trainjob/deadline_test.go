@@ -1,0 +1,185 @@
+package trainjob
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/shepherd-k8s/shepherd/api"
+	"github.com/shepherd-k8s/shepherd/test/bed"
+)
+
+// failedByShepherd waits until the TrainJob is Failed with reason
+// DeadlineExceeded while Trainer is paused, and checks the write was
+// shepherd's: one status write by shepherd, none by Trainer since pausedAt
+// (Trainer cannot write while paused: the check is of the audit log, not
+// of that premise). It returns the condition.
+func failedByShepherd(t *testing.T, ns, name string) metav1.Condition {
+	t.Helper()
+	c := kit.WaitCondition(t, ns, name, "Failed", within)
+	if c.Reason != api.ReasonDeadlineExceeded || c.Message != api.MessageDeadlineExceeded {
+		t.Errorf("Failed condition %s: %q, want %s: %q", c.Reason, c.Message, api.ReasonDeadlineExceeded, api.MessageDeadlineExceeded)
+	}
+	if ws := writesBy(t, "trainjobs", ns, name, shepherdUser, "status"); len(ws) != 1 {
+		t.Errorf("shepherd wrote the TrainJob's status %d times, want once:\n%s", len(ws), bed.Lines(ws))
+	}
+	return c
+}
+
+// afterTrainerResumes lets Trainer go on and checks that nothing is written
+// twice: the Failed condition stays as shepherd wrote it, Trainer does not
+// recreate the JobSet, and shepherd writes the status no more.
+func afterTrainerResumes(t *testing.T, ns, name string, failed metav1.Condition) {
+	t.Helper()
+	kit.Bed.Trainer.Resume(t)
+	kit.Consistently(t, 5*time.Second, "the Failed condition as shepherd wrote it, with Trainer running again", func() (bool, string) {
+		u := kit.GetTrainJob(t, ns, name)
+		if u == nil {
+			return false, "the TrainJob is gone"
+		}
+		c := bed.Condition(u, "Failed")
+		if c == nil || c.Status != metav1.ConditionTrue || !c.LastTransitionTime.Equal(&failed.LastTransitionTime) || c.Reason != failed.Reason {
+			return false, "the Failed condition changed"
+		}
+		return kit.Creators(t, "jobsets", ns)[bed.TrainerUser] == 1, "Trainer created a second JobSet"
+	})
+	if ws := writesBy(t, "trainjobs", ns, name, shepherdUser, "status"); len(ws) != 1 {
+		t.Errorf("shepherd wrote the TrainJob's status %d times, want once:\n%s", len(ws), bed.Lines(ws))
+	}
+}
+
+// TestDeadlineFailsJobAndDeletesJobSet: a running TrainJob past its
+// activeDeadlineSeconds, Trainer lagging: shepherd fails it
+// (DeadlineExceeded, not before the window closed), deletes its JobSet
+// with the JobSet's UID as precondition, records a Warning Event and its
+// metric; the garbage collector removes the Jobs and pods. Trainer, back,
+// leaves it so.
+func TestDeadlineFailsJobAndDeletesJobSet(t *testing.T) {
+	ns := start(t, 1)
+	const name = "deadline"
+	before := metricValue(t, "shepherd_trainjob_deadline_exceeded_total")
+	tj := running(t, ns, name, map[string]any{"activeDeadlineSeconds": int64(6)})
+	js := kit.WaitJobSet(t, ns, name)
+	kit.Bed.Trainer.Pause(t)
+
+	c := failedByShepherd(t, ns, name)
+	if early := c.LastTransitionTime.Sub(tj.GetCreationTimestamp().Time); early < 5*time.Second {
+		t.Errorf("Failed %v after creation, before the 6 s deadline (the condition's time has 1 s resolution)", early)
+	}
+	kit.Eventually(t, within, "the JobSet, its Job and pod gone", func() (bool, string) {
+		n := kit.Creators(t, "jobsets", ns)
+		left := countPods(t, ns, "Running")
+		return kit.GetTrainJob(t, ns, name) != nil && left == 0 && len(deletesBy(t, "jobsets", ns, name, shepherdUser)) == 1,
+			"JobSet creators " + fmt.Sprint(n) + ", pods " + kit.PodSummary(ns)
+	})
+	del := deletesBy(t, "jobsets", ns, name, shepherdUser)
+	if len(del) != 1 || del[0].PreconditionUID() != string(js.GetUID()) {
+		t.Errorf("shepherd's JobSet deletes %s, want one with UID precondition %s", bed.Lines(del), js.GetUID())
+	}
+	if evs := kit.Events(t, ns, name, api.EventDeadlineExceeded); len(evs) != 1 || evs[0].Type != "Warning" {
+		t.Errorf("DeadlineExceeded Events %+v, want one Warning", evs)
+	}
+	if after := metricValue(t, "shepherd_trainjob_deadline_exceeded_total"); after-before != 1 {
+		t.Errorf("shepherd_trainjob_deadline_exceeded_total went from %v to %v, want +1", before, after)
+	}
+	afterTrainerResumes(t, ns, name, c)
+}
+
+// TestNoDeadlineNeverFails: a running TrainJob without a deadline is left
+// alone: not failed, and shepherd writes nothing to it.
+func TestNoDeadlineNeverFails(t *testing.T) {
+	t.Parallel() // no pause, no serve restart: see the package comment
+	ns := start(t, 1)
+	const name = "no-deadline"
+	running(t, ns, name, nil)
+	kit.Consistently(t, 5*time.Second, "a TrainJob without a deadline not Failed", notFailed(t, ns, name))
+	ws, err := kit.Bed.Writes("trainjobs", ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mine := bed.By(ws, shepherdUser); len(mine) != 0 {
+		t.Errorf("shepherd wrote a TrainJob without a deadline %d times, want never:\n%s", len(mine), bed.Lines(mine))
+	}
+}
+
+// TestCreatedSuspendedJobStartsAtFirstResume: a TrainJob created suspended
+// never fails while suspended however long it waits; its window runs from
+// the resume Trainer reports (Suspended=False, Resumed).
+func TestCreatedSuspendedJobStartsAtFirstResume(t *testing.T) {
+	ns := start(t, 1)
+	const name = "created-suspended"
+	kit.TrainJob(t, ns, name, 1, map[string]any{"activeDeadlineSeconds": int64(3), "suspend": true})
+	waitSuspended(t, ns, name, metav1.ConditionTrue, "Suspended")
+	kit.Consistently(t, 8*time.Second, "a suspended TrainJob not Failed, past twice its deadline", notFailed(t, ns, name))
+
+	setSuspend(t, ns, name, false)
+	resumed := waitSuspended(t, ns, name, metav1.ConditionFalse, "Resumed")
+	kit.Bed.Trainer.Pause(t)
+	c := failedByShepherd(t, ns, name)
+	if d := c.LastTransitionTime.Sub(resumed.LastTransitionTime.Time); d < 3*time.Second {
+		t.Errorf("Failed %v after the resume, before the 3 s window from it", d)
+	}
+	afterTrainerResumes(t, ns, name, c)
+}
+
+// TestSuspendThenResumeResetsWindow: a running TrainJob suspended and
+// resumed gets its whole window again from the resume.
+func TestSuspendThenResumeResetsWindow(t *testing.T) {
+	ns := start(t, 1)
+	const name = "suspend-resume"
+	tj := running(t, ns, name, map[string]any{"activeDeadlineSeconds": int64(8)})
+	created := tj.GetCreationTimestamp().Time
+	setSuspend(t, ns, name, true)
+	waitSuspended(t, ns, name, metav1.ConditionTrue, "Suspended")
+	if ok, why := notFailed(t, ns, name)(); !ok {
+		t.Fatalf("Failed before it was suspended (%s): the machine is too slow for an 8 s deadline", why)
+	}
+	// Past the first window while suspended: still not Failed.
+	time.Sleep(time.Until(created.Add(9 * time.Second)))
+	kit.Consistently(t, 2*time.Second, "a suspended TrainJob not Failed past its first window", notFailed(t, ns, name))
+
+	setSuspend(t, ns, name, false)
+	resumed := waitSuspended(t, ns, name, metav1.ConditionFalse, "Resumed")
+	kit.Bed.Trainer.Pause(t)
+	c := failedByShepherd(t, ns, name)
+	if d := c.LastTransitionTime.Sub(resumed.LastTransitionTime.Time); d < 8*time.Second {
+		t.Errorf("Failed %v after the resume, before the whole 8 s window from it", d)
+	}
+	afterTrainerResumes(t, ns, name, c)
+}
+
+// TestRestartMidDeadlineStillEnforces: shepherd down across the deadline
+// (and Trainer lagging): the serve started again, with no memory of the
+// one before, fails the job at once.
+func TestRestartMidDeadlineStillEnforces(t *testing.T) {
+	ns := start(t, 1)
+	const name = "restart"
+	tj := running(t, ns, name, map[string]any{"activeDeadlineSeconds": int64(4)})
+	kit.Bed.Trainer.Pause(t)
+	up := kit.ServeDown(t)
+	time.Sleep(time.Until(tj.GetCreationTimestamp().Add(6 * time.Second)))
+	if ok, why := notFailed(t, ns, name)(); !ok {
+		t.Fatalf("Failed while shepherd was down and Trainer paused: %s", why)
+	}
+	up()
+	c := failedByShepherd(t, ns, name)
+	afterTrainerResumes(t, ns, name, c)
+}
+
+// TestRestartBeforeDeadlineEnforcesOnTime: shepherd restarted before the
+// deadline requeues at the deadline it derives again: the job fails not
+// before its window closed.
+func TestRestartBeforeDeadlineEnforcesOnTime(t *testing.T) {
+	ns := start(t, 1)
+	const name = "restart-early"
+	tj := running(t, ns, name, map[string]any{"activeDeadlineSeconds": int64(8)})
+	kit.ServeDown(t)()
+	kit.Bed.Trainer.Pause(t)
+	c := failedByShepherd(t, ns, name)
+	if early := c.LastTransitionTime.Sub(tj.GetCreationTimestamp().Time); early < 7*time.Second {
+		t.Errorf("Failed %v after creation, before the 8 s deadline (the condition's time has 1 s resolution)", early)
+	}
+	afterTrainerResumes(t, ns, name, c)
+}
