@@ -176,7 +176,8 @@ func (b *Bed) processes() []*Process {
 // Options configures the bed.
 type Options struct {
 	// GenericWorkload turns kube-scheduler's GenericWorkload feature gate
-	// (gang scheduling of Workloads and PodGroups) on; the control plane
+	// (gang scheduling of Workloads and PodGroups) and
+	// kube-controller-manager's PodGroup protection controller on; the control plane
 	// must serve scheduling.k8s.io/v1beta1 (cluster.WorkloadAPIV1beta1).
 	GenericWorkload bool
 }
@@ -243,7 +244,7 @@ func Start(c *cluster.Cluster, auditLog string, opts Options) (b *Bed, err error
 	if b.Trainer, err = b.startTrainer(filepath.Join(bin, binaries["trainer"]), trWebhook); err != nil {
 		return nil, err
 	}
-	if b.KCM, err = b.startKCM(filepath.Join(bin, binaries["kcm"])); err != nil {
+	if b.KCM, err = b.startKCM(filepath.Join(bin, binaries["kcm"]), opts.GenericWorkload); err != nil {
 		return nil, err
 	}
 	if b.Scheduler, err = b.startScheduler(filepath.Join(bin, binaries["scheduler"]), opts.GenericWorkload); err != nil {
@@ -366,26 +367,35 @@ health:
 		bin, "--config="+cfgPath)
 }
 
-func (b *Bed) startKCM(bin string) (*Process, error) {
+func (b *Bed) startKCM(bin string, genericWorkload bool) (*Process, error) {
 	kc, err := b.kubeconfig(KCMUser)
 	if err != nil {
 		return nil, err
 	}
 	secure := cluster.FreeAddr()
 	host, port := hostPort(secure)
-	return b.start("kube-controller-manager", KCMUser, "https://"+secure+"/healthz", kc, nil, bin,
-		"--kubeconfig="+kc,
-		"--authentication-kubeconfig="+kc,
-		"--authorization-kubeconfig="+kc,
-		"--controllers=garbage-collector-controller,job-controller",
+	controllers, gates := "garbage-collector-controller,job-controller", []string(nil)
+	if genericWorkload {
+		// The PodGroup protection controller removes the
+		// scheduling.k8s.io/podgroup-protection finalizer of a deleted
+		// PodGroup once no pod uses it (it needs v1beta1 and the gate).
+		controllers += ",podgroup-protection-controller"
+		gates = []string{"--feature-gates=GenericWorkload=true"}
+	}
+	args := append([]string{
+		"--kubeconfig=" + kc,
+		"--authentication-kubeconfig=" + kc,
+		"--authorization-kubeconfig=" + kc,
+		"--controllers=" + controllers,
 		"--use-service-account-credentials=false",
 		"--leader-elect=false",
-		"--bind-address="+host,
-		"--secure-port="+port,
-		"--cert-dir="+filepath.Join(b.Dir, "kcm-certs"),
+		"--bind-address=" + host,
+		"--secure-port=" + port,
+		"--cert-dir=" + filepath.Join(b.Dir, "kcm-certs"),
 		// The test apiserver has no request-header CA: do not look for it
 		// (its health port is always-allowed anyway).
-		"--authentication-skip-lookup=true")
+		"--authentication-skip-lookup=true"}, gates...)
+	return b.start("kube-controller-manager", KCMUser, "https://"+secure+"/healthz", kc, nil, bin, args...)
 }
 
 // start runs a component with its kubeconfig (KUBECONFIG) and extra

@@ -255,22 +255,35 @@ func (s *Suite) ServeDown(t *testing.T) (up func()) {
 	return up
 }
 
-// TorchRuntimeObject is Trainer's torch runtime as its module ships it.
-func TorchRuntimeObject() (*unstructured.Unstructured, error) {
+// TrainerRuntime is one of the runtimes Trainer ships
+// (manifests/base/runtimes/<file> of the pinned module), as it ships it.
+func TrainerRuntime(file string) (*unstructured.Unstructured, error) {
 	dir, err := ModuleDir("github.com/kubeflow/trainer/v2")
 	if err != nil {
 		return nil, err
 	}
-	raw, err := os.ReadFile(filepath.Join(dir, "manifests", "base", "runtimes", "torch_distributed.yaml"))
+	raw, err := os.ReadFile(filepath.Join(dir, "manifests", "base", "runtimes", file))
 	if err != nil {
 		return nil, err
 	}
 	u := &unstructured.Unstructured{}
 	if err := utilyaml.Unmarshal(raw, &u.Object); err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	if u.GroupVersionKind() != ClusterRuntimeGVK {
+		return nil, fmt.Errorf("Trainer's %s is a %s, want a ClusterTrainingRuntime", file, u.GroupVersionKind())
+	}
+	return u, nil
+}
+
+// TorchRuntimeObject is Trainer's torch runtime as its module ships it.
+func TorchRuntimeObject() (*unstructured.Unstructured, error) {
+	u, err := TrainerRuntime("torch_distributed.yaml")
+	if err != nil {
 		return nil, err
 	}
-	if u.GetName() != TorchRuntime || u.GroupVersionKind() != ClusterRuntimeGVK {
-		return nil, fmt.Errorf("Trainer's torch_distributed.yaml is %s %s", u.GroupVersionKind(), u.GetName())
+	if u.GetName() != TorchRuntime {
+		return nil, fmt.Errorf("Trainer's torch_distributed.yaml is runtime %s, want %s", u.GetName(), TorchRuntime)
 	}
 	return u, nil
 }

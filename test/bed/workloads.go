@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,7 +117,14 @@ func (s *Suite) CreateTrainJob(t testing.TB, u *unstructured.Unstructured) *unst
 // ends.
 func (s *Suite) RuntimeCopy(t testing.TB, name string, annotations map[string]string, mutate ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
 	t.Helper()
-	u, err := TorchRuntimeObject()
+	return s.RuntimeCopyOf(t, "torch_distributed.yaml", name, annotations, mutate...)
+}
+
+// RuntimeCopyOf is RuntimeCopy of another runtime Trainer ships (file of
+// its manifests/base/runtimes).
+func (s *Suite) RuntimeCopyOf(t testing.TB, file, name string, annotations map[string]string, mutate ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
+	t.Helper()
+	u, err := TrainerRuntime(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,8 +357,8 @@ func (s *Suite) TTLDeletion(t testing.TB, ns, name string, within time.Duration)
 // DependentsGone waits until the garbage collector has removed what
 // Trainer, JobSet and the Job controller made for a deleted TrainJob:
 // its JobSet, Jobs, Pods and Trainer's runtime snapshot; the JobSet went
-// by the garbage collector alone.
-func (s *Suite) DependentsGone(t testing.TB, ns, name string) {
+// by the garbage collector, or by one of also (a deadline's delete).
+func (s *Suite) DependentsGone(t testing.TB, ns, name string, also ...string) {
 	t.Helper()
 	ctx := context.Background()
 	c := s.Cluster.Client
@@ -380,8 +388,8 @@ func (s *Suite) DependentsGone(t testing.TB, ns, name string) {
 		t.Fatal(err)
 	}
 	for _, w := range ws {
-		if w.Verb == "delete" && w.OK() && w.User.Username != KCMUser {
-			t.Errorf("JobSet %s deleted by %s, want only by the garbage collector (%s)", name, w.User.Username, KCMUser)
+		if w.Verb == "delete" && w.OK() && w.User.Username != KCMUser && !slices.Contains(also, w.User.Username) {
+			t.Errorf("JobSet %s deleted by %s, want only by the garbage collector (%s) or %v", name, w.User.Username, KCMUser, also)
 		}
 	}
 }
