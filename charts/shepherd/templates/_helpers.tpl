@@ -1,13 +1,81 @@
 {{/*
-Object names are fixed, as in deploy/: shepherd is installed once per cluster
-(its webhook configurations and ClusterRoles are cluster-scoped), and
-`shepherd serve` finds the Service, the certificate Secret and the webhook
-configurations by these default names, so no flag has to repeat them.
+Object names. Every name the chart renders derives from shepherd.fullname:
+fullnameOverride, else nameOverride, else the chart's name. Unlike a
+helm-create chart the release name is not part of it: shepherd is installed
+once per cluster (its webhook configurations and ClusterRoles are
+cluster-scoped), a release of any name renders the names deploy/ uses, so the
+chart can take over a Kustomize install, and `shepherd serve`'s defaults
+(the Service, the certificate Secret, the webhook configurations, the Lease)
+are these names. With an override the Deployment passes them as flags
+(shepherd.nameArgs).
+
+Not derived, on purpose: the native mode's ValidatingAdmissionPolicies and
+MutatingAdmissionPolicies (shepherd-<rule>, as `shepherd export` writes them:
+serve's audit sink maps those names back to rule IDs) and the CRDs (named by
+their group).
 */}}
+{{- define "shepherd.name" -}}
+{{- .Values.nameOverride | default .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end }}
+
+{{- define "shepherd.fullname" -}}
+{{- .Values.fullnameOverride | default (include "shepherd.name" .) | trunc 63 | trimSuffix "-" -}}
+{{- end }}
+
+{{/* The Service the apiserver calls the webhooks through (--webhook-service). */}}
+{{- define "shepherd.serviceName" -}}
+{{ include "shepherd.fullname" . }}-webhook
+{{- end }}
+
+{{/* The self-signed mode's certificate Secret (--cert-secret). */}}
+{{- define "shepherd.certSecretName" -}}
+{{ include "shepherd.fullname" . }}-webhook-certs
+{{- end }}
+
+{{/* The ValidatingWebhookConfiguration (--validating-webhook-configuration). */}}
+{{- define "shepherd.validatingWebhookName" -}}
+{{ include "shepherd.fullname" . }}
+{{- end }}
+
+{{/*
+The MutatingWebhookConfiguration (--mutating-webhook-configuration). It
+starts with "defaults." so that it sorts before the upstream defaulting
+webhooks of the same kinds, which the apiserver calls after it
+(deploy/webhook/webhooks.yaml says why); the default keeps the name
+defaults.shepherd.dev it has always had.
+*/}}
+{{- define "shepherd.mutatingWebhookName" -}}
+{{- $full := include "shepherd.fullname" . -}}
+{{- if eq $full "shepherd" -}}
+defaults.shepherd.dev
+{{- else -}}
+defaults.{{ $full }}.shepherd.dev
+{{- end -}}
+{{- end }}
+
+{{/* The leader-election Lease (--leader-election-id). */}}
+{{- define "shepherd.leaderElectionID" -}}
+{{ include "shepherd.fullname" . }}.shepherd.dev
+{{- end }}
+
+{{/*
+The serve flags naming the objects above. With the default names serve's
+defaults are these names already, so nothing is added and the Deployment
+stays deploy/default's.
+*/}}
+{{- define "shepherd.nameArgs" -}}
+{{- if ne (include "shepherd.fullname" .) "shepherd" -}}
+- --webhook-service={{ include "shepherd.serviceName" . }}
+- --cert-secret={{ include "shepherd.certSecretName" . }}
+- --validating-webhook-configuration={{ include "shepherd.validatingWebhookName" . }}
+- --mutating-webhook-configuration={{ include "shepherd.mutatingWebhookName" . }}
+- --leader-election-id={{ include "shepherd.leaderElectionID" . }}
+{{- end -}}
+{{- end }}
 
 {{/* Labels of every object. */}}
 {{- define "shepherd.labels" -}}
-app.kubernetes.io/name: shepherd
+app.kubernetes.io/name: {{ include "shepherd.name" . }}
 app.kubernetes.io/part-of: shepherd
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
@@ -17,11 +85,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 
 {{/*
 The pods' selector labels. The same as deploy/'s (and without the release
-name), because a Deployment's selector is immutable: a cluster installed with
+name; nameOverride replaces the name), because a Deployment's selector is immutable: a cluster installed with
 Kustomize can be taken over by the chart.
 */}}
 {{- define "shepherd.selectorLabels" -}}
-app.kubernetes.io/name: shepherd
+app.kubernetes.io/name: {{ include "shepherd.name" . }}
 app.kubernetes.io/component: webhook
 {{- end }}
 
@@ -61,14 +129,14 @@ integers; another form fails with a message that says so.
 
 {{/*
 The fields every native-mode webhook shares (webhooks-native.yaml), from a
-dict of path, failurePolicy, timeoutSeconds, excluded, objectSelector and
-namespace.
+dict of path, failurePolicy, timeoutSeconds, excluded, objectSelector,
+namespace and service.
 */}}
 {{- define "shepherd.nativeWebhook" -}}
 admissionReviewVersions: ["v1"]
 clientConfig:
   service:
-    name: shepherd-webhook
+    name: {{ .service }}
     namespace: {{ .namespace }}
     path: {{ .path }}
     port: 443
