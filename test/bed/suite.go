@@ -46,6 +46,9 @@ type SuiteOptions struct {
 	// ServeArgs are serve's flags beyond the bed's own (webhook address
 	// and serving pair), for every serve the suite starts.
 	ServeArgs []string
+	// NoServe starts no serve: the suite runs shepherd itself (replicas
+	// in processes of their own, say) on WebhookAddr with CertDir's pair.
+	NoServe bool
 }
 
 // Suite is shepherd installed as on a real cluster, among the real
@@ -66,6 +69,9 @@ type Suite struct {
 	// WebhookAddr.
 	Webhooks    []*unstructured.Unstructured
 	WebhookAddr string
+	// CertDir holds the serving pair (tls.crt, tls.key) the webhook
+	// configurations trust (Bed.CA).
+	CertDir string
 
 	grove *grovemodel.Operator
 	dir   string
@@ -108,18 +114,23 @@ func NewSuite(o SuiteOptions) (s *Suite, err error) {
 	if err := s.Bed.RegisterWebhooks(context.Background(), s.Webhooks, s.WebhookAddr); err != nil {
 		return s, err
 	}
-	certDir := filepath.Join(s.dir, "shepherd-certs")
-	if err := os.MkdirAll(certDir, 0o700); err != nil {
+	s.CertDir = filepath.Join(s.dir, "shepherd-certs")
+	if err := os.MkdirAll(s.CertDir, 0o700); err != nil {
 		return s, err
 	}
 	for name, b := range map[string][]byte{"tls.crt": s.Bed.Serving.CertPEM, "tls.key": s.Bed.Serving.KeyPEM} {
-		if err := os.WriteFile(filepath.Join(certDir, name), b, 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(s.CertDir, name), b, 0o600); err != nil {
 			return s, err
 		}
 	}
 	host, port, _ := strings.Cut(s.WebhookAddr, ":")
 	s.ServeArgs = append([]string{"--leader-elect=false",
-		"--webhook-host=" + host, "--webhook-port=" + port, "--cert-dir=" + certDir, "--cert-mode=cert-manager"}, o.ServeArgs...)
+		"--webhook-host=" + host, "--webhook-port=" + port, "--cert-dir=" + s.CertDir, "--cert-mode=cert-manager"}, o.ServeArgs...)
+	if o.NoServe {
+		// Trainer's webhook needs no shepherd; shepherd's webhooks,
+		// failing closed, do: the suite's runtime waits for its replicas.
+		return s, nil
+	}
 	if s.Serve, err = s.Cluster.Serve(s.ServeArgs...); err != nil {
 		return s, err
 	}

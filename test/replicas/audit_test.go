@@ -3,16 +3,17 @@ package replicas
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
 
-// auditLog is the apiserver's audit log (JSON lines), written
+// auditLog is the seed plane's audit log (JSON lines), written
 // synchronously (--audit-log-mode=blocking, the default): what every
 // replica asked of the apiserver, by whom, with what answer. It is how
 // the failover tests count writes — including attempts that failed,
-// which no watch sees.
+// which no watch sees. The bed's plane has the bed's (bed.APIServerFlags).
 var auditLog string
 
 // auditPolicy records, at Metadata level, every write that enforcing a
@@ -71,11 +72,13 @@ func auditFlags() (map[string]string, error) {
 type auditEvent = cluster.AuditEvent
 
 // audited returns the completed requests (stage ResponseComplete) of verb
-// on resource/subresource in namespace ns, oldest first.
-func audited(t *testing.T, ns, verb, resource, subresource string) []auditEvent {
+// on resource/subresource in namespace ns, oldest first, but the
+// operators' own (on the bed, Trainer writes a TrainJob's status too).
+func (pl *plane) audited(t *testing.T, ns, verb, resource, subresource string) []auditEvent {
 	t.Helper()
-	out, err := cluster.CompletedRequests(auditLog, func(e auditEvent) bool {
-		return e.Verb == verb && e.ObjectRef.Namespace == ns && e.ObjectRef.Resource == resource && e.ObjectRef.Subresource == subresource
+	out, err := cluster.CompletedRequests(pl.auditLog, func(e auditEvent) bool {
+		return e.Verb == verb && e.ObjectRef.Namespace == ns && e.ObjectRef.Resource == resource && e.ObjectRef.Subresource == subresource &&
+			!slices.Contains(pl.operators, e.User.Username)
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -88,9 +91,9 @@ func audited(t *testing.T, ns, verb, resource, subresource string) []auditEvent 
 // certificate of its own, cluster.KubeconfigAsShepherd) into a temporary
 // directory and returns its path. Each replica runs as its own user, so
 // the audit log tells which replica made each write.
-func kubeconfigAs(t *testing.T, user, leaseNS string) string {
+func (pl *plane) kubeconfigAs(t *testing.T, user, leaseNS string) string {
 	t.Helper()
-	path, err := env.KubeconfigAsShepherd(t.TempDir(), user, leaseNS, cluster.RBACDefault)
+	path, err := pl.KubeconfigAsShepherd(t.TempDir(), user, leaseNS, cluster.RBACDefault)
 	if err != nil {
 		t.Fatal(err)
 	}

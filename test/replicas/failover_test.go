@@ -6,17 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
@@ -24,7 +21,6 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/api/install"
-	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
@@ -51,6 +47,7 @@ const longTimeout = 90 * time.Second
 // admission answered by the standby through a proxy on the port the
 // apiserver calls.
 type pair struct {
+	pl                      *plane
 	leader, standby         *cluster.Replica
 	leaderUser, standbyUser string
 	leaderID                string // the leader's holderIdentity
@@ -60,32 +57,32 @@ type pair struct {
 // startPair starts the leader, waits for it to hold the Lease, then starts
 // the standby and points the apiserver's webhook calls at the standby (the
 // replica that survives).
-func startPair(t *testing.T, extra ...string) *pair {
+func startPair(t *testing.T, pl *plane, extra ...string) *pair {
 	t.Helper()
 	ctx := context.Background()
-	p := &pair{leaseNS: env.Namespace(t), leaderUser: "replica-a-" + t.Name(), standbyUser: "replica-b-" + t.Name()}
-	flags := append(append([]string{"--leader-elect=true", "--leader-election-namespace=" + p.leaseNS, "--graceful-shutdown-timeout=10s"}, leaseFlags...), extra...)
+	p := &pair{pl: pl, leaseNS: pl.Namespace(t), leaderUser: "replica-a-" + t.Name(), standbyUser: "replica-b-" + t.Name()}
+	flags := append(append(append([]string{"--leader-elect=true", "--leader-election-namespace=" + p.leaseNS, "--graceful-shutdown-timeout=10s"}, leaseFlags...), pl.replicaArgs...), extra...)
 
-	p.leader = env.StartReplica(t, append(flags, "--kubeconfig="+kubeconfigAs(t, p.leaderUser, p.leaseNS))...)
+	p.leader = pl.StartReplica(t, append(flags, "--kubeconfig="+pl.kubeconfigAs(t, p.leaderUser, p.leaseNS))...)
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		var err error
-		p.leaderID, err = holder(ctx, p.leaseNS)
+		p.leaderID, err = pl.holder(ctx, p.leaseNS)
 		return p.leaderID != "", err
 	}); err != nil {
 		t.Fatalf("the first replica did not acquire Lease %s/%s: %v", p.leaseNS, leaseName, err)
 	}
-	p.standby = env.StartReplica(t, append(flags, "--kubeconfig="+kubeconfigAs(t, p.standbyUser, p.leaseNS))...)
-	proxyWebhooks(t, p.standby.Webhook)
+	p.standby = pl.StartReplica(t, append(flags, "--kubeconfig="+pl.kubeconfigAs(t, p.standbyUser, p.leaseNS))...)
+	pl.proxyWebhooks(t, p.standby.Webhook)
 	return p
 }
 
 // proxyWebhooks forwards the connections the apiserver makes to the
-// webhook address envtest registered to target (TLS passes through: every
-// replica serves envtest's certificate), until the test ends.
-func proxyWebhooks(t *testing.T, target string) {
+// webhook address shepherd's configurations name on pl to target (TLS
+// passes through: every replica serves the plane's certificate), until the
+// test ends.
+func (pl *plane) proxyWebhooks(t *testing.T, target string) {
 	t.Helper()
-	wh := env.Env.WebhookInstallOptions
-	ln, err := net.Listen("tcp", net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort)))
+	ln, err := net.Listen("tcp", pl.webhook)
 	if err != nil {
 		t.Fatalf("listening for the apiserver's webhook calls: %v", err)
 	}
@@ -155,9 +152,9 @@ type observer struct {
 	closed      bool
 }
 
-func observe(t *testing.T, ns string) *observer {
+func (pl *plane) observe(t *testing.T, ns string) *observer {
 	t.Helper()
-	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: install.NewScheme()})
+	wc, err := client.NewWithWatch(pl.Config, client.Options{Scheme: install.NewScheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +252,7 @@ func (p *pair) waitTakeover(t *testing.T) string {
 	var id string
 	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, longTimeout, true, func(ctx context.Context) (bool, error) {
 		var err error
-		id, err = holder(ctx, p.leaseNS)
+		id, err = p.pl.holder(ctx, p.leaseNS)
 		return id != "" && id != p.leaderID, err
 	}); err != nil {
 		t.Fatalf("no replica took Lease %s/%s over from %q: %v", p.leaseNS, leaseName, p.leaderID, err)
@@ -269,7 +266,7 @@ func (p *pair) waitTakeover(t *testing.T) string {
 func (p *pair) kill(t *testing.T, o *observer, deletions bool) time.Time {
 	t.Helper()
 	o.waitCount(t, "enforcements by the leader before the kill", deletions, enforcedBeforeKill, timeout)
-	if got, err := holder(context.Background(), p.leaseNS); err != nil || got != p.leaderID {
+	if got, err := p.pl.holder(context.Background(), p.leaseNS); err != nil || got != p.leaderID {
 		t.Fatalf("before the kill the Lease holder is %q (err %v), want the first replica %q", got, err, p.leaderID)
 	}
 	p.leader.Kill()
@@ -283,16 +280,16 @@ func (p *pair) kill(t *testing.T, o *observer, deletions bool) time.Time {
 // checkEvents waits until every job has an Event of reason, then checks,
 // after a grace period for late duplicates, that it has exactly one
 // (a series counts its repetitions).
-func checkEvents(t *testing.T, ns, reason string, jobs []string) {
+func (pl *plane) checkEvents(t *testing.T, ns, reason string, jobs []string) {
 	t.Helper()
-	checkEventsOf(t, ns, api.KindTrainJob, reason, jobs)
+	pl.checkEventsOf(t, ns, api.KindTrainJob, reason, jobs)
 }
 
 // checkEventsOf is checkEvents for the objects of any kind.
-func checkEventsOf(t *testing.T, ns, kind, reason string, jobs []string) {
+func (pl *plane) checkEventsOf(t *testing.T, ns, kind, reason string, jobs []string) {
 	t.Helper()
 	count := func(ctx context.Context) (map[string]int, error) {
-		return cluster.EventCounts(ctx, env.Client, ns, kind, reason)
+		return cluster.EventCounts(ctx, pl.Client, ns, kind, reason)
 	}
 	var got map[string]int
 	_ = wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
@@ -391,48 +388,6 @@ func jobTemplate() batchv1.JobTemplateSpec {
 	}}}}
 }
 
-// createRuntime creates a ClusterTrainingRuntime, with the TTL annotation
-// when ttl is not empty, deleted when the test ends.
-func createRuntime(t *testing.T, ttl string) string {
-	t.Helper()
-	rt := &trainerv1alpha1.ClusterTrainingRuntime{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "failover-"},
-		Spec: trainerv1alpha1.TrainingRuntimeSpec{
-			MLPolicy: &trainerv1alpha1.MLPolicy{NumNodes: ptr.To[int32](1)},
-			Template: trainerv1alpha1.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{
-				ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: jobTemplate()}},
-			}},
-		},
-	}
-	if ttl != "" {
-		rt.Annotations = map[string]string{api.AnnotationTTLSecondsAfterFinished: ttl}
-	}
-	if err := env.Client.Create(context.Background(), rt); err != nil {
-		t.Fatalf("creating a ClusterTrainingRuntime: %v", err)
-	}
-	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rt) })
-	return rt.Name
-}
-
-// createJobSet plays Trainer: the JobSet running tj, named like it and
-// controlled by it.
-func createJobSet(t *testing.T, tj *trainerv1alpha1.TrainJob) {
-	t.Helper()
-	js := &jobsetv1alpha2.JobSet{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: tj.Namespace, Name: tj.Name,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: trainerv1alpha1.GroupVersion.String(), Kind: api.KindTrainJob,
-				Name: tj.Name, UID: tj.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-			}},
-		},
-		Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: jobTemplate()}}},
-	}
-	if err := env.Client.Create(context.Background(), js); err != nil {
-		t.Fatalf("creating JobSet %s: %v", js.Name, err)
-	}
-}
-
 // report logs, per replica, how many enforcements it did and requires
 // both to have done some: the leader before the kill, the survivor after.
 func (p *pair) report(t *testing.T, what string, byUser map[string]int, takeover time.Duration) {
@@ -460,163 +415,9 @@ func others(byUser map[string]int, a, b string) map[string]int {
 // checkHolder: the survivor still holds the Lease at the end.
 func (p *pair) checkHolder(t *testing.T, survivor string) {
 	t.Helper()
-	if got, err := holder(context.Background(), p.leaseNS); err != nil || got != survivor {
+	if got, err := p.pl.holder(context.Background(), p.leaseNS); err != nil || got != survivor {
 		t.Errorf("at the end the Lease holder is %q (err %v), want the survivor %q", got, err, survivor)
 	}
-}
-
-// TestFailoverMidDeadlineBurst: 30 TrainJobs whose deadlines expire one a
-// second; the leader is SIGKILLed after 8 enforcements; the standby takes
-// the Lease over and enforces the rest. Every job fails by its deadline
-// exactly once (one Failed transition, one successful status write), its
-// JobSet is deleted exactly once (one successful delete; a repeat may only
-// find it gone), and each enforcement has exactly one
-// DeadlineExceeded Event.
-func TestFailoverMidDeadlineBurst(t *testing.T) {
-	// The upstream-shaped CRDs leave the deadline to Trainer in auto mode;
-	// shepherd enforces it here.
-	p := startPair(t, "--feature="+"trainjob-deadline=on")
-	ns := env.Namespace(t)
-	rt := createRuntime(t, "")
-	o := observe(t, ns)
-
-	jobs := make([]string, burstJobs)
-	for i := range jobs {
-		jobs[i] = jobName(i)
-		tj := newJob(ns, jobs[i], rt, ptr.To(int64(6+i)))
-		if err := env.Client.Create(context.Background(), tj); err != nil {
-			t.Fatalf("creating TrainJob %s: %v", tj.Name, err)
-		}
-		createJobSet(t, tj)
-	}
-
-	killedAt := p.kill(t, o, false)
-	survivor := p.waitTakeover(t)
-	leaseTakeover := time.Since(killedAt)
-	o.waitCount(t, "TrainJobs Failed", false, burstJobs, longTimeout)
-
-	// Every JobSet gone.
-	for _, j := range jobs {
-		if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-			err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: j}, &jobsetv1alpha2.JobSet{})
-			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
-		}); err != nil {
-			t.Errorf("JobSet %s not deleted: %v", j, err)
-		}
-	}
-	checkEvents(t, ns, api.EventDeadlineExceeded, jobs)
-
-	o.mu.Lock()
-	for _, j := range jobs {
-		if n := o.failedTrans[j]; n != 1 {
-			t.Errorf("TrainJob %s turned Failed=True %d times, want exactly once", j, n)
-		}
-		if r := o.reasons[j]; r != api.ReasonDeadlineExceeded {
-			t.Errorf("TrainJob %s Failed with reason %q, want %s", j, r, api.ReasonDeadlineExceeded)
-		}
-	}
-	first, ok := firstAfter(o.failedAt, killedAt)
-	errs := o.errs
-	o.mu.Unlock()
-	if len(errs) > 0 {
-		t.Errorf("the watch of TrainJobs reported errors: %v", errs)
-	}
-	if !ok {
-		t.Fatal("no TrainJob failed after the kill")
-	}
-
-	statusBy, statusFailed := writesBy(t, "the Failed status write", audited(t, ns, "patch", "trainjobs", "status"), jobs)
-	deleteBy, deleteFailed := writesBy(t, "the JobSet delete", audited(t, ns, "delete", "jobsets", ""), jobs)
-	p.report(t, "deadline enforcements", statusBy, first.Sub(killedAt))
-	t.Logf("Lease taken over %v after the kill; JobSet deletes: leader %d, survivor %d; refused status writes %v",
-		leaseTakeover.Round(10*time.Millisecond), deleteBy[p.leaderUser], deleteBy[p.standbyUser], statusFailed)
-	// Exactly one delete per JobSet succeeded (writesBy). A repeated
-	// request a few milliseconds after it — the reconcile that the status
-	// write itself triggers reads the JobSet from a cache that has not yet
-	// seen the delete — finds nothing (404, UID precondition) and changes
-	// nothing; anything else refused would be a delete of another object.
-	redundant := 0
-	for j, codes := range deleteFailed {
-		for _, c := range codes {
-			if c != 404 {
-				t.Errorf("a delete of JobSet %s was refused with HTTP %d (want only 404 for a repeat):\n%s", j, c, repeats(audited(t, ns, "delete", "jobsets", ""), p))
-			}
-			redundant++
-		}
-	}
-	t.Logf("redundant JobSet deletes (404, the JobSet already gone): %d of %d JobSets", redundant, len(jobs))
-	p.checkHolder(t, survivor)
-}
-
-// TestFailoverMidTTLBurst: 30 finished TrainJobs (the test plays Trainer,
-// marking one Complete a second) on a runtime with a 3 s TTL; the leader
-// is SIGKILLed after 8 deletions; the survivor deletes the rest. Every job
-// is deleted exactly once and has exactly one TTLExpired Event.
-func TestFailoverMidTTLBurst(t *testing.T) {
-	p := startPair(t)
-	ns := env.Namespace(t)
-	rt := createRuntime(t, "3")
-	o := observe(t, ns)
-
-	jobs := make([]string, burstJobs)
-	created := make([]*trainerv1alpha1.TrainJob, burstJobs)
-	for i := range jobs {
-		jobs[i] = jobName(i)
-		created[i] = newJob(ns, jobs[i], rt, nil)
-		if err := env.Client.Create(context.Background(), created[i]); err != nil {
-			t.Fatalf("creating TrainJob %s: %v", jobs[i], err)
-		}
-	}
-	// Trainer's part: one job finishes every second, through the kill.
-	start := time.Now()
-	completeErr := make(chan error, 1)
-	go func() {
-		defer close(completeErr)
-		for i, tj := range created {
-			time.Sleep(time.Until(start.Add(time.Duration(i) * time.Second)))
-			orig := tj.DeepCopy()
-			meta.SetStatusCondition(&tj.Status.Conditions, metav1.Condition{
-				Type: api.TrainJobComplete, Status: metav1.ConditionTrue, Reason: "JobSetCompleted",
-				Message: "set by the test, playing Trainer", LastTransitionTime: metav1.Now(),
-			})
-			if err := env.Client.Status().Patch(context.Background(), tj, client.MergeFrom(orig)); err != nil {
-				completeErr <- fmt.Errorf("marking %s Complete: %w", tj.Name, err)
-				return
-			}
-		}
-	}()
-
-	killedAt := p.kill(t, o, true)
-	survivor := p.waitTakeover(t)
-	leaseTakeover := time.Since(killedAt)
-	if err := <-completeErr; err != nil {
-		t.Fatal(err)
-	}
-	o.waitCount(t, "TrainJobs deleted", true, burstJobs, longTimeout)
-	checkEvents(t, ns, api.EventTTLExpired, jobs)
-
-	o.mu.Lock()
-	for _, j := range jobs {
-		if n := o.deleted[j]; n != 1 {
-			t.Errorf("TrainJob %s deleted %d times, want exactly once", j, n)
-		}
-	}
-	first, ok := firstAfter(o.deletedAt, killedAt)
-	errs := o.errs
-	o.mu.Unlock()
-	if len(errs) > 0 {
-		t.Errorf("the watch of TrainJobs reported errors: %v", errs)
-	}
-	if !ok {
-		t.Fatal("no TrainJob deleted after the kill")
-	}
-	deleteBy, deleteFailed := writesBy(t, "the TTL delete", audited(t, ns, "delete", "trainjobs", ""), jobs)
-	p.report(t, "TTL deletions", deleteBy, first.Sub(killedAt))
-	t.Logf("Lease taken over %v after the kill; refused TrainJob deletes %v", leaseTakeover.Round(10*time.Millisecond), deleteFailed)
-	if len(deleteFailed) > 0 {
-		t.Errorf("TrainJob deletes attempted again after the TrainJob was gone (HTTP codes per job): %v", deleteFailed)
-	}
-	p.checkHolder(t, survivor)
 }
 
 // repeats describes each refused write: by which replica, how long after

@@ -107,7 +107,7 @@ func restarted(ctx context.Context, ns string, sets []string) (int, error) {
 // the leader had begun (markers written) is finished by the survivor, not
 // begun again.
 func TestFailoverMidTrainingRestarts(t *testing.T) {
-	p := startPair(t)
+	p := startPair(t, seed)
 	ns := env.Namespace(t)
 	ctx := context.Background()
 
@@ -162,7 +162,7 @@ func TestFailoverMidTrainingRestarts(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("restarts by the leader before the kill: %v", err)
 	}
-	if got, err := holder(ctx, p.leaseNS); err != nil || got != p.leaderID {
+	if got, err := p.pl.holder(ctx, p.leaseNS); err != nil || got != p.leaderID {
 		t.Fatalf("before the kill the Lease holder is %q (err %v), want the first replica %q", got, err, p.leaderID)
 	}
 	p.leader.Kill()
@@ -198,9 +198,9 @@ func TestFailoverMidTrainingRestarts(t *testing.T) {
 			t.Errorf("set %s: pod %s not deleted or its restart not done: %v", sets[i], name, err)
 		}
 	}
-	checkEventsOf(t, ns, api.KindPodCliqueSet, api.EventReplicaRestarting, sets)
+	p.pl.checkEventsOf(t, ns, api.KindPodCliqueSet, api.EventReplicaRestarting, sets)
 
-	deletes := audited(t, ns, "delete", "pods", "")
+	deletes := p.pl.audited(t, ns, "delete", "pods", "")
 	deleteBy, deleteFailed := writesBy(t, "the restart's pod delete", deletes, podNames)
 	var first time.Time
 	for _, e := range deletes {
@@ -218,9 +218,9 @@ func TestFailoverMidTrainingRestarts(t *testing.T) {
 			}
 		}
 	}
-	recordBy, recordFailed := byUserOf(append(audited(t, ns, "patch", "workloadrecords", ""), audited(t, ns, "create", "workloadrecords", "")...))
+	recordBy, recordFailed := byUserOf(append(p.pl.audited(t, ns, "patch", "workloadrecords", ""), p.pl.audited(t, ns, "create", "workloadrecords", "")...))
 	for _, r := range []string{"podcliquesets", "podcliques"} {
-		ok, refused := byUserOf(audited(t, ns, "patch", r, ""))
+		ok, refused := byUserOf(p.pl.audited(t, ns, "patch", r, ""))
 		for _, u := range []string{p.leaderUser, p.standbyUser} {
 			if ok[u]+refused[u] > 0 {
 				t.Errorf("%s patched %d times by shepherd (%s): its Training state belongs in its records", r, ok[u]+refused[u], u)
@@ -251,7 +251,7 @@ func byUserOf(evs []auditEvent) (ok, refused map[string]int) {
 // terminates the rest. Every set's PodClique is deleted by exactly one
 // successful delete, with exactly one GangTerminated Event.
 func TestFailoverMidGangTerminations(t *testing.T) {
-	p := startPair(t)
+	p := startPair(t, seed)
 	ns := env.Namespace(t)
 	ctx := context.Background()
 	delay := 2 * time.Second
@@ -317,7 +317,7 @@ func TestFailoverMidGangTerminations(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("gang terminations by the leader before the kill: %v", err)
 	}
-	if got, err := holder(ctx, p.leaseNS); err != nil || got != p.leaderID {
+	if got, err := p.pl.holder(ctx, p.leaseNS); err != nil || got != p.leaderID {
 		t.Fatalf("before the kill the Lease holder is %q (err %v), want the first replica %q", got, err, p.leaderID)
 	}
 	p.leader.Kill()
@@ -337,9 +337,9 @@ func TestFailoverMidGangTerminations(t *testing.T) {
 		n, _ := remaining(ctx)
 		t.Fatalf("%d of %d PodCliques left: %v", n, burstJobs, err)
 	}
-	checkEventsOf(t, ns, api.KindPodCliqueSet, api.EventGangTerminated, sets)
+	p.pl.checkEventsOf(t, ns, api.KindPodCliqueSet, api.EventGangTerminated, sets)
 
-	deletes := audited(t, ns, "delete", "podcliques", "")
+	deletes := p.pl.audited(t, ns, "delete", "podcliques", "")
 	deleteBy, deleteFailed := writesBy(t, "the gang termination's PodClique delete", deletes, cliques)
 	var first time.Time
 	for _, e := range deletes {

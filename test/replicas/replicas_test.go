@@ -5,10 +5,15 @@
 // serve with --leader-elect=false, which hides what only a standby does.
 //
 // The failover tests SIGKILL the leader in the middle of a burst of
-// enforcements — TrainJob deadlines and TTLs (failover_test.go), Training
-// restarts and gang terminations (grove_failover_test.go) — and check from
-// the apiserver's audit log that the survivor finishes the burst, nothing
-// is done twice, and every enforcement has exactly one Event.
+// enforcements — TrainJob deadlines and TTLs (trainjob_failover_test.go,
+// events_kill_test.go), Training restarts and gang terminations
+// (grove_failover_test.go), Workload creation (workload_failover_test.go)
+// — and check from the apiserver's audit log that the survivor finishes
+// the burst, nothing is done twice, and every enforcement has exactly one
+// Event. The TrainJob bursts run on the test bed beside the real Trainer
+// and JobSet controllers (plane_test.go: onBed); the Grove and Workload bursts
+// on a control plane serving the seed-shaped CRDs, where the tests play
+// Grove and the kubelets (seed).
 package replicas
 
 import (
@@ -37,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/shepherd-k8s/shepherd/api"
+	"github.com/shepherd-k8s/shepherd/test/bed"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
 
@@ -73,7 +79,25 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	seed = seedPlane(env, auditLog)
+	kit, err := bed.NewSuite(bed.SuiteOptions{NoServe: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "test bed:", err)
+		_ = env.Stop()
+		os.Exit(1)
+	}
+	onBed = bedPlane(kit)
 	code := m.Run()
+	if gone := kit.Bed.Exited(); len(gone) > 0 {
+		fmt.Fprintln(os.Stderr, "test bed components exited:", gone)
+		code = 1
+	}
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, kit.Logs())
+	}
+	if err := kit.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping the test bed:", err)
+	}
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
 	}
@@ -95,9 +119,9 @@ const deniedPCS = `{
 }`
 
 // holder is the Lease's holderIdentity, "" while nobody holds it.
-func holder(ctx context.Context, ns string) (string, error) {
+func (pl *plane) holder(ctx context.Context, ns string) (string, error) {
 	var l coordinationv1.Lease
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: leaseName}, &l); err != nil {
+	if err := pl.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: leaseName}, &l); err != nil {
 		if apierrors.IsNotFound(err) {
 			return "", nil
 		}
@@ -166,7 +190,7 @@ func TestStandbyWritesPolicyViolationEvents(t *testing.T) {
 	var leaderID string
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		var err error
-		leaderID, err = holder(ctx, leNS)
+		leaderID, err = seed.holder(ctx, leNS)
 		return leaderID != "", err
 	}); err != nil {
 		t.Fatalf("the first replica did not acquire Lease %s/%s: %v", leNS, leaseName, err)
@@ -196,7 +220,7 @@ func TestStandbyWritesPolicyViolationEvents(t *testing.T) {
 	}
 	// The standby really was the standby all along: the leader kept the
 	// Lease, so no failover made the second replica the writer.
-	if got, err := holder(ctx, leNS); err != nil || got != leaderID {
+	if got, err := seed.holder(ctx, leNS); err != nil || got != leaderID {
 		t.Errorf("Lease holder = %q (err %v), want the first replica %q throughout", got, err, leaderID)
 	}
 }

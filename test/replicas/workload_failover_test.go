@@ -106,7 +106,7 @@ func workloadReady(ctx context.Context, ns string) (int, error) {
 // in the leader when it is SIGKILLed (after the condition) is lost — a
 // SIGTERM flushes it (test/faults), a SIGKILL cannot.
 func TestFailoverMidWorkloadBurst(t *testing.T) {
-	p := startPair(t)
+	p := startPair(t, seed)
 	ns := env.Namespace(t)
 	ctx := context.Background()
 	rt := createWorkloadRuntime(t)
@@ -149,7 +149,7 @@ func TestFailoverMidWorkloadBurst(t *testing.T) {
 	}); err != nil {
 		t.Fatalf("Workloads created by the leader before the kill: %d, want %d: %v", len(before), workloadsBeforeKill, err)
 	}
-	if got, err := holder(ctx, p.leaseNS); err != nil || got != p.leaderID {
+	if got, err := p.pl.holder(ctx, p.leaseNS); err != nil || got != p.leaderID {
 		t.Fatalf("before the kill the Lease holder is %q (err %v), want the first replica %q", got, err, p.leaderID)
 	}
 	p.leader.Kill()
@@ -236,8 +236,8 @@ func TestFailoverMidWorkloadBurst(t *testing.T) {
 	// Created exactly once, each: one successful create per object in the
 	// audit log; a repeat (the survivor's reconcile of a job the leader
 	// had done) may only find the object there.
-	wlCreates := audited(t, ns, "create", "workloads", "")
-	pgCreates := audited(t, ns, "create", "podgroups", "")
+	wlCreates := p.pl.audited(t, ns, "create", "workloads", "")
+	pgCreates := p.pl.audited(t, ns, "create", "podgroups", "")
 	wlBy, _ := writesBy(t, "the Workload create", wlCreates, jobs)
 	pgBy, _ := writesBy(t, "the PodGroup create", pgCreates, pgNames)
 	// A refused create may only be a repeat finding the object there
@@ -278,7 +278,7 @@ func TestFailoverMidWorkloadBurst(t *testing.T) {
 			whole = append(whole, j)
 		}
 	}
-	checkEvents(t, ns, api.EventWorkloadCreated, whole)
+	p.pl.checkEvents(t, ns, api.EventWorkloadCreated, whole)
 	interruptedEvents := 0
 	if interrupted != "" {
 		counts, err := cluster.EventCounts(ctx, env.Client, ns, api.KindTrainJob, api.EventWorkloadCreated)
