@@ -18,6 +18,21 @@ export CONTROLLER_GEN
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/shepherd-k8s/shepherd/cmd/shepherd/app.version=$(VERSION)
 
+# The chart's version, from VERSION, in the SemVer Helm requires: a tag
+# v1.2.3 (or v1.2.3-4-gabc1234[-dirty] after it) less its "v"; anything else
+# (a commit without a tag, "dev") becomes a pre-release of 0.0.0, "g" before
+# it so that an all-digit commit hash is not a numeric identifier with a
+# leading zero, which SemVer forbids. The chart's appVersion is VERSION itself,
+# the image tag `shepherd version` reports.
+CHART_VERSION ?= $(shell v='$(patsubst v%,%,$(VERSION))'; if [[ "$$v" =~ ^(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)(-[0-9A-Za-z.-]+)?$$ ]]; then echo "$$v"; else echo "0.0.0-g$$v"; fi)
+
+# Helm, the version go.mod pins (test/helm renders and lints the chart with
+# that module), built from the Go module proxy like controller-gen.
+HELM_VERSION ?= $(shell go list -m -f '{{.Version}}' helm.sh/helm/v3)
+HELM := $(TOOLS)/helm-$(HELM_VERSION)
+# Where `make chart-push` pushes the packaged chart, e.g. ghcr.io/shepherd-k8s/charts.
+CHART_REGISTRY ?=
+
 GO_TEST_FLAGS ?= -count=1 -timeout 40m
 
 .PHONY: all
@@ -135,6 +150,21 @@ bench-flow: controlplane bed pinned-crds ## On the test bed: N TrainJobs from cr
 .PHONY: run
 run: build controlplane ## Start a local control plane with shepherd serving it.
 	./hack/run.sh
+
+.PHONY: chart
+chart: $(HELM) ## Lint and package the Helm chart into bin/shepherd-<CHART_VERSION>.tgz, its appVersion VERSION (the version `make build` gives `shepherd version`).
+	$(HELM) lint charts/shepherd
+	$(HELM) package charts/shepherd --app-version "$(VERSION)" --version "$(CHART_VERSION)" --destination bin
+
+.PHONY: chart-push
+chart-push: chart ## Push the packaged chart to oci://$(CHART_REGISTRY) (after helm registry login).
+	@[ -n "$(CHART_REGISTRY)" ] || { echo "CHART_REGISTRY is empty: set it to the OCI repository to push to, e.g. CHART_REGISTRY=ghcr.io/shepherd-k8s/charts"; exit 2; }
+	$(HELM) push bin/shepherd-$(CHART_VERSION).tgz oci://$(CHART_REGISTRY)
+
+$(HELM):
+	mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS)/tmp go install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	mv $(TOOLS)/tmp/helm $@
 
 $(CONTROLLER_GEN):
 	mkdir -p $(TOOLS)
