@@ -349,7 +349,11 @@ func listAll(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, 
 }
 
 func printImpact(out io.Writer, rep *ImpactReport) error {
-	fmt.Fprintf(out, "Judged %d stored objects from %s as creates.\n", rep.Evaluated, rep.Source)
+	noun := "objects"
+	if rep.Evaluated == 1 {
+		noun = "object"
+	}
+	fmt.Fprintf(out, "Judged %d stored %s from %s as creates.\n", rep.Evaluated, noun, rep.Source)
 	for _, r := range rep.Rules {
 		verb := map[string]string{"Deny": "would deny", "Warn": "would warn on", "Audit": "would audit"}[r.Action]
 		if verb == "" {

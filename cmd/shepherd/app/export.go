@@ -46,7 +46,7 @@ func newExportCommand() *cobra.Command {
 		},
 	}
 	cmd.PersistentFlags().StringArrayVar(&o.policies, "policy", nil, "file or directory of WorkloadPolicies to export with the built-in rules (repeatable)")
-	cmd.PersistentFlags().StringSliceVar(&o.rules.disabled, "disable-rule", nil, "rule IDs to leave out (repeatable or comma-separated)")
+	addDisableRuleFlag(cmd.PersistentFlags(), &o.rules.disabled, "rule IDs to leave out (repeatable or comma-separated)")
 	cmd.PersistentFlags().StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage)
 	cmd.PersistentFlags().StringVar(&o.rules.kubeconfig, "kubeconfig", "", "kubeconfig of the target cluster: type-check against the Trainer, JobSet and Grove CRDs it serves (instead of --crd; needs list on customresourcedefinitions)")
 	cmd.PersistentFlags().StringVar(&o.namespace, "namespace", api.DefaultNamespace, "shepherd's namespace: exported bindings leave it and kube-system out, as shepherd's webhooks do")
@@ -67,7 +67,7 @@ objects, discovery, defaulting) are listed on stderr with the reason.`,
 			return runExportVAP(o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	vap.Flags().BoolVar(&o.audit, "audit", false, "add Audit to every binding's validationActions (Deny+Audit, Warn+Audit): the apiserver then reports each failed validation in its audit events, which `shepherd serve --admission-mode=native` records through its audit sink (deploy/native's policies)")
+	vap.Flags().BoolVar(&o.audit, "audit", false, "add Audit to every binding's validationActions (Deny+Audit, Warn+Audit): the apiserver then reports each failed validation in its audit events, which shepherd serve --admission-mode=native records through its audit sink (deploy/native's policies)")
 	mapCmd := &cobra.Command{
 		Use:   "map",
 		Short: "Write a MutatingAdmissionPolicy and binding for every exportable defaulting rule",

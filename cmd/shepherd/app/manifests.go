@@ -397,7 +397,9 @@ type ruleConfigFlags struct {
 }
 
 // crdFlagUsage is --crd's help, shared by check and export.
-const crdFlagUsage = "CRD file or directory of the target cluster to type-check rules against (repeatable); default: the pinned upstream CRDs built in (see `shepherd version`). Built-in rules whose fields these schemas lack are inactive; policies on such fields do not compile"
+// crdFlagUsage's backquoted word is the flag's value name in --help (pflag
+// reads the first backquoted word so); the usage must quote nothing else.
+const crdFlagUsage = "`PATH` of a CRD file or directory of the target cluster to type-check rules against (repeatable); default: the pinned upstream CRDs built in, which shepherd version names. Built-in rules whose fields these schemas lack are inactive; policies on such fields do not compile"
 
 // config resolves the flags: the disabled rules and the schemas of --crd
 // (the pinned upstream ones when none is given). A --crd file larger than

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/shepherd-k8s/shepherd/webhook"
 )
@@ -52,11 +53,36 @@ restart budgets and runtime limits, Workload/PodGroup creation.`,
 		root.AddCommand(sub())
 	}
 	completeRuleIDs(root)
+	flagNoticesTo(root, stderr)
 	return root
+}
+
+// flagNoticesTo sends pflag's notices (a deprecated flag's) to w. cobra
+// would print them on the command's standard output, ahead of the output of
+// check -o json and the like, which they would make unparseable.
+func flagNoticesTo(cmd *cobra.Command, w io.Writer) {
+	cmd.Flags().SetOutput(w)
+	for _, sub := range cmd.Commands() {
+		flagNoticesTo(sub, w)
+	}
 }
 
 // ruleIDFlags are the flags that take built-in rule IDs.
 var ruleIDFlags = []string{"disable-rule", "disable-rules"}
+
+// addDisableRuleFlag registers --disable-rule, bound to ids, on fs, and
+// --disable-rules, the spelling serve had before every command took
+// --disable-rule, as a hidden deprecated alias. The alias shares the flag's
+// value rather than only its variable: a string slice replaces its default on
+// its first Set, so two values over one variable would let the second
+// spelling drop the IDs the first collected.
+func addDisableRuleFlag(fs *pflag.FlagSet, ids *[]string, usage string) {
+	fs.StringSliceVar(ids, "disable-rule", *ids, usage)
+	alias := *fs.Lookup("disable-rule")
+	alias.Name, alias.Usage = "disable-rules", "Deprecated spelling of --disable-rule."
+	fs.AddFlag(&alias)
+	_ = fs.MarkDeprecated("disable-rules", "use --disable-rule, which every command takes")
+}
 
 // completeRuleIDs makes the shell complete built-in rule IDs for every
 // flag of ruleIDFlags, on whichever command defines it.

@@ -184,13 +184,10 @@ func (o *serveOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.discoveryInterval, "workload-api-discovery-interval", o.discoveryInterval, "How often discovery re-checks whether the cluster serves the Workload API (rule V-TR-7 and the Workload reconciler).")
 	fs.BoolVar(&o.disableReconcile, "disable-reconcilers", o.disableReconcile, "Serve admission only, without the lifecycle reconcilers.")
 
-	fs.StringSliceVar(&o.disabledRules, "disable-rule", o.disabledRules, "Built-in rule IDs to switch off (repeatable or comma-separated), e.g. V-JS-5,D-PCS-6; an unknown ID is an error (shepherd export rules lists them). The same flag as check, test, export and audit take.")
-	// The spelling serve had before every command took --disable-rule.
-	fs.StringSliceVar(&o.disabledRules, "disable-rules", o.disabledRules, "Deprecated spelling of --disable-rule.")
-	_ = fs.MarkDeprecated("disable-rules", "use --disable-rule, as check, test, export and audit do")
+	addDisableRuleFlag(fs, &o.disabledRules, "Built-in rule IDs to switch off (repeatable or comma-separated), e.g. V-JS-5,D-PCS-6; an unknown ID is an error (shepherd export rules lists them). The same flag as check, test, export and audit take.")
 	fs.BoolVar(&o.disableStartupPolicyRewrite, "disable-startup-policy-rewrite", o.disableStartupPolicyRewrite, "Switch D-JS-2 to a warning only: a JobSet's startupPolicy InOrder is no longer rewritten into dependsOn.")
 	fs.BoolVar(&o.deferToUpstream, "defer-to-upstream", true, "Leave a built-in rule to the layer that already enforces all of it on this cluster: the served CRD (its minimum, enum or CEL rule, which the apiserver checks before any webhook) or a registered upstream validating webhook with failurePolicy Fail (Trainer's validator.trainjob.trainer.kubeflow.org for V-TJ-3). "+
-		"Such a rule is inactive, with the reason in /status and `shepherd export rules`, and re-decided when CRDs or webhook configurations change. Set false to judge every rule anyway.")
+		"Such a rule is inactive, with the reason in /status and shepherd export rules, and re-decided when CRDs or webhook configurations change. Set false to judge every rule anyway.")
 	fs.DurationVar(&o.inferenceTerminationDelay, "inference-termination-delay", o.inferenceTerminationDelay, "D-PCS-5: terminationDelay given to Inference PodCliqueSets that set none. 0 leaves it unset (gang termination stays opt-in).")
 
 	// --framework-trainer, --framework-jobset, --framework-grove.

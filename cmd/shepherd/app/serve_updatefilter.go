@@ -24,7 +24,7 @@ func (u *updateFilterOptions) addFlags(fs *pflag.FlagSet) {
 		"Keep a matchCondition in shepherd's webhook configurations (--mutating-/--validating-webhook-configuration) so that an UPDATE reaches the webhooks only when it changes a part of the object some active rule reads "+
 			"(the spec, labels, annotations, ownerReferences, and whatever WorkloadPolicies read): operators' finalizer and other metadata-only UPDATEs then cost no webhook call. "+
 			"Derived from the active rules by the leader and re-derived when they change; no condition while a rule reads the request's user or the whole object. "+
-			"It changes no verdict: each rule is evaluated on UPDATE only when the update changes what it reads, by shepherd, `shepherd check` and the exported policies alike (matchCondition "+celrules.UpdateConditionName+"). "+
+			"It changes no verdict: each rule is evaluated on UPDATE only when the update changes what it reads, by shepherd, shepherd check and the exported policies alike (matchCondition "+celrules.UpdateConditionName+"). "+
 			"Set false to send every UPDATE; any condition an earlier run left is then removed.")
 	fs.BoolVar(&u.work, "skip-requests-without-work", true,
 		"Keep a matchCondition ("+updatefilter.WorkConditionName+") in shepherd's webhook configurations so that the apiserver does not call a webhook for a kind and operation on which it has nothing to do: "+

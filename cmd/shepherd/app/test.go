@@ -59,7 +59,7 @@ mismatch is listed), 2 on a usage error or a suite that cannot be loaded
 	f := cmd.Flags()
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text, json or junit")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "text output lists passing cases too")
-	f.StringSliceVar(&o.rules.disabled, "disable-rule", nil, "rule IDs to switch off (repeatable or comma-separated): which cases would then fail")
+	addDisableRuleFlag(f, &o.rules.disabled, "rule IDs to switch off (repeatable or comma-separated): which cases would then fail")
 	f.StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage+"; a suite's crds take precedence")
 	f.DurationVar(&o.timeout, "timeout", defaultCheckTimeout, "wall-clock limit for admitting one case's object; a case that takes longer fails with an error")
 	addMaxInputFlag(f, &o.rules.maxInput)
