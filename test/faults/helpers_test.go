@@ -142,26 +142,16 @@ func newJob(ns, name, runtime string, deadline *int64) *trainerv1alpha1.TrainJob
 	}
 }
 
-// createDeadlineJob creates TrainJob name with a deadline of seconds and,
-// playing Trainer, the JobSet running it.
+// createDeadlineJob creates TrainJob name with a deadline of seconds. No
+// Trainer runs beside this suite, and nothing plays it: the job has no
+// JobSet (a cluster whose Trainer is down), and shepherd, enforcing the
+// deadline (--feature=trainjob-deadline=on), fails it all the same. The
+// deadline beside the real Trainer is test/trainjob's and test/replicas'.
 func createDeadlineJob(t *testing.T, ns, name, runtime string, seconds int64) *trainerv1alpha1.TrainJob {
 	t.Helper()
 	tj := newJob(ns, name, runtime, ptr.To(seconds))
 	if err := env.Client.Create(context.Background(), tj); err != nil {
 		t.Fatalf("creating TrainJob %s: %v", name, err)
-	}
-	js := &jobsetv1alpha2.JobSet{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: name,
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: trainerv1alpha1.GroupVersion.String(), Kind: api.KindTrainJob,
-				Name: name, UID: tj.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-			}},
-		},
-		Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: jobTemplate()}}},
-	}
-	if err := env.Client.Create(context.Background(), js); err != nil {
-		t.Fatalf("creating JobSet %s: %v", name, err)
 	}
 	return tj
 }

@@ -120,10 +120,15 @@ func TestNoTTLKeepsJobUntilRuntimeGetsOne(t *testing.T) {
 // TestRecreatedJobNotDeletedByOldTTL: a finished TrainJob deleted by its
 // user before its TTL and created again under the same name (running)
 // is not deleted when the old one's TTL would have expired.
+//
+// The new job is created once the garbage collector has removed the old
+// one's JobSet: Trainer names the JobSet after the job and applies it over
+// one still there, so a new job created before would take the old
+// JobSet's completion as its own — Trainer's, not shepherd's doing.
 func TestRecreatedJobNotDeletedByOldTTL(t *testing.T) {
 	t.Parallel() // no pause, no serve restart: see the package comment
 	ns := start(t, 1)
-	const rt, name, ttl = "torch-recreated", "recreated", 4
+	const rt, name, ttl = "torch-recreated", "recreated", 15
 	ttlRuntime(t, rt, fmt.Sprint(ttl))
 	old := kit.TrainJob(t, ns, name, 1, completing(rt, api.KindClusterTrainingRuntime))
 	done := kit.WaitComplete(t, ns, name, within)
@@ -133,6 +138,10 @@ func TestRecreatedJobNotDeletedByOldTTL(t *testing.T) {
 	kit.Eventually(t, within, "the first TrainJob gone", func() (bool, string) {
 		return kit.GetTrainJob(t, ns, name) == nil, "still there"
 	})
+	kit.DependentsGone(t, ns, name)
+	if time.Since(done) > (ttl-5)*time.Second {
+		t.Fatalf("the old job's dependents took %v to go: the machine is too slow for a %d s TTL", time.Since(done), ttl)
+	}
 	fresh := kit.TrainJob(t, ns, name, 1, bed.OnRuntime(rt, bed.RunForeverImage, 1))
 	if fresh.GetUID() == old.GetUID() {
 		t.Fatalf("the recreated TrainJob has the old UID %s", old.GetUID())
