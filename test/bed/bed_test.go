@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/shepherd-k8s/shepherd/test/bed"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
@@ -245,28 +244,9 @@ func jobSetCreates(t testing.TB) float64 {
 // of them for an empty want).
 func admissionRequests(t testing.TB, want map[string]string) float64 {
 	t.Helper()
-	mfs, err := metrics.Registry.Gather()
+	n, err := cluster.Metric("shepherd_admission_requests_total", want)
 	if err != nil {
 		t.Fatal(err)
-	}
-	n := 0.0
-	for _, mf := range mfs {
-		if mf.GetName() != "shepherd_admission_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, p := range m.GetLabel() {
-				l[p.GetName()] = p.GetValue()
-			}
-			matches := true
-			for k, v := range want {
-				matches = matches && l[k] == v
-			}
-			if matches {
-				n += m.GetCounter().GetValue()
-			}
-		}
 	}
 	return n
 }

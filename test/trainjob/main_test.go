@@ -30,7 +30,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/test/bed"
@@ -189,26 +188,11 @@ func countPods(t *testing.T, ns, phase string) int {
 // count, of the serve running in this process.
 func metricValue(t *testing.T, name string) float64 {
 	t.Helper()
-	mfs, err := metrics.Registry.Gather()
+	v, err := cluster.Metric(name, nil)
 	if err != nil {
 		t.Fatalf("gathering metrics: %v", err)
 	}
-	var v float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if c := m.GetCounter(); c != nil {
-				v += c.GetValue()
-			}
-			if h := m.GetHistogram(); h != nil {
-				v += float64(h.GetSampleCount())
-			}
-		}
-		return v
-	}
-	return 0
+	return v
 }
 
 // ttlRuntime copies Trainer's torch runtime as name with the TTL carrier

@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/test/bed"
@@ -296,28 +295,9 @@ func (f *fixture) setSuspend(t *testing.T, tj *unstructured.Unstructured, suspen
 // series whose labels include want.
 func counter(t *testing.T, name string, want map[string]string) float64 {
 	t.Helper()
-	mfs, err := metrics.Registry.Gather()
+	n, err := cluster.Metric(name, want)
 	if err != nil {
 		t.Fatalf("gathering metrics: %v", err)
-	}
-	var n float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			labels := map[string]string{}
-			for _, l := range m.GetLabel() {
-				labels[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if labels[k] != v {
-					continue series
-				}
-			}
-			n += m.GetCounter().GetValue()
-		}
 	}
 	return n
 }
