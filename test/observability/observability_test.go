@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/install"
 )
 
@@ -111,6 +113,8 @@ func TestPanelsAndAlertsUseExportedMetrics(t *testing.T) {
 	for name, where := range used {
 		switch {
 		case exported[name]:
+		case name == "up":
+			// Prometheus's own series per scrape target (ShepherdDown).
 		case eventSeries[baseName(name)] != "":
 			byRegistration = append(byRegistration, name)
 			if !registered(baseName(name)) {
@@ -126,10 +130,12 @@ func TestPanelsAndAlertsUseExportedMetrics(t *testing.T) {
 
 // TestAlertRules builds deploy/observability with Kustomize and checks the
 // PrometheusRule: every rule is an alert whose expression parses, with a
-// severity label, a valid `for`, and summary, description and runbook
-// annotations whose templates parse as Prometheus expands them.
+// severity label, a valid `for`, summary and description annotations
+// whose templates parse as Prometheus expands them, and a runbook_url
+// naming its own section of docs/runbooks.md.
 func TestAlertRules(t *testing.T) {
 	rule := builtRule(t)
+	runbooks := runbookSections(t)
 	groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
 	var alerts []string
 	for _, g := range groups {
@@ -154,7 +160,13 @@ func TestAlertRules(t *testing.T) {
 			if !slices.Contains([]string{"critical", "warning", "info"}, sev) {
 				t.Errorf("%s: severity %q, want critical, warning or info", name, sev)
 			}
-			for _, a := range []string{"summary", "description", "runbook"} {
+			url, _, _ := unstructured.NestedString(r, "annotations", "runbook_url")
+			if want := runbookURL + strings.ToLower(name); url != want {
+				t.Errorf("%s: runbook_url %q, want %q", name, url, want)
+			} else if !runbooks[strings.ToLower(name)] {
+				t.Errorf("%s: runbook_url %s names no section of docs/runbooks.md", name, url)
+			}
+			for _, a := range []string{"summary", "description"} {
 				text, _, _ := unstructured.NestedString(r, "annotations", a)
 				if strings.TrimSpace(text) == "" {
 					t.Errorf("%s: no %s annotation", name, a)
@@ -165,11 +177,32 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"ShepherdWebhookCallsFailing", "ShepherdAdmissionErrors", "ShepherdAdmissionLatencyNearTimeout",
-		"ShepherdServingCertificateExpiringSoon", "ShepherdCAExpiringSoon", "ShepherdNoLeader", "ShepherdReconcileErrors", "ShepherdWorkloadPolicyNotCompiled"} {
+		"ShepherdServingCertificateExpiringSoon", "ShepherdCAExpiringSoon", "ShepherdNoLeader", "ShepherdDown", "ShepherdReconcileErrors", "ShepherdWorkloadPolicyNotCompiled"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s in %v", want, alerts)
 		}
 	}
+}
+
+// runbookURL is where the alerts' runbooks are published: docs/runbooks.md
+// on the repository's main branch, one section per alert.
+const runbookURL = "https://github.com/shepherd-k8s/shepherd/blob/main/docs/runbooks.md#"
+
+// runbookSections are the anchors of docs/runbooks.md's sections (its "##"
+// headings, lowercased as GitHub makes anchors of alert names).
+func runbookSections(t *testing.T) map[string]bool {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(cluster.RepoRoot(), "docs", "runbooks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, l := range strings.Split(string(raw), "\n") {
+		if h, ok := strings.CutPrefix(l, "## "); ok {
+			out[strings.ToLower(strings.TrimSpace(h))] = true
+		}
+	}
+	return out
 }
 
 // TestDashboard checks the dashboard is importable (uid, title,
