@@ -1,6 +1,7 @@
 package audit
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/shepherd-k8s/shepherd/webhook"
 )
@@ -179,6 +182,51 @@ func TestRecorderWritesEverySinkOncePerViolation(t *testing.T) {
 				t.Error("a verdict without violations was audited")
 			}
 		})
+	}
+}
+
+// The "policy verdict" line, logged as JSON by a logger that names the
+// request (RequestLogValues, as the webhook handler and the audit sink
+// attach it), has every key once, and names the request and the rule.
+func TestVerdictLogLineHasEveryKeyOnce(t *testing.T) {
+	var buf bytes.Buffer
+	log := zap.New(zap.WriteTo(&buf), zap.JSONEncoder())
+	req := &webhook.Request{UID: "u1", Operation: admissionv1.Create,
+		Kind:      metav1.GroupVersionKind{Group: "jobset.x-k8s.io", Version: "v1alpha2", Kind: "JobSet"},
+		Namespace: "ns", Name: "js"}
+	ctx := logf.IntoContext(context.Background(), log.WithValues(RequestLogValues(req)...))
+	r := NewRecorder(8, nil, clocktesting.NewFakePassiveClock(t0))
+	r.Record(ctx, req, &webhook.Verdict{Violations: []webhook.Violation{{Rule: "V-JS-5", Action: webhook.ActionWarn, Message: "deprecated"}}})
+
+	line := strings.TrimSpace(buf.String())
+	if strings.Count(line, "\n") != 0 || line == "" {
+		t.Fatalf("want one log line, got %q", line)
+	}
+	dec := json.NewDecoder(strings.NewReader(line))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		t.Fatalf("not a JSON object: %q", line)
+	}
+	seen := map[string]int{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen[tok.(string)]++
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, n := range seen {
+		if n > 1 {
+			t.Errorf("key %q appears %d times in %s", k, n, line)
+		}
+	}
+	for _, k := range []string{"uid", "kind", "namespace", "name", "operation", "rule", "action", "message"} {
+		if seen[k] != 1 {
+			t.Errorf("key %q appears %d times, want once, in %s", k, seen[k], line)
+		}
 	}
 }
 

@@ -216,6 +216,7 @@ func (h *Handler) record(ctx context.Context, ev *auditv1.Event) []audit.Record 
 	if len(v.Violations) == 0 {
 		return nil
 	}
+	ctx = logf.IntoContext(ctx, logf.FromContext(ctx).WithValues(audit.RequestLogValues(req)...))
 	return h.Recorder.Record(ctx, req, v)
 }
 

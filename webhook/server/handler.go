@@ -176,8 +176,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer h.Limits.release()
 	req := RequestFrom(rv)
 	req.CallerAuthenticated = CallerAuthenticated(r)
-	log := withRequestValues(h.Log, "webhook", h.Mode, "uid", req.UID, "kind", req.Kind.Kind,
-		"namespace", req.Namespace, "name", req.Name, "operation", req.Operation)
+	log := withRequestValues(h.Log, append([]any{"webhook", h.Mode}, audit.RequestLogValues(req)...)...)
 	cause := deadline(r, cmp.Or(h.Timeout, DefaultTimeout))
 	ctx, cancel := context.WithTimeoutCause(logf.IntoContext(r.Context(), log), cause.budget(), cause)
 	defer cancel()
