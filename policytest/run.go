@@ -3,6 +3,7 @@ package policytest
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 
@@ -85,6 +86,23 @@ type SuiteResult struct {
 	Failed   int           `json:"failed"`
 	Cases    []CaseResult  `json:"cases"`
 	Duration time.Duration `json:"-"`
+}
+
+// Select keeps the cases of s whose name, or "SUITE/NAME" (SUITE being
+// DisplayName), match re, and reports how many it kept. A nil re keeps
+// them all.
+func Select(s *Suite, re *regexp.Regexp) int {
+	if re == nil {
+		return len(s.Cases)
+	}
+	kept := s.Cases[:0]
+	for _, c := range s.Cases {
+		if re.MatchString(c.Name) || re.MatchString(s.DisplayName()+"/"+c.Name) {
+			kept = append(kept, c)
+		}
+	}
+	s.Cases = kept
+	return len(kept)
 }
 
 // Run admits every case of s with admit and compares each result with its

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,6 +22,7 @@ import (
 type testOptions struct {
 	output  string
 	verbose bool
+	run     string
 	rules   ruleConfigFlags
 	timeout time.Duration
 }
@@ -32,7 +34,7 @@ func init() {
 func newTestCommand() *cobra.Command {
 	o := &testOptions{}
 	cmd := &cobra.Command{
-		Use:   "test PATH... [-o text|json|junit] [-v] [--crd FILE|DIR ...] [--disable-rule ID ...] [--timeout 10s]",
+		Use:   "test PATH... [-o text|json|junit] [-v] [--run REGEXP] [--crd FILE|DIR ...] [--disable-rule ID ...] [--timeout 10s]",
 		Short: "Run declarative policy test suites (*-test.yaml) through the admission chain, without a cluster",
 		Long: `test runs the suites in the given files and directories (directories are
 searched recursively for files named *-test.yaml; testdata and hidden
@@ -50,7 +52,8 @@ Exit status: 0 when every case passes, 1 when any case does not (every
 mismatch is listed), 2 on a usage error or a suite that cannot be loaded
 (file and line).`,
 		Example: `  shepherd test examples/policies/
-  shepherd test policies/ -o junit > report.xml`,
+  shepherd test policies/ -o junit > report.xml
+  shepherd test celrules/rules/tests --run '^tj-deadline'`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runTest(cmd.Context(), o, args, cmd.OutOrStdout())
@@ -59,6 +62,7 @@ mismatch is listed), 2 on a usage error or a suite that cannot be loaded
 	f := cmd.Flags()
 	f.StringVarP(&o.output, "output", "o", "text", "output format: text, json or junit")
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "text output lists passing cases too")
+	f.StringVar(&o.run, "run", "", "run only the cases whose name, or SUITE/NAME, matches this regular expression (Go syntax, as go test -run)")
 	addDisableRuleFlag(f, &o.rules.disabled, "rule IDs to switch off (repeatable or comma-separated): which cases would then fail")
 	f.StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage+"; a suite's crds take precedence")
 	f.DurationVar(&o.timeout, "timeout", defaultCheckTimeout, "wall-clock limit for admitting one case's object; a case that takes longer fails with an error")
@@ -89,6 +93,13 @@ func runTest(ctx context.Context, o *testOptions, paths []string, out io.Writer)
 	if o.timeout <= 0 {
 		return usageError("--timeout must be positive, got %v", o.timeout)
 	}
+	var run *regexp.Regexp
+	if o.run != "" {
+		var err error
+		if run, err = regexp.Compile(o.run); err != nil {
+			return usageError("--run %q is not a regular expression: %v", o.run, err)
+		}
+	}
 	files, err := policytest.Discover(paths)
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
@@ -107,10 +118,17 @@ func runTest(ctx context.Context, o *testOptions, paths []string, out io.Writer)
 			errs = append(errs, err)
 			continue
 		}
-		prepared = append(prepared, p)
+		// A suite none of whose cases --run selects is left out of the
+		// report, as go test -run leaves out a package's other tests.
+		if policytest.Select(p.suite, run) > 0 {
+			prepared = append(prepared, p)
+		}
 	}
 	if len(errs) > 0 {
 		return &ExitError{Code: 2, Err: errors.Join(errs...)}
+	}
+	if run != nil && len(prepared) == 0 {
+		return usageError("--run %q matches no case of the %d suites in %v", o.run, len(files), paths)
 	}
 
 	results := make([]policytest.SuiteResult, 0, len(prepared))

@@ -296,6 +296,48 @@ func TestPolicyTestUsageErrors(t *testing.T) {
 	}
 }
 
+// --run selects cases by name, or SUITE/NAME, as go test -run does; a
+// suite none of whose cases matches is left out; an expression that does
+// not compile, or matches nothing, is a usage error.
+func TestPolicyTestRunSelectsCases(t *testing.T) {
+	code, out, errOut := runMain("test", shippedSuites, "--run", "^tj-deadline-(valid|zero)$", "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\n%s%s", code, out, errOut)
+	}
+	var report struct {
+		Suites []policytest.SuiteResult `json:"suites"`
+	}
+	if err := json.Unmarshal([]byte(out), &report); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, out)
+	}
+	results := report.Suites
+	var got []string
+	for _, r := range results {
+		for _, c := range r.Cases {
+			got = append(got, c.Name)
+		}
+	}
+	sort.Strings(got)
+	if diff := cmp.Diff([]string{"tj-deadline-valid", "tj-deadline-zero"}, got); diff != "" {
+		t.Errorf("cases run (-want +got):\n%s", diff)
+	}
+	if len(results) != 1 || filepath.Base(results[0].File) != "trainjob-test.yaml" {
+		t.Errorf("suites reported %d, want only trainjob-test.yaml's", len(results))
+	}
+
+	// SUITE/NAME: the suite's display name (here its file) before the case.
+	code, out, errOut = runMain("test", shippedSuites, "--run", "trainjob-test.yaml/tj-deadline-valid$", "-o", "json")
+	if code != 0 || !strings.Contains(out, `"tj-deadline-valid"`) || strings.Contains(out, `"tj-deadline-zero"`) {
+		t.Errorf("--run SUITE/NAME: exit %d, output %s%s", code, out, errOut)
+	}
+
+	for _, run := range []string{"(", "no-case-is-named-so"} {
+		if code, _, errOut := runMain("test", shippedSuites, "--run", run); code != 2 || !strings.Contains(errOut, "--run") {
+			t.Errorf("--run %q: exit %d, stderr %q; want 2 naming --run", run, code, errOut)
+		}
+	}
+}
+
 func TestPolicyTestTimeoutIsACaseError(t *testing.T) {
 	code, out, _ := runMain("test", filepath.Join(shippedSuites, "trainjob-test.yaml"), "--timeout", "1ns")
 	if code != 1 || !strings.Contains(out, "error: admission did not finish within --timeout=1ns") {
