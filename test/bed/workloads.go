@@ -321,6 +321,38 @@ func (s *Suite) Creators(t testing.TB, resource, ns string) map[string]int {
 	return n
 }
 
+// SetSuspend sets TrainJob name's spec.suspend, as its user (or Kueue)
+// does.
+func (s *Suite) SetSuspend(t testing.TB, ns, name string, suspend bool) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(TrainJobGVK)
+	u.SetNamespace(ns)
+	u.SetName(name)
+	patch := []byte(fmt.Sprintf(`{"spec":{"suspend":%t}}`, suspend))
+	if err := s.Cluster.Client.Patch(context.Background(), u, client.RawPatch("application/merge-patch+json", patch)); err != nil {
+		t.Fatalf("setting spec.suspend=%t on TrainJob %s/%s: %v", suspend, ns, name, err)
+	}
+}
+
+// SuccessfulWrites are the writes user made, and the apiserver carried
+// out, to the named object of resource: subresource "status" for its
+// status, "" for the object itself.
+func (s *Suite) SuccessfulWrites(t testing.TB, resource, ns, name, user, subresource string) []Write {
+	t.Helper()
+	ws, err := s.Bed.Writes(resource, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Write
+	for _, w := range By(ws, user) {
+		if w.OK() && w.ObjectRef.Subresource == subresource {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 // Lines is ws, one write per line, for failure messages.
 func Lines(ws []Write) string {
 	var b strings.Builder

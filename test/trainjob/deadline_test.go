@@ -26,7 +26,7 @@ func failedByShepherd(t *testing.T, ns, name string) metav1.Condition {
 	if c.Reason != api.ReasonDeadlineExceeded || c.Message != api.MessageDeadlineExceeded {
 		t.Errorf("Failed condition %s: %q, want %s: %q", c.Reason, c.Message, api.ReasonDeadlineExceeded, api.MessageDeadlineExceeded)
 	}
-	if ws := writesBy(t, "trainjobs", ns, name, shepherdUser, "status"); len(ws) != 1 {
+	if ws := kit.SuccessfulWrites(t, "trainjobs", ns, name, shepherdUser, "status"); len(ws) != 1 {
 		t.Errorf("shepherd wrote the TrainJob's status %d times, want once:\n%s", len(ws), bed.Lines(ws))
 	}
 	return c
@@ -56,7 +56,7 @@ func afterTrainerResumes(t *testing.T, ns, name string, failed metav1.Condition)
 		last = *c
 		return true, ""
 	})
-	if ws := writesBy(t, "trainjobs", ns, name, shepherdUser, "status"); len(ws) != 1 {
+	if ws := kit.SuccessfulWrites(t, "trainjobs", ns, name, shepherdUser, "status"); len(ws) != 1 {
 		t.Errorf("shepherd wrote the TrainJob's status %d times, want once:\n%s", len(ws), bed.Lines(ws))
 	}
 	kit.Eventually(t, within, "no JobSet left", func() (bool, string) {
@@ -135,7 +135,7 @@ func TestCreatedSuspendedJobStartsAtFirstResume(t *testing.T) {
 	waitSuspended(t, ns, name, metav1.ConditionTrue, "Suspended")
 	kit.Consistently(t, 8*time.Second, "a suspended TrainJob not Failed, past twice its deadline", notFailed(t, ns, name))
 
-	setSuspend(t, ns, name, false)
+	kit.SetSuspend(t, ns, name, false)
 	resumed := waitSuspended(t, ns, name, metav1.ConditionFalse, "Resumed")
 	kit.Bed.Trainer.Pause(t)
 	c := failedByShepherd(t, ns, name)
@@ -152,7 +152,7 @@ func TestSuspendThenResumeResetsWindow(t *testing.T) {
 	const name = "suspend-resume"
 	tj := running(t, ns, name, map[string]any{"activeDeadlineSeconds": int64(8)})
 	created := tj.GetCreationTimestamp().Time
-	setSuspend(t, ns, name, true)
+	kit.SetSuspend(t, ns, name, true)
 	waitSuspended(t, ns, name, metav1.ConditionTrue, "Suspended")
 	if ok, why := notFailed(t, ns, name)(); !ok {
 		t.Fatalf("Failed before it was suspended (%s): the machine is too slow for an 8 s deadline", why)
@@ -161,7 +161,7 @@ func TestSuspendThenResumeResetsWindow(t *testing.T) {
 	time.Sleep(time.Until(created.Add(9 * time.Second)))
 	kit.Consistently(t, 2*time.Second, "a suspended TrainJob not Failed past its first window", notFailed(t, ns, name))
 
-	setSuspend(t, ns, name, false)
+	kit.SetSuspend(t, ns, name, false)
 	resumed := waitSuspended(t, ns, name, metav1.ConditionFalse, "Resumed")
 	kit.Bed.Trainer.Pause(t)
 	c := failedByShepherd(t, ns, name)

@@ -76,19 +76,6 @@ func waitPodsRunning(t *testing.T, ns string, n int) {
 	})
 }
 
-// setSuspend sets the TrainJob's spec.suspend, as a user (or Kueue) does.
-func setSuspend(t *testing.T, ns, name string, suspend bool) {
-	t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(bed.TrainJobGVK)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	patch := []byte(fmt.Sprintf(`{"spec":{"suspend":%t}}`, suspend))
-	if err := kit.Cluster.Client.Patch(context.Background(), u, client.RawPatch("application/merge-patch+json", patch)); err != nil {
-		t.Fatalf("setting spec.suspend=%t on TrainJob %s: %v", suspend, name, err)
-	}
-}
-
 // waitSuspended waits until Trainer reports the TrainJob's Suspended
 // condition with status and reason, and returns it.
 func waitSuspended(t *testing.T, ns, name string, status metav1.ConditionStatus, reason string) metav1.Condition {
@@ -137,28 +124,11 @@ func exists(t *testing.T, ns, name, uid string) func() (bool, string) {
 	}
 }
 
-// writesBy are the successful writes user made to the named object of
-// resource (subresource "status" for status writes, "" for the object).
-func writesBy(t *testing.T, resource, ns, name, user, subresource string) []bed.Write {
-	t.Helper()
-	ws, err := kit.Bed.Writes(resource, ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []bed.Write
-	for _, w := range bed.By(ws, user) {
-		if w.OK() && w.ObjectRef.Subresource == subresource {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
 // deletesBy are user's successful deletes of the named object.
 func deletesBy(t *testing.T, resource, ns, name, user string) []bed.Write {
 	t.Helper()
 	var out []bed.Write
-	for _, w := range writesBy(t, resource, ns, name, user, "") {
+	for _, w := range kit.SuccessfulWrites(t, resource, ns, name, user, "") {
 		if w.Verb == "delete" {
 			out = append(out, w)
 		}

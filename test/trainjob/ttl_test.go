@@ -77,7 +77,7 @@ func TestTTLZeroDeletesAtOnce(t *testing.T) {
 // lastStatusWrite is when user last wrote the TrainJob's status.
 func lastStatusWrite(t *testing.T, ns, name, user string) time.Time {
 	t.Helper()
-	ws := writesBy(t, "trainjobs", ns, name, user, "status")
+	ws := kit.SuccessfulWrites(t, "trainjobs", ns, name, user, "status")
 	if len(ws) == 0 {
 		t.Fatalf("no status write of TrainJob %s by %s", name, user)
 	}

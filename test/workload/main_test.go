@@ -245,14 +245,20 @@ func (f *fixture) assertWorkload(t *testing.T, tj *unstructured.Unstructured, wa
 		}
 	}
 
-	f.Eventually(t, within, "WorkloadReady=True in the record", func() (bool, string) {
-		rec, err := cluster.Record(ctx, f.Cluster.Client, ns, api.KindTrainJob, tj.GetName())
-		if err != nil || rec == nil {
-			return false, fmt.Sprint("no record: ", err)
+	f.recordCondition(t, tj, metav1.ConditionTrue, api.ReasonWorkloadCreated)
+}
+
+// joinsNoPodGroup checks that no replicatedJob of the JobSet Trainer
+// made for tj joins its pods to a PodGroup.
+func (f *fixture) joinsNoPodGroup(t *testing.T, tj *unstructured.Unstructured, why string) {
+	t.Helper()
+	js := f.WaitJobSet(t, tj.GetNamespace(), tj.GetName())
+	rjs, _, _ := unstructured.NestedSlice(js.Object, "spec", "replicatedJobs")
+	for _, r := range rjs {
+		if sg, ok, _ := unstructured.NestedMap(r.(map[string]any), "template", "spec", "template", "spec", "schedulingGroup"); ok {
+			t.Errorf("the JobSet of %s joins its pods to %v", why, sg)
 		}
-		cond := meta.FindStatusCondition(rec.Status.Conditions, api.TrainJobWorkloadReady)
-		return cond != nil && cond.Status == metav1.ConditionTrue && cond.Reason == api.ReasonWorkloadCreated, fmt.Sprintf("%+v", cond)
-	})
+	}
 }
 
 // recordCondition waits until the TrainJob's record has WorkloadReady with
@@ -280,15 +286,6 @@ func (f *fixture) hasEvent(t *testing.T, tj *unstructured.Unstructured, reason, 
 		}
 		return false, "none yet"
 	})
-}
-
-// setSuspend sets the TrainJob's spec.suspend, as a user (or Kueue) does.
-func (f *fixture) setSuspend(t *testing.T, tj *unstructured.Unstructured, suspend bool) {
-	t.Helper()
-	patch := []byte(fmt.Sprintf(`{"spec":{"suspend":%t}}`, suspend))
-	if err := f.Cluster.Client.Patch(context.Background(), tj.DeepCopy(), client.RawPatch("application/merge-patch+json", patch)); err != nil {
-		t.Fatalf("setting spec.suspend=%t: %v", suspend, err)
-	}
 }
 
 // counter sums a counter of the serve running in this process over the

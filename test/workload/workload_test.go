@@ -60,7 +60,7 @@ func (f *fixture) initializersAndTrainer(t *testing.T) {
 		t.Errorf("shepherd_workloads_created_total{version=%q} went from %v to %v, want +1", f.version, before, after)
 	}
 
-	f.setSuspend(t, tj, true)
+	f.SetSuspend(t, tj.GetNamespace(), tj.GetName(), true)
 	f.Consistently(t, 4*time.Second, "one Workload and two PodGroups through the suspension", func() (bool, string) {
 		wls, pgs := len(f.list(t, api.KindWorkload, ns)), len(f.list(t, api.KindPodGroup, ns))
 		return wls == 1 && pgs == 2, fmt.Sprintf("%d Workloads, %d PodGroups", wls, pgs)
@@ -208,13 +208,7 @@ func (f *fixture) noPolicy(t *testing.T) {
 	if _, err := f.get(context.Background(), api.KindWorkload, ns, tj.GetName()); !apierrors.IsNotFound(err) {
 		t.Errorf("Workload for a TrainJob whose runtime does not ask for one: err = %v, want NotFound", err)
 	}
-	js := f.WaitJobSet(t, ns, tj.GetName())
-	rjs, _, _ := unstructured.NestedSlice(js.Object, "spec", "replicatedJobs")
-	for _, r := range rjs {
-		if sg, ok, _ := unstructured.NestedMap(r.(map[string]any), "template", "spec", "template", "spec", "schedulingGroup"); ok {
-			t.Errorf("the JobSet of a job without a Workload joins its pods to %v", sg)
-		}
-	}
+	f.joinsNoPodGroup(t, tj, "a job without a Workload")
 }
 
 // deletedPodGroupRecreated: a PodGroup deleted while its job is suspended
@@ -228,7 +222,7 @@ func (f *fixture) deletedPodGroupRecreated(t *testing.T) {
 	tj := f.trainJob(t, ns, "lost-pg", rt, 2)
 	want := []wantTemplate{{name: api.PodGroupTemplateTrainer, minCount: 2}}
 	f.assertWorkload(t, tj, want)
-	f.setSuspend(t, tj, true)
+	f.SetSuspend(t, tj.GetNamespace(), tj.GetName(), true)
 	f.Eventually(t, within, "the suspended job's pods gone", func() (bool, string) {
 		var pods corev1.PodList
 		if err := f.Cluster.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
@@ -290,14 +284,14 @@ func (f *fixture) legacyConditionMoves(t *testing.T) {
 		}
 		return out
 	}()
-	before := len(writesOf(t, f, ns, tj.GetName()))
+	before := len(f.SuccessfulWrites(t, "trainjobs", ns, tj.GetName(), cluster.ShepherdUser, "status"))
 	up()
 	f.Eventually(t, within, "the legacy condition gone from the TrainJob", func() (bool, string) {
 		got := f.GetTrainJob(t, ns, tj.GetName())
 		return bed.Condition(got, api.TrainJobWorkloadReady) == nil, "still there"
 	})
 	f.recordCondition(t, tj, metav1.ConditionTrue, api.ReasonWorkloadCreated)
-	if n := len(writesOf(t, f, ns, tj.GetName())) - before; n != 1 {
+	if n := len(f.SuccessfulWrites(t, "trainjobs", ns, tj.GetName(), cluster.ShepherdUser, "status")) - before; n != 1 {
 		t.Errorf("shepherd wrote the TrainJob's status %d times after the upgrade, want once", n)
 	}
 	got := f.GetTrainJob(t, ns, tj.GetName())
@@ -306,22 +300,6 @@ func (f *fixture) legacyConditionMoves(t *testing.T) {
 			t.Errorf("Trainer's %s condition was not kept", typ)
 		}
 	}
-}
-
-// writesOf are shepherd's successful writes of the TrainJob's status.
-func writesOf(t *testing.T, f *fixture, ns, name string) []bed.Write {
-	t.Helper()
-	ws, err := f.Bed.Writes("trainjobs", ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []bed.Write
-	for _, w := range bed.By(ws, cluster.ShepherdUser) {
-		if w.OK() && w.ObjectRef.Subresource == "status" {
-			out = append(out, w)
-		}
-	}
-	return out
 }
 
 // TestNoWorkloadAPI: on a cluster that serves no Workload API the record
@@ -361,11 +339,5 @@ func TestNoWorkloadAPI(t *testing.T) {
 			}
 		}
 	}
-	js := f.WaitJobSet(t, ns, tj.GetName())
-	rjs, _, _ := unstructured.NestedSlice(js.Object, "spec", "replicatedJobs")
-	for _, r := range rjs {
-		if sg, ok, _ := unstructured.NestedMap(r.(map[string]any), "template", "spec", "template", "spec", "schedulingGroup"); ok {
-			t.Errorf("a JobSet on a cluster without the Workload API joins its pods to %v", sg)
-		}
-	}
+	f.joinsNoPodGroup(t, tj, "a job on a cluster without the Workload API")
 }

@@ -65,11 +65,13 @@ func NewRecorder(ringSize int, ev events.EventRecorder, clk clock.PassiveClock) 
 		EventLimit: NewNamespaceLimiter(DefaultEventNamespaceQPS, DefaultEventNamespaceBurst, clk)}
 }
 
-// RequestLogValues are the key/values naming an admission request that
-// every log line about it carries: its logger holds them (the webhook
-// handler and the audit sink attach them), so that no line repeats them.
-func RequestLogValues(req *webhook.Request) []any {
-	return []any{"uid", req.UID, "kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name, "operation", req.Operation}
+// RequestLogValues are kv and then the key/values naming an admission
+// request that every log line about it carries: its logger holds them (the
+// webhook handler and the audit sink attach them), so that no line repeats
+// them. One allocation: the handler calls it on every request.
+func RequestLogValues(req *webhook.Request, kv ...any) []any {
+	return append(append(make([]any, 0, len(kv)+10), kv...),
+		"uid", req.UID, "kind", req.Kind.Kind, "namespace", req.Namespace, "name", req.Name, "operation", req.Operation)
 }
 
 // Record audits every violation of v (Deny, Warn and Audit alike) and returns

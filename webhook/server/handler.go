@@ -176,7 +176,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer h.Limits.release()
 	req := RequestFrom(rv)
 	req.CallerAuthenticated = CallerAuthenticated(r)
-	log := withRequestValues(h.Log, append([]any{"webhook", h.Mode}, audit.RequestLogValues(req)...)...)
+	log := withRequestValues(h.Log, audit.RequestLogValues(req, "webhook", h.Mode)...)
 	cause := deadline(r, cmp.Or(h.Timeout, DefaultTimeout))
 	ctx, cancel := context.WithTimeoutCause(logf.IntoContext(r.Context(), log), cause.budget(), cause)
 	defer cancel()
