@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/webhook"
 )
 
@@ -217,7 +218,8 @@ func judge(ctx context.Context, o *Object, validate ValidateFunc) []Finding {
 	}
 	out := make([]Finding, 0, len(v.Violations))
 	for _, vi := range v.Violations {
-		f := Finding{Rule: vi.Rule, Action: string(vi.Action), Field: vi.Field, Message: vi.Message}
+		// The finding names its rule in a field of its own.
+		f := Finding{Rule: vi.Rule, Action: string(vi.Action), Field: vi.Field, Message: celrules.Unnamed(vi.Rule, vi.Message)}
 		if !slices.Contains(out, f) {
 			out = append(out, f)
 		}

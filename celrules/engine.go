@@ -384,7 +384,9 @@ func (e *Engine) Export() ([]*admissionregistrationv1.ValidatingAdmissionPolicy,
 	var bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	for _, cr := range e.snapshot() {
 		_, b := exportRule(cr.rule, cr.source, nil, e.cfg.Namespace)
-		vaps = append(vaps, cr.policy.DeepCopy())
+		vap := cr.policy.DeepCopy()
+		namedPolicy(cr.rule.ID, vap)
+		vaps = append(vaps, vap)
 		bindings = append(bindings, b)
 	}
 	return vaps, bindings

@@ -229,8 +229,8 @@ func TestFailurePolicyAndActionOnErrors(t *testing.T) {
 			if diff := cmp.Diff(tt.want, rules(res)); diff != "" {
 				t.Fatalf("results (-want +got):\n%s", diff)
 			}
-			if strings.HasPrefix(tt.name, "messageExpression") && res[0].Message != "p failed" {
-				t.Errorf("message %q, want the static message", res[0].Message)
+			if strings.HasPrefix(tt.name, "messageExpression") && res[0].Message != "p failed (shepherd p)" {
+				t.Errorf("message %q, want the static message, naming the rule", res[0].Message)
 			}
 		})
 	}

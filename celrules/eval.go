@@ -182,7 +182,7 @@ func (cr *compiledRule) evaluate(r *request) []Result {
 				reason = reasonForbidden
 			}
 			for _, f := range cr.failedPaths(r, va, ns, i, v) {
-				out = append(out, Result{Rule: cr.rule.ID, Action: cr.action, Field: f, Message: d.Message, Reason: reason})
+				out = append(out, Result{Rule: cr.rule.ID, Action: cr.action, Field: f, Message: Named(cr.rule.ID, d.Message), Reason: reason})
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package celrules
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -24,6 +25,49 @@ func PolicyName(id string, source Source) string {
 		return "shepherd-policy-" + id
 	}
 	return "shepherd-" + strings.ToLower(id)
+}
+
+// Named is message as a user reads it: ending with the rule that judged,
+// "... (shepherd V-TJ-1)", so that kubectl's denial and warnings say who
+// denied and which rule to look up in docs/rules.md (Kyverno names its
+// policy the same way). A message that already names the rule is kept.
+func Named(id, message string) string {
+	suffix := namedSuffix(id)
+	if id == "" || strings.HasSuffix(message, suffix) {
+		return message
+	}
+	return message + suffix
+}
+
+// Unnamed is message without the rule Named added: for records that
+// carry the rule in a field of their own.
+func Unnamed(id, message string) string {
+	return strings.TrimSuffix(message, namedSuffix(id))
+}
+
+func namedSuffix(id string) string { return " (shepherd " + id + ")" }
+
+// namedPolicy sets the messages of an exported policy to name the rule
+// (Named), as the engine names its decisions' messages after evaluation
+// (evaluate): the engine compiles the rule's own messages, so that rules
+// with the same expressions share their compiled conditions. A
+// messageExpression keeps the apiserver's fallbacks: when it gives no
+// text (empty or blank, not a string, an error) the static message is
+// used, which names the rule too; the expression is evaluated once (a
+// one-element map: the apiserver's CEL has no let). A validation with
+// neither gets the apiserver's own fallback text ("failed expression:
+// ..."), named.
+func namedPolicy(id string, vap *admissionregistrationv1.ValidatingAdmissionPolicy) {
+	for i := range vap.Spec.Validations {
+		v := &vap.Spec.Validations[i]
+		if strings.TrimSpace(v.Message) == "" {
+			v.Message = "failed expression: " + strings.TrimSpace(v.Expression)
+		}
+		v.Message = Named(id, strings.TrimSpace(v.Message))
+		if v.MessageExpression != "" {
+			v.MessageExpression = "[" + v.MessageExpression + "].map(m, m.trim() == '' ? '' : m.trim() + " + strconv.Quote(namedSuffix(id)) + ")[0]"
+		}
+	}
 }
 
 // exportRule renders a rule as a ValidatingAdmissionPolicy and its binding:

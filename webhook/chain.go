@@ -356,7 +356,29 @@ func objects(req *Request) (obj, old map[string]any, bad *Violation) {
 }
 
 func denied(v *Violation) *Verdict {
-	return &Verdict{Allowed: false, Violations: []Violation{*v}}
+	return &Verdict{Allowed: false, Violations: named([]Violation{*v})}
+}
+
+// named sets each violation's message to name shepherd and the rule
+// (celrules.Named), as the CEL rules' messages do: kubectl prints the
+// message, and it is how a user learns who denied them and which rule to
+// read about. The schema check's violations are the apiserver's own text,
+// as it would answer them, and are left as they are.
+func named(vs []Violation) []Violation {
+	for i := range vs {
+		if vs[i].Rule != RuleSchema {
+			vs[i].Message = celrules.Named(vs[i].Rule, vs[i].Message)
+		}
+	}
+	return vs
+}
+
+// namedWarnings names the rule in a defaulter's warnings.
+func namedWarnings(rule string, ws []string) []string {
+	for i := range ws {
+		ws[i] = celrules.Named(rule, ws[i])
+	}
+	return ws
 }
 
 // Default runs the kind's defaulter (the mutating webhook) and returns the
@@ -400,13 +422,13 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 		if !native { // D-JS-1 and D-JS-2 are MutatingAdmissionPolicies
 			var warnings []string
 			changed, warnings = defaultJobSetStartup(obj, old, req.Operation, c.cfg)
-			v.Warnings = append(v.Warnings, warnings...)
+			v.Warnings = append(v.Warnings, namedWarnings("D-JS-2", warnings)...)
 		}
 		wl, wlWarnings, viol := c.defaultSchedulingGroup(ctx, obj, req.Namespace)
-		v.Warnings = append(v.Warnings, wlWarnings...)
+		v.Warnings = append(v.Warnings, namedWarnings("D-WL-1", wlWarnings)...)
 		if viol != nil {
 			v.Allowed = false
-			v.Violations = append(v.Violations, *viol)
+			v.Violations = append(v.Violations, named([]Violation{*viol})...)
 		}
 		if changed || wl {
 			v.Patch = jsonPatch(original, obj)
@@ -454,7 +476,7 @@ func (c *Chain) Validate(ctx context.Context, req *Request) *Verdict {
 	if req.Operation != admissionv1.Update || celrules.GoReadsChanged(obj, old) {
 		// Like the rules' UPDATE conditions: an UPDATE that changes
 		// nothing the Go checks read is not judged again.
-		v.Violations = append(v.Violations, c.goChecks(ctx, req, obj, old)...)
+		v.Violations = append(v.Violations, named(c.goChecks(ctx, req, obj, old))...)
 	}
 	for _, viol := range v.Violations {
 		switch viol.Action {

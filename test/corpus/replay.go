@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -416,6 +418,22 @@ func ShepherdCauses(t *testing.T, err error) []metav1.StatusCause {
 		t.Fatalf("the denial has no details: %s", st.Message)
 	}
 	return st.Details.Causes
+}
+
+// kubectlFatal serialises the use of kubectl's error handler, which is
+// a package variable.
+var kubectlFatal sync.Mutex
+
+// KubectlMessage is what kubectl prints for err: its own error
+// rendering (cmdutil.CheckErr), captured instead of exiting.
+func KubectlMessage(err error) string {
+	kubectlFatal.Lock()
+	defer kubectlFatal.Unlock()
+	var printed string
+	cmdutil.BehaviorOnFatal(func(msg string, _ int) { printed = msg })
+	defer cmdutil.DefaultBehaviorOnFatal()
+	cmdutil.CheckErr(err)
+	return printed
 }
 
 // RuntimeForOldTrainJob is a minimal runtime for an UPDATE case of a

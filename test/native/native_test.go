@@ -302,8 +302,8 @@ func TestWorkloadPolicyExported(t *testing.T) {
 		err = env.Client.Create(ctx, js.DeepCopy(), client.DryRunAll)
 		return err != nil, fmt.Sprint(err)
 	})
-	if !strings.Contains(err.Error(), "shepherd-policy-team-label") || !strings.Contains(err.Error(), "add metadata.labels.team") {
-		t.Errorf("denial %v: want the exported policy's message", err)
+	if !strings.Contains(err.Error(), "shepherd-policy-team-label") || !strings.Contains(err.Error(), "add metadata.labels.team (shepherd team-label)") {
+		t.Errorf("denial %v: want the exported policy's message, naming the policy", err)
 	}
 	poll(t, "the policy's audit record", func() (bool, string) {
 		recs := auditRecords(t, url.Values{"namespace": {ns}, "rule": {"team-label"}, "since": {start.Add(-time.Second).UTC().Format(time.RFC3339Nano)}})

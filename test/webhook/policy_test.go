@@ -149,8 +149,8 @@ func TestWorkloadPolicyHotReload(t *testing.T) {
 	}
 	waitPolicy(t, deadlines, metav1.ConditionTrue)
 	causes := corpus.ShepherdCauses(t, f.createTrainJob(t, 7*86400))
-	if !hasCause(causes, "spec.activeDeadlineSeconds", maxDayMsg) {
-		t.Errorf("denial causes %+v lack the policy's message on spec.activeDeadlineSeconds", causes)
+	if !hasCause(causes, "spec.activeDeadlineSeconds", maxDayMsg+" (shepherd "+deadlines+")") {
+		t.Errorf("denial causes %+v lack the policy's message, naming it, on spec.activeDeadlineSeconds", causes)
 	}
 	if err := f.createTrainJob(t, 3600); err != nil {
 		t.Errorf("a compliant TrainJob is denied: %v", err)
@@ -192,7 +192,7 @@ func TestWorkloadPolicyHotReload(t *testing.T) {
 	if err := f.createTrainJob(t, 60); err != nil {
 		t.Errorf("create with a short deadline: %v", err)
 	}
-	if got := warns.take(); !containsPart(got, "deadlines under ten minutes rarely finish") {
+	if got := warns.take(); !containsPart(got, "spec.activeDeadlineSeconds: deadlines under ten minutes rarely finish (shepherd "+labels+")") {
 		t.Errorf("the Warn policy was disturbed by the broken one: warnings %q", got)
 	}
 
@@ -230,7 +230,7 @@ func TestWorkloadPolicyHotReload(t *testing.T) {
 	// Every denial of the policy is in the audit trail.
 	recs := auditRecords(t, "rule="+deadlines+"&namespace="+f.ns, func(rs []audit.Record) bool { return len(rs) >= 2 })
 	for _, r := range recs {
-		if r.Action != "Deny" || r.Kind != "TrainJob" || r.Field != "spec.activeDeadlineSeconds" || r.Message != maxDayMsg {
+		if r.Action != "Deny" || r.Kind != "TrainJob" || r.Field != "spec.activeDeadlineSeconds" || r.Message != maxDayMsg+" (shepherd "+deadlines+")" {
 			t.Errorf("audit record %+v", r)
 		}
 	}

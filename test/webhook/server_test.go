@@ -139,6 +139,9 @@ func pcs(t *testing.T, ns, name string) *unstructured.Unstructured {
 	return object(t, ns, strings.Replace(trainingPCS, "%s", name, 1))
 }
 
+// Every violation comes in one 422 Invalid, one cause per field, and what
+// kubectl prints of it names shepherd and the rule of each cause next to
+// its field path.
 func TestEveryViolationInOneInvalid(t *testing.T) {
 	ns := namespace(t, nil)
 	err := k.Create(context.Background(), object(t, ns, brokenPCS))
@@ -149,6 +152,20 @@ func TestEveryViolationInOneInvalid(t *testing.T) {
 	for _, c := range causes {
 		if c.Field == "" || !strings.HasPrefix(c.Field, "spec.") {
 			t.Errorf("cause without a spec field path: %+v", c)
+		}
+	}
+	printed := corpus.KubectlMessage(err)
+	if !strings.HasPrefix(printed, `The PodCliqueSet "`) {
+		t.Errorf("kubectl prints %q, want The PodCliqueSet ... is invalid", printed)
+	}
+	for _, id := range []string{"V-PCS-4", "V-PCS-7", "V-PCS-8"} {
+		if !strings.Contains(printed, "(shepherd "+id+")") {
+			t.Errorf("kubectl prints no %s:\n%s", id, printed)
+		}
+	}
+	for _, line := range strings.Split(strings.TrimSpace(printed), "\n")[1:] {
+		if !strings.HasPrefix(strings.TrimLeft(line, "* "), "spec.") || !strings.HasSuffix(line, ")") || !strings.Contains(line, "(shepherd V-PCS-") {
+			t.Errorf("kubectl's line %q: want a field path and the rule that denied it", line)
 		}
 	}
 }

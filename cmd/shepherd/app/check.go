@@ -463,7 +463,7 @@ func writeCheckResults(out io.Writer, format string, results []CheckResult) erro
 			if field == "" {
 				field = "(object)"
 			}
-			fmt.Fprintf(&sb, "    %-5s %s: %s [%s]\n", strings.ToLower(v.Action), field, v.Message, v.Rule)
+			fmt.Fprintf(&sb, "    %-5s %s: %s\n", strings.ToLower(v.Action), field, namedMessage(v))
 			if v.FirstBy != "" {
 				fmt.Fprintf(&sb, "          on the cluster, answered first by %s\n", v.FirstBy)
 			}
@@ -642,3 +642,12 @@ var (
 	yaml11Bool        = regexp.MustCompile(`^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF)$`)
 	yaml11Sexagesimal = regexp.MustCompile(`^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$`)
 )
+
+// namedMessage is a violation's message as kubectl shows it, naming the
+// rule; a schema violation is the apiserver's own text, named "schema".
+func namedMessage(v CheckViolation) string {
+	if v.Rule == webhook.RuleSchema {
+		return v.Message + " [schema]"
+	}
+	return celrules.Named(v.Rule, v.Message)
+}

@@ -166,7 +166,7 @@ func TestCheckTextOutputIsOneLinePerVerdictWithIndentedViolations(t *testing.T) 
 	// check judges V-TJ-1 and says that on a cluster serving the pinned
 	// Trainer CRD its minimum answers first (issue 31).
 	if len(lines) != 4 || lines[0] != "TrainJob default/good (CREATE): allowed" || lines[1] != "TrainJob default/bad (CREATE): DENIED" ||
-		!strings.HasPrefix(lines[2], "    deny  spec.activeDeadlineSeconds: ") || !strings.HasSuffix(lines[2], "[V-TJ-1]") ||
+		!strings.HasPrefix(lines[2], "    deny  spec.activeDeadlineSeconds: ") || !strings.HasSuffix(lines[2], "(shepherd V-TJ-1)") ||
 		!strings.HasPrefix(lines[3], "          on the cluster, answered first by the TrainJob CRD (minimum 1 on spec.activeDeadlineSeconds") {
 		t.Errorf("text output:\n%s", out)
 	}
@@ -251,7 +251,7 @@ func TestCheckNoWorkloadAPI(t *testing.T) {
 		t.Errorf("with the Workload API assumed served: exit %d, want 0", code)
 	}
 	code, out, _ := runMain("check", "-f", rt, "--no-workload-api")
-	if code != 1 || !strings.Contains(out, "[V-TR-7]") {
+	if code != 1 || !strings.Contains(out, "(shepherd V-TR-7)") {
 		t.Errorf("--no-workload-api: exit %d, out %s; want a V-TR-7 denial", code, out)
 	}
 }
@@ -273,7 +273,7 @@ spec:
     fieldPath: spec.activeDeadlineSeconds
 `)
 	_, out, errOut := runMain("check", "-f", jobs, "--context", rt, "--policy", pol)
-	if !strings.Contains(out, "warn  spec.activeDeadlineSeconds: keep TrainJobs under half an hour [short-jobs]") {
+	if !strings.Contains(out, "warn  spec.activeDeadlineSeconds: keep TrainJobs under half an hour (shepherd short-jobs)") {
 		t.Errorf("policy warning missing:\n%s\n%s", out, errOut)
 	}
 	broken := writeFile(t, dir, "broken.yaml", strings.Replace(mustRead(t, pol), "activeDeadlineSeconds.orValue", "activeDeadline.orValue", 1))
@@ -414,7 +414,7 @@ func TestCheckReadsStdin(t *testing.T) {
 	cur := writeFile(t, dir, "new.yaml", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 120}\n")
 	withStdin(t, "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 60}\n", func() {
 		code, out, errOut := runMain("check", "-f", cur, "--old", "-", "--context", rt)
-		if code != 1 || !strings.Contains(out, "[V-TJ-2]") {
+		if code != 1 || !strings.Contains(out, "(shepherd V-TJ-2)") {
 			t.Errorf("--old -: exit %d, out %s, stderr %s; want V-TJ-2's denial of the changed deadline", code, out, errOut)
 		}
 	})
