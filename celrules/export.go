@@ -2,7 +2,6 @@ package celrules
 
 import (
 	"slices"
-	"strconv"
 	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -65,7 +64,7 @@ func namedPolicy(id string, vap *admissionregistrationv1.ValidatingAdmissionPoli
 		}
 		v.Message = Named(id, strings.TrimSpace(v.Message))
 		if v.MessageExpression != "" {
-			v.MessageExpression = "[" + v.MessageExpression + "].map(m, m.trim() == '' ? '' : m.trim() + " + strconv.Quote(namedSuffix(id)) + ")[0]"
+			v.MessageExpression = "[" + v.MessageExpression + "].map(m, m.trim() == '' ? '' : m.trim() + '" + namedSuffix(id) + "')[0]"
 		}
 	}
 }

@@ -643,7 +643,7 @@ func writeExample(b *strings.Builder, r celrules.RuleInfo, ex *example) {
 		if field == "" {
 			field = "(the object)"
 		}
-		fmt.Fprintf(b, "%-5s %s: %s [%s]\n", strings.ToLower(v.Action), field, v.Message, v.Rule)
+		fmt.Fprintf(b, "%-5s %s: %s\n", strings.ToLower(v.Action), field, celrules.Named(v.Rule, v.Message))
 	}
 	b.WriteString("```\n\n")
 	if len(ex.others) > 0 {
