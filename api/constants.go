@@ -206,3 +206,12 @@ const (
 	ReportSource   = "shepherd"
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 )
+
+// WorkloadPolicies are validated at apply by the webhook of this name
+// (deploy/webhook/webhooks.yaml), except those labelled
+// LabelApplyUnchecked=true: a policy applied ahead of its kind's CRD, whose
+// status reports the compile errors until the CRD is served.
+const (
+	PolicyWebhookName   = "workloadpolicies.validate.shepherd.dev"
+	LabelApplyUnchecked = "shepherd.dev/apply-unchecked"
+)

@@ -266,6 +266,15 @@ func (e *Engine) SetPolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
 	return errs
 }
 
+// CheckPolicy compiles p against the current schemas as SetPolicy does,
+// and keeps nothing: the errors are those SetPolicy would return, and so
+// those p's status would carry (admission of WorkloadPolicies).
+func (e *Engine) CheckPolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
+	schemas := e.Schemas()
+	_, errs := compileRule(RuleFromPolicy(p), SourcePolicy, environment.NewExpressions, schemas)
+	return errs
+}
+
 // compilePolicy compiles p against the current schemas and records the
 // outcome; e.mu must be held.
 func (e *Engine) compilePolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {

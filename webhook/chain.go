@@ -88,6 +88,12 @@ func (c *Chain) SetPolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
 	return c.engine.SetPolicy(p)
 }
 
+// CheckPolicy returns the errors SetPolicy would return for p, and keeps
+// nothing.
+func (c *Chain) CheckPolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
+	return c.engine.CheckPolicy(p)
+}
+
 // DeletePolicy removes a WorkloadPolicy.
 func (c *Chain) DeletePolicy(name string) { c.engine.DeletePolicy(name) }
 

@@ -67,10 +67,6 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	if err := createPolicies(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	// Plain-HTTP metrics so the suite scrapes without a token (test/webhook
 	// covers the authenticated server); leader election on, as deployed.
 	if serve, err = c.Serve("--metrics-secure=false"); err != nil {
@@ -82,6 +78,11 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "shepherd serve:", err)
 		}
 	}()
+	// After serve is up: it validates WorkloadPolicies at apply.
+	if err := createPolicies(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
 	if err := waitPolicyStatus(); err != nil {
 		fmt.Fprintln(os.Stderr, err, "\n", serve.Log())
 		return 1
@@ -100,7 +101,9 @@ func createPolicies() error {
 			Message:    "team none is not a team",
 		}}},
 	}, {
-		ObjectMeta: metav1.ObjectMeta{Name: brokenPolicy},
+		// Stored unchecked, as a policy applied ahead of its kind's CRD:
+		// admission would refuse it.
+		ObjectMeta: metav1.ObjectMeta{Name: brokenPolicy, Labels: map[string]string{api.LabelApplyUnchecked: "true"}},
 		Spec: shepherdv1alpha1.WorkloadPolicySpec{Action: shepherdv1alpha1.ActionAudit, Match: match, Validations: []shepherdv1alpha1.Validation{{
 			Expression: "object.spec.replicatedJobs.size() >", // a syntax error
 		}}},

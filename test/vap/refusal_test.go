@@ -2,9 +2,12 @@ package vap
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,9 +21,10 @@ import (
 // TestRefusedPolicies: a WorkloadPolicy that could never fire in the
 // webhook — an operation its configurations never send (DELETE, CONNECT),
 // a kind that does not exist (misspelled) — or whose fieldPath does not
-// parse is refused: SetPolicy (check, export) returns an error on the field,
-// and in the cluster its Ready condition is False with reason CompileError
-// naming the field.
+// parse is refused: SetPolicy (check, export) returns an error on the field;
+// kubectl apply is denied with the same errors, as 422 causes; and one
+// labelled apply-unchecked is stored, with its Ready condition False,
+// reason CompileError, naming the field.
 func TestRefusedPolicies(t *testing.T) {
 	serving(t)
 	cases := []struct {
@@ -50,6 +54,23 @@ func TestRefusedPolicies(t *testing.T) {
 			}
 
 			ctx := context.Background()
+			err := env.Client.Create(ctx, p.DeepCopy())
+			var se *apierrors.StatusError
+			if !errors.As(err, &se) || se.ErrStatus.Code != http.StatusUnprocessableEntity || se.ErrStatus.Details == nil {
+				t.Fatalf("applying it: want a 422 Invalid, got %v", err)
+			}
+			var causes, want []string
+			for _, c := range se.ErrStatus.Details.Causes {
+				causes = append(causes, c.Field+": "+c.Message)
+			}
+			for _, e := range errs {
+				want = append(want, e.Field+": "+e.ErrorBody())
+			}
+			if diff := cmp.Diff(want, causes); diff != "" {
+				t.Errorf("the denial's causes are not SetPolicy's errors (-SetPolicy +denial):\n%s", diff)
+			}
+
+			p.Labels = map[string]string{api.LabelApplyUnchecked: "true"}
 			if err := env.Client.Create(ctx, p); err != nil {
 				t.Fatal(err)
 			}

@@ -163,9 +163,27 @@ func TestWorkloadPolicyHotReload(t *testing.T) {
 	}
 	waitPolicy(t, labels, metav1.ConditionTrue)
 
-	// Break the first policy: it reports every compile error and is no
-	// longer applied at all; the Warn policy keeps working.
+	// Break the first policy. Admission refuses the update, with the
+	// compile error as a cause on the expression's field, and the policy
+	// stays as it was.
 	if err := k.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+		t.Fatal(err)
+	}
+	p.Spec.Validations[0].Expression = "object.spec.noSuchField > 1"
+	err := k.Update(ctx, p)
+	if !apierrors.IsInvalid(err) || !strings.Contains(corpus.KubectlMessage(err), "spec.validations[0].expression: Invalid value: \"object.spec.noSuchField > 1\"") {
+		t.Fatalf("an update that does not compile: want a 422 naming spec.validations[0].expression, got %v", err)
+	}
+	// Labelled apply-unchecked (as a policy applied ahead of its kind's
+	// CRD) before the broken update — the apiserver sends an UPDATE when
+	// the old or the new object matches the objectSelector — it is
+	// stored: it reports every compile error and is no longer applied at
+	// all; the Warn policy keeps working.
+	if err := k.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+		t.Fatal(err)
+	}
+	p.Labels = map[string]string{api.LabelApplyUnchecked: "true"}
+	if err := k.Update(ctx, p); err != nil {
 		t.Fatal(err)
 	}
 	p.Spec.Validations[0].Expression = "object.spec.noSuchField > 1"

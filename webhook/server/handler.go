@@ -41,6 +41,9 @@ const DefaultMaxBodyBytes int64 = 8 << 20
 type Handler struct {
 	Mode     Mode
 	Admitter webhook.Admitter
+	// Policies checks WorkloadPolicies in Mode Policies, in place of
+	// Admitter.
+	Policies PolicyChecker
 	// Audit records every Deny, Warn and Audit verdict; nil records none.
 	Audit *audit.Recorder
 	// MaxBodyBytes bounds the request body (DefaultMaxBodyBytes if zero).
@@ -174,6 +177,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer h.Limits.release()
+	if h.Mode == Policies {
+		resp, verdict := policyResponse(h.Policies, rv.Request, rv)
+		h.observe(rv.Request, verdict, start)
+		writeReview(w, resp)
+		return
+	}
 	req := RequestFrom(rv)
 	req.CallerAuthenticated = CallerAuthenticated(r)
 	log := withRequestValues(h.Log, audit.RequestLogValues(req, "webhook", h.Mode)...)

@@ -98,6 +98,8 @@ type Options struct {
 }
 
 // Register serves admitter at /mutate and /validate on the manager's
+// webhook server, WorkloadPolicy validation at /validate-workloadpolicy
+// when admitter is also a PolicyChecker (the chain),
 // webhook server (a WebhookServer in `shepherd serve`), both within one
 // Limits, the audit ring at /audit on its metrics server, runs the
 // Workload API probe, and adds the readiness checks: webhook server
@@ -108,6 +110,9 @@ func Register(mgr manager.Manager, admitter webhook.Admitter, rec *audit.Recorde
 	limits := NewLimits(opts.MaxInFlight, opts.MaxBufferedBytes, opts.MaxBodyBytes)
 	ws.Register(MutatePath, &Handler{Mode: Mutating, Admitter: admitter, Audit: rec, MaxBodyBytes: opts.MaxBodyBytes, Limits: limits, Log: log})
 	ws.Register(ValidatePath, &Handler{Mode: Validating, Admitter: admitter, Audit: rec, MaxBodyBytes: opts.MaxBodyBytes, Limits: limits, Log: log})
+	if pc, ok := admitter.(PolicyChecker); ok {
+		ws.Register(PolicyPath, &Handler{Mode: Policies, Policies: pc, MaxBodyBytes: opts.MaxBodyBytes, Limits: limits, Log: log})
+	}
 	if err := mgr.AddMetricsServerExtraHandler(AuditPath, &audit.Handler{Ring: rec.Ring, Clock: rec.Clock}); err != nil {
 		return fmt.Errorf("serving %s: %w", AuditPath, err)
 	}

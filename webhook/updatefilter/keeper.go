@@ -156,6 +156,9 @@ func (k *Keeper) syncOne(ctx context.Context, obj client.Object, name string, wa
 	case *admissionregistrationv1.ValidatingWebhookConfiguration:
 		for i := range c.Webhooks {
 			h := &c.Webhooks[i]
+			if h.Name == api.PolicyWebhookName {
+				continue // WorkloadPolicies: no rule reads them
+			}
 			changed = keep(h.Name, h.Rules, &h.MatchConditions, false) || changed
 		}
 	}

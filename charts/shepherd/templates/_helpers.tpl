@@ -156,3 +156,35 @@ objectSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end }}
+
+{{/*
+The webhook that validates WorkloadPolicies at apply (deploy/webhook/
+webhooks.yaml): in both admission modes, in the validating configuration.
+A policy labelled shepherd.dev/apply-unchecked=true is let through: one
+applied ahead of its kind's CRD.
+*/}}
+{{- define "shepherd.policyWebhook" -}}
+- name: workloadpolicies.validate.shepherd.dev
+  admissionReviewVersions: ["v1"]
+  clientConfig:
+    service:
+      name: {{ include "shepherd.serviceName" . }}
+      namespace: {{ .Release.Namespace }}
+      path: /validate-workloadpolicy
+      port: 443
+  failurePolicy: Fail
+  matchPolicy: Equivalent
+  sideEffects: None
+  timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}
+  # Cluster-scoped: no namespaceSelector.
+  objectSelector:
+    matchExpressions:
+    - key: shepherd.dev/apply-unchecked
+      operator: NotIn
+      values: ["true"]
+  rules:
+  - apiGroups: ["shepherd.dev"]
+    apiVersions: ["v1alpha1"]
+    operations: ["CREATE", "UPDATE"]
+    resources: ["workloadpolicies"]
+{{- end }}

@@ -31,6 +31,7 @@ import (
 // store for the WorkloadPolicy hot reload.
 type admissionChain interface {
 	webhook.Admitter
+	server.PolicyChecker
 	policies.Sink
 	policies.SchemaSink
 }
