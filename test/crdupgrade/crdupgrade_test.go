@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -52,6 +54,13 @@ func TestCRDUpgradeIsTypeCheckedAgain(t *testing.T) {
 			Validations: []shepherdv1alpha1.Validation{{Expression: "object.spec.?ttlSecondsAfterFinished.orValue(0) <= 86400", Message: "keep finished TrainJobs at most a day"}},
 		},
 	}
+	// The served (upstream) CRD lacks the field: applied as is, the
+	// policy is refused; labelled apply-unchecked, as one applied ahead of
+	// the CRD that has the field, it is stored and reports the error.
+	if err := c.Client.Create(ctx, p.DeepCopy()); !apierrors.IsInvalid(err) {
+		t.Fatalf("applying a policy on a field the CRD lacks: want a 422, got %v", err)
+	}
+	p.Labels = map[string]string{api.LabelApplyUnchecked: "true"}
 	if err := c.Client.Create(ctx, p); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 
+	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/certs"
 	"github.com/shepherd-k8s/shepherd/test/install"
 )
@@ -56,7 +57,9 @@ func TestNativeElsewhere(t *testing.T) {
 		if *fp != admissionregistrationv1.Ignore || *timeout != 10 {
 			t.Errorf("webhook %s: failurePolicy %s, timeout %d; want the values' Ignore, 10", name, *fp, *timeout)
 		}
-		if len(conds) == 0 {
+		// The WorkloadPolicy webhook has nothing to narrow: every policy
+		// is checked.
+		if len(conds) == 0 && name != api.PolicyWebhookName {
 			t.Errorf("webhook %s has no matchConditions: it is not narrowed", name)
 		}
 	}
@@ -68,11 +71,14 @@ func TestNativeElsewhere(t *testing.T) {
 	}
 	for _, w := range vwc.Webhooks {
 		check(w.Name, w.ClientConfig, w.FailurePolicy, w.TimeoutSeconds, w.MatchConditions)
+		if w.Name == api.PolicyWebhookName {
+			continue // WorkloadPolicies are cluster-scoped: no namespaceSelector
+		}
 		if got := w.NamespaceSelector.MatchExpressions[0].Values; !slices.Equal(got, excluded) {
 			t.Errorf("webhook %s excludes %v, want %v", w.Name, got, excluded)
 		}
 	}
-	want := []string{"default.shepherd.dev", "trainjobs.validate.shepherd.dev", "runtimes.validate.shepherd.dev", "grove.validate.shepherd.dev"}
+	want := []string{"default.shepherd.dev", "trainjobs.validate.shepherd.dev", "runtimes.validate.shepherd.dev", "grove.validate.shepherd.dev", api.PolicyWebhookName}
 	if !slices.Equal(names, want) {
 		t.Errorf("webhooks %v, want %v", names, want)
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/certs"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
@@ -360,10 +361,16 @@ func checkWebhooks(t *testing.T, objs []*unstructured.Unstructured, ns string, f
 		hooks = append(hooks, hook{w.Name, w.ClientConfig, w.FailurePolicy, w.TimeoutSeconds, w.NamespaceSelector.MatchExpressions[0].Values})
 	}
 	for _, w := range v.Webhooks {
-		hooks = append(hooks, hook{w.Name, w.ClientConfig, w.FailurePolicy, w.TimeoutSeconds, w.NamespaceSelector.MatchExpressions[0].Values})
+		ns := excluded // WorkloadPolicies are cluster-scoped: no namespaceSelector
+		if w.NamespaceSelector != nil {
+			ns = w.NamespaceSelector.MatchExpressions[0].Values
+		} else if w.Name != api.PolicyWebhookName {
+			ns = nil
+		}
+		hooks = append(hooks, hook{w.Name, w.ClientConfig, w.FailurePolicy, w.TimeoutSeconds, ns})
 	}
-	if len(hooks) != 2 {
-		t.Fatalf("%d webhooks, want 2", len(hooks))
+	if len(hooks) != 3 {
+		t.Fatalf("%d webhooks, want 3 (defaults, workloads, WorkloadPolicies)", len(hooks))
 	}
 	for _, h := range hooks {
 		if h.cc.Service == nil || h.cc.Service.Namespace != ns || h.cc.Service.Name != "shepherd-webhook" {
@@ -527,7 +534,7 @@ func TestMemoryLimitUnits(t *testing.T) {
 
 // TestWebhookObjectSelector (issue 33): webhook.objectSelector narrows every
 // webhook of both admission modes to the objects it picks; unset, no
-// webhook has one.
+// webhook has one. The WorkloadPolicy webhook keeps its own.
 func TestWebhookObjectSelector(t *testing.T) {
 	sel := map[string]any{"matchExpressions": []any{map[string]any{"key": "shepherd.dev/skip", "operator": "DoesNotExist"}}}
 	for _, mode := range []string{"webhook", "native"} {
@@ -541,6 +548,9 @@ func TestWebhookObjectSelector(t *testing.T) {
 				}
 				hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
 				for _, h := range hooks {
+					if h.(map[string]any)["name"] == api.PolicyWebhookName {
+						continue // WorkloadPolicies: the admin's selector is for workloads
+					}
 					n++
 					got, has := h.(map[string]any)["objectSelector"]
 					if (set == nil) == has {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/certs"
 )
 
@@ -128,13 +129,17 @@ func TestUpgradeKeepsCertificates(t *testing.T) {
 		hooks = append(hooks, hook{w.Name, w.ClientConfig, *w.TimeoutSeconds, w.NamespaceSelector.MatchExpressions[0].Values})
 	}
 	for _, w := range liveV.Webhooks {
-		hooks = append(hooks, hook{w.Name, w.ClientConfig, *w.TimeoutSeconds, w.NamespaceSelector.MatchExpressions[0].Values})
+		var excluded []string
+		if w.Name != api.PolicyWebhookName { // cluster-scoped: no namespaceSelector
+			excluded = w.NamespaceSelector.MatchExpressions[0].Values
+		}
+		hooks = append(hooks, hook{w.Name, w.ClientConfig, *w.TimeoutSeconds, excluded})
 	}
-	if len(hooks) != 2 {
-		t.Fatalf("%d webhooks after the upgrade, want 2", len(hooks))
+	if len(hooks) != 3 {
+		t.Fatalf("%d webhooks after the upgrade, want 3", len(hooks))
 	}
 	for _, h := range hooks {
-		if h.timeout != 7 || len(h.excluded) != 3 {
+		if h.timeout != 7 || (len(h.excluded) != 3 && h.name != api.PolicyWebhookName) {
 			t.Errorf("webhook %s: timeout %d, excluded %v after the upgrade; want 7 and 3 namespaces", h.name, h.timeout, h.excluded)
 		}
 		if !bytes.Equal(h.cc.CABundle, bundle) {

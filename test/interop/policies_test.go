@@ -82,6 +82,13 @@ func TestPoliciesOnUpstreamFields(t *testing.T) {
 		"!object.spec.template.?topologyConstraint.hasValue()", "topology constraints need the topology-aware scheduler")
 	seedOnly := policy("runtime-ttl-field", "trainer.kubeflow.org", "ClusterTrainingRuntime",
 		"object.spec.?ttlSecondsAfterFinished.orValue(0) <= 86400", "keep finished TrainJobs at most a day")
+	// The policy on a field the served schema lacks is refused at apply,
+	// naming the field; labelled apply-unchecked (as one applied ahead of
+	// a CRD that has the field) it is stored and reports the error.
+	if err := env.Client.Create(ctx, seedOnly.DeepCopy()); !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "undefined field 'ttlSecondsAfterFinished'") {
+		t.Errorf("applying a policy on a field the schema lacks: want a 422 naming the field, got %v", err)
+	}
+	seedOnly.Labels = map[string]string{api.LabelApplyUnchecked: "true"}
 	for _, p := range []*shepherdv1alpha1.WorkloadPolicy{managedBy, topology, seedOnly} {
 		if err := env.Client.Create(ctx, p); err != nil {
 			t.Fatal(err)

@@ -172,7 +172,7 @@ applied ahead of its kind's CRD.
       namespace: {{ .Release.Namespace }}
       path: /validate-workloadpolicy
       port: 443
-  failurePolicy: Fail
+  failurePolicy: {{ .Values.webhook.failurePolicy }}
   matchPolicy: Equivalent
   sideEffects: None
   timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}
