@@ -43,13 +43,14 @@ func init() {
 }
 
 func newAuditCommand() *cobra.Command {
-	o := &auditOptions{server: "https://localhost:8443", timeout: 30 * time.Second, output: "table"}
+	o := &auditOptions{server: "https://localhost:8443", timeout: 30 * time.Second}
 	cmd := &cobra.Command{
 		Use:   "audit",
 		Short: "Print a shepherd server's recent verdicts, or what a new policy would deny",
 		Long: `Without --policy, audit reads the ring of recent Deny, Warn and Audit verdicts that shepherd serve
 keeps in memory and serves at /audit on its metrics server, and prints it as a
-table (oldest first) or as JSON.
+table (oldest first; -o text, the default) or as JSON or YAML (-o json,
+-o yaml).
 
 The metrics server authenticates callers with a bearer token and authorizes
 them with a SubjectAccessReview for "get" on the non-resource URL /audit. The
@@ -78,6 +79,9 @@ Examples:
   shepherd audit --rule V-TJ-1 --user alice@example.com`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := auditOutputs.resolve(&o.output, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
 			if len(o.impact.policies) > 0 {
 				return runImpact(cmd.Context(), o, cmd.OutOrStdout())
 			}
@@ -95,7 +99,7 @@ Examples:
 	f.StringVar(&o.caFile, "certificate-authority", o.caFile, "CA bundle to verify the metrics server's certificate.")
 	f.BoolVar(&o.insecure, "insecure-skip-tls-verify", o.insecure, "Do not verify the metrics server's certificate (it is self-signed unless configured otherwise).")
 	f.DurationVar(&o.timeout, "request-timeout", o.timeout, "Timeout of the request.")
-	f.StringVarP(&o.output, "output", "o", o.output, "Output format: table or json.")
+	auditOutputs.addOutputFlag(cmd, &o.output)
 	f.StringVarP(&o.namespace, "namespace", "n", o.namespace, "Only verdicts on objects in this namespace.")
 	f.StringVar(&o.rule, "rule", o.rule, "Only verdicts of this rule (V-TJ-1, or a WorkloadPolicy's name).")
 	f.StringVar(&o.user, "user", o.user, "Only verdicts on requests of this user.")
@@ -112,9 +116,6 @@ Examples:
 }
 
 func runAudit(ctx context.Context, o *auditOptions, out io.Writer) error {
-	if o.output != "table" && o.output != "json" {
-		return &ExitError{Code: 2, Err: fmt.Errorf("--output %q: want table or json", o.output)}
-	}
 	q := audit.Query{Namespace: o.namespace, Rule: o.rule, User: o.user, Limit: o.limit}
 	if o.since != "" {
 		t, err := audit.ParseSince(o.since, time.Now())
@@ -169,10 +170,13 @@ func runAudit(ctx context.Context, o *auditOptions, out io.Writer) error {
 	if err := json.Unmarshal(body, &list); err != nil {
 		return fmt.Errorf("%s did not answer with an audit list: %w", u.Redacted(), err)
 	}
-	if o.output == "json" {
+	switch o.output {
+	case outputJSON:
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(list)
+	case outputYAML:
+		return writeYAML(out, list)
 	}
 	return printAuditTable(out, list.Items)
 }

@@ -90,9 +90,6 @@ func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	if o.output != "table" && o.output != "json" {
-		return &ExitError{Code: 2, Err: fmt.Errorf("--output %q: want table or json", o.output)}
-	}
 	if o.rule != "" || o.user != "" || o.since != "" || o.limit != 0 {
 		return usageError("--rule, --user, --since and --limit filter the verdicts of a running server; with --policy, give -n to narrow the objects judged")
 	}
@@ -228,13 +225,17 @@ func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
 	}
 	sort.Slice(rep.Rules, func(i, j int) bool { return rep.Rules[i].Rule < rep.Rules[j].Rule })
 
-	if o.output == "json" {
+	switch o.output {
+	case outputJSON:
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else if err := printImpact(out, &rep); err != nil {
+		err = enc.Encode(rep)
+	case outputYAML:
+		err = writeYAML(out, rep)
+	default:
+		err = printImpact(out, &rep)
+	}
+	if err != nil {
 		return err
 	}
 	if rep.WouldDeny > 0 {

@@ -74,7 +74,7 @@ func TestAuditJSONWithFilters(t *testing.T) {
 
 func TestAuditUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
-		{"audit", "-o", "yaml"},
+		{"audit", "-o", "xml"},
 		{"audit", "--since", "yesterday"},
 		{"audit", "--server", "localhost:8443"},
 	} {

@@ -80,7 +80,7 @@ func init() {
 func newCheckCommand() *cobra.Command {
 	o := &checkOptions{}
 	cmd := &cobra.Command{
-		Use:   "check -f FILE|DIR|- [-f ...] [--old FILE] [--context FILE ...] [--policy FILE|DIR ...] [--operation CREATE|UPDATE|DELETE] [--timeout 10s] [-o json|yaml|text]",
+		Use:   "check -f FILE|DIR|- [-f ...] [--old FILE] [--context FILE ...] [--policy FILE|DIR ...] [--operation CREATE|UPDATE|DELETE] [--timeout 10s] [-o " + checkOutputs.choices() + "]",
 		Short: "Run the admission chain (defaults, then validation) on manifests, without a cluster",
 		Long: `check runs shepherd's admission chain — exactly what the webhook runs: the
 defaulters, then every validation rule — on the objects of the given
@@ -114,6 +114,9 @@ is not the same object, an object whose admission takes longer than
   shepherd check -f pcs.yaml --old pcs-live.yaml -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutputs.resolve(&o.output, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
 			o.stdin = cmd.InOrStdin()
 			return runCheck(cmd.Context(), o, cmd.OutOrStdout())
 		},
@@ -124,7 +127,7 @@ is not the same object, an object whose admission takes longer than
 	f.StringArrayVar(&o.context, "context", nil, "file or directory of objects for lookups (repeatable)")
 	f.StringArrayVar(&o.policies, "policy", nil, "file or directory of WorkloadPolicies to add to the built-in rules (repeatable)")
 	f.StringVar(&o.operation, "operation", "", "CREATE, UPDATE or DELETE (default CREATE, UPDATE with --old)")
-	f.StringVarP(&o.output, "output", "o", "text", "output format: text, json or yaml")
+	checkOutputs.addOutputFlag(cmd, &o.output)
 	f.BoolVar(&o.noWorkloadAPI, "no-workload-api", false, "judge as if the cluster did not serve the Workload API (V-TR-7)")
 	addDisableRuleFlag(f, &o.rules.disabled, "rule IDs to switch off (repeatable or comma-separated)")
 	f.StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage)
@@ -145,11 +148,6 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 	}
 	if len(o.files) == 0 {
 		return usageError("check needs at least one -f FILE|DIR")
-	}
-	switch o.output {
-	case "text", "json", "yaml":
-	default:
-		return usageError("-o must be text, json or yaml, got %q", o.output)
 	}
 	switch o.fieldValidation {
 	case metav1.FieldValidationStrict, metav1.FieldValidationWarn:
@@ -270,7 +268,7 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 		}
 		// Text output does not print the object: keeping every admitted
 		// object to the end would hold a second copy of the input.
-		if o.output != "text" {
+		if o.output != outputText {
 			r.Object = v.Object
 		}
 		for _, viol := range v.Violations {
@@ -434,7 +432,7 @@ func checkRequest(op string, obj, old *unstructured.Unstructured) (*webhook.Requ
 
 func writeCheckResults(out io.Writer, format string, results []CheckResult) error {
 	switch format {
-	case "json":
+	case outputJSON:
 		b, err := json.Marshal(results)
 		if err != nil {
 			return err
@@ -444,7 +442,7 @@ func writeCheckResults(out io.Writer, format string, results []CheckResult) erro
 		buf.WriteByte('\n')
 		_, err = out.Write(buf.Bytes())
 		return err
-	case "yaml":
+	case outputYAML:
 		return writeYAML(out, results)
 	}
 	var sb strings.Builder

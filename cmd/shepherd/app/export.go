@@ -94,10 +94,13 @@ only validate.`,
 		Short: "List every rule: ID, kinds, action, exportable",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := exportRulesOutputs.resolve(&o.output, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
 			return runExportRules(o, cmd.OutOrStdout())
 		},
 	}
-	rules.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text, json or yaml")
+	exportRulesOutputs.addOutputFlag(rules, &o.output)
 	cmd.AddCommand(vap, mapCmd, rules)
 	for _, c := range []*cobra.Command{cmd, vap, mapCmd, rules} {
 		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: 2, Err: err} })
@@ -217,11 +220,6 @@ func runExportMAP(o *exportOptions, out, errOut io.Writer) error {
 }
 
 func runExportRules(o *exportOptions, out io.Writer) error {
-	switch o.output {
-	case "text", "json", "yaml":
-	default:
-		return usageError("-o must be text, json or yaml, got %q", o.output)
-	}
 	chain, err := exportChain(o)
 	if err != nil {
 		return err
@@ -231,14 +229,14 @@ func runExportRules(o *exportOptions, out io.Writer) error {
 		rules = []celrules.RuleInfo{}
 	}
 	switch o.output {
-	case "json":
+	case outputJSON:
 		b, err := json.MarshalIndent(rules, "", "  ")
 		if err != nil {
 			return err
 		}
 		_, err = fmt.Fprintf(out, "%s\n", b)
 		return err
-	case "yaml":
+	case outputYAML:
 		b, err := yaml.Marshal(rules)
 		if err != nil {
 			return err

@@ -195,7 +195,7 @@ func TestVersionOutput(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "shepherd "+Version()+" (") {
 		t.Errorf("version: exit %d, %q", code, out)
 	}
-	if code, _, errOut := runMain("version", "-o", "xml"); code != 2 || !strings.Contains(errOut, "-o must be text, json or yaml") {
+	if code, _, errOut := runMain("version", "-o", "xml"); code != 2 || !strings.Contains(errOut, `--output "xml": want text, json or yaml`) {
 		t.Errorf("version -o xml: exit %d, %q; want 2 naming the formats", code, errOut)
 	}
 }

@@ -34,7 +34,7 @@ func init() {
 func newTestCommand() *cobra.Command {
 	o := &testOptions{}
 	cmd := &cobra.Command{
-		Use:   "test PATH... [-o text|json|junit] [-v] [--run REGEXP] [--crd FILE|DIR ...] [--disable-rule ID ...] [--timeout 10s]",
+		Use:   "test PATH... [-o " + testOutputs.choices() + "] [-v] [--run REGEXP] [--crd FILE|DIR ...] [--disable-rule ID ...] [--timeout 10s]",
 		Short: "Run declarative policy test suites (*-test.yaml) through the admission chain, without a cluster",
 		Long: `test runs the suites in the given files and directories (directories are
 searched recursively for files named *-test.yaml; testdata and hidden
@@ -56,11 +56,14 @@ mismatch is listed), 2 on a usage error or a suite that cannot be loaded
   shepherd test celrules/rules/tests --run '^tj-deadline'`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := testOutputs.resolve(&o.output, cmd.ErrOrStderr()); err != nil {
+				return err
+			}
 			return runTest(cmd.Context(), o, args, cmd.OutOrStdout())
 		},
 	}
 	f := cmd.Flags()
-	f.StringVarP(&o.output, "output", "o", "text", "output format: text, json or junit")
+	testOutputs.addOutputFlag(cmd, &o.output)
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "text output lists passing cases too")
 	f.StringVar(&o.run, "run", "", "run only the cases whose name, or SUITE/NAME, matches this regular expression (Go syntax, as go test -run)")
 	addDisableRuleFlag(f, &o.rules.disabled, "rule IDs to switch off (repeatable or comma-separated): which cases would then fail")
@@ -84,11 +87,6 @@ func runTest(ctx context.Context, o *testOptions, paths []string, out io.Writer)
 	}
 	if len(paths) == 0 {
 		return usageError("test needs at least one suite file or directory (suites are files named *%s)", policytest.SuffixTest)
-	}
-	switch o.output {
-	case "text", "json", "junit":
-	default:
-		return usageError("-o must be text, json or junit, got %q", o.output)
 	}
 	if o.timeout <= 0 {
 		return usageError("--timeout must be positive, got %v", o.timeout)
@@ -145,8 +143,12 @@ func runTest(ctx context.Context, o *testOptions, paths []string, out io.Writer)
 	}
 
 	switch o.output {
-	case "json":
+	case outputJSON:
 		err = policytest.WriteJSON(out, results)
+	case outputYAML:
+		// The report -o json writes, as YAML.
+		passed, failed := policytest.Summary(results)
+		err = writeYAML(out, policytest.Report{Passed: passed, Failed: failed, Suites: results})
 	case "junit":
 		err = policytest.WriteJUnit(out, results)
 	default:

@@ -285,7 +285,7 @@ func TestPolicyTestBadSuitesAreExit2WithFileAndLine(t *testing.T) {
 func TestPolicyTestUsageErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"test"},
-		{"test", shippedSuites, "-o", "yaml"},
+		{"test", shippedSuites, "-o", "xml"},
 		{"test", shippedSuites, "--timeout", "0s"},
 		{"test", filepath.Join(repoRoot, "api")},
 		{"test", "no/such/dir"},

@@ -70,27 +70,24 @@ func init() {
 	subcommands = append(subcommands, func() *cobra.Command {
 		var output string
 		cmd := &cobra.Command{
-			Use:   "version [-o text|json|yaml]",
+			Use:   "version [-o " + versionOutputs.choices() + "]",
 			Short: "Print shepherd's version and the upstream APIs it is tested with",
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
+				if err := versionOutputs.resolve(&output, cmd.ErrOrStderr()); err != nil {
+					return err
+				}
 				v := versionInfo()
 				out := cmd.OutOrStdout()
 				switch output {
-				case "text":
-					_, err := fmt.Fprintf(out, "shepherd %s (%s, %s)\n"+
-						"tested with: Kubeflow Trainer %s (%s), JobSet %s (%s), Grove %s, Kubernetes %s\n",
-						v.Version, v.Go, v.Platform,
-						v.TestedWith.Trainer.Version, v.TestedWith.Trainer.Module, v.TestedWith.JobSet.Version, v.TestedWith.JobSet.Module, v.TestedWith.Grove, v.TestedWith.Kubernetes)
-					return err
-				case "json":
+				case outputJSON:
 					b, err := json.MarshalIndent(v, "", "  ")
 					if err != nil {
 						return err
 					}
 					_, err = fmt.Fprintf(out, "%s\n", b)
 					return err
-				case "yaml":
+				case outputYAML:
 					b, err := yaml.Marshal(v)
 					if err != nil {
 						return err
@@ -98,10 +95,14 @@ func init() {
 					_, err = out.Write(b)
 					return err
 				}
-				return usageError("-o must be text, json or yaml (as check takes), got %q", output)
+				_, err := fmt.Fprintf(out, "shepherd %s (%s, %s)\n"+
+					"tested with: Kubeflow Trainer %s (%s), JobSet %s (%s), Grove %s, Kubernetes %s\n",
+					v.Version, v.Go, v.Platform,
+					v.TestedWith.Trainer.Version, v.TestedWith.Trainer.Module, v.TestedWith.JobSet.Version, v.TestedWith.JobSet.Module, v.TestedWith.Grove, v.TestedWith.Kubernetes)
+				return err
 			},
 		}
-		cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or yaml")
+		versionOutputs.addOutputFlag(cmd, &output)
 		return cmd
 	})
 }
