@@ -100,3 +100,27 @@ func TestCheckStopsAtMaxInputBytes(t *testing.T) {
 		})
 	}
 }
+
+// TestPlainBuildIsComplete: `go build ./cmd/shepherd`, with no make target
+// first (what `go install` and the Dockerfile do), gives a binary whose
+// offline commands have the upstream schemas: check allows the valid
+// examples (a TrainJob and its runtime checked together) and export renders
+// the policies.
+func TestPlainBuildIsComplete(t *testing.T) {
+	bin := buildShepherd(t)
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"check", "-f", filepath.Join(root, "examples", "valid")},
+		{"export", "vap"},
+	} {
+		cmd := exec.Command(bin, args...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		if err := cmd.Run(); err != nil || stdout.Len() == 0 {
+			t.Errorf("shepherd %s: %v, %d bytes out\n%s%s", strings.Join(args, " "), err, stdout.Len(), stdout.String(), stderr.String())
+		}
+	}
+}

@@ -88,7 +88,9 @@ manifests (multi-document YAML or JSON), offline.
 
 --context supplies the objects lookups need (runtimes a TrainJob references,
 the TrainJob owning a JobSet, the PodCliqueSet owning a PodClique, a
-Namespace for namespaceSelectors). --policy adds WorkloadPolicies to the
+Namespace for namespaceSelectors). On CREATE the checked objects are
+there too, as kubectl apply -f of them all would create them: a TrainJob
+and its runtime in one directory are checked together. --policy adds WorkloadPolicies to the
 built-in rules. The Workload API is assumed to be served unless
 --no-workload-api. Kinds shepherd does not cover are allowed untouched.
 
@@ -204,6 +206,13 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 	ctxObjs, err := readManifestsFrom(o.context, o.stdin, limit)
 	if err != nil {
 		return parseFailure(err)
+	}
+	if op == "CREATE" {
+		// Created together, as by kubectl apply -f of the same files: a
+		// TrainJob's runtime in the same directory exists for V-TJ-3.
+		for _, m := range objects {
+			ctxObjs = append(ctxObjs, manifest{obj: m.obj.DeepCopy(), file: m.file, line: m.line})
+		}
 	}
 	policies, err := readPoliciesFrom(o.policies, o.stdin, limit)
 	if err != nil {
