@@ -164,7 +164,8 @@ const (
 	EventCertificateSecretMade = "CertificateSecretCreated"
 )
 
-// Carriers (SPEC §9): where a seed knob lives on an upstream object whose
+// Carriers (docs/concepts.md, "Carriers: seed knobs in shepherd.dev/
+// annotations"): where a seed knob lives on an upstream object whose
 // served schema lacks the seed field — an annotation on the same object
 // named shepherd.dev/ + the field's name in kebab case. integrations/knob
 // is the one place that reads and writes them.

@@ -6,5 +6,6 @@
 //
 // The third-party types (Kubeflow Trainer, Grove, JobSet) model only the
 // fields shepherd reads or writes; their CRDs preserve every other field so a
-// real object survives a round trip unchanged (SPEC §2, hard rule 1).
+// real object survives a round trip unchanged (test/foundation checks it;
+// docs/architecture.md, "Test suites").
 package api

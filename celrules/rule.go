@@ -9,7 +9,7 @@ import (
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 )
 
-// Rule is one CEL rule: a built-in rule of SPEC §4 or an admin's
+// Rule is one CEL rule: a built-in rule (docs/rules.md) or an admin's
 // WorkloadPolicy. Its body is exactly a WorkloadPolicy spec, so built-in rule
 // files and WorkloadPolicy objects share one format.
 type Rule struct {

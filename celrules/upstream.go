@@ -14,13 +14,14 @@ import (
 
 // Upstream is one piece of evidence that a layer in front of shepherd
 // enforces a rule on the target cluster, so that the rule can never decide
-// there (SPEC §10, never enforce twice): the served CRD's own schema, which
-// the apiserver applies before any webhook, or an upstream validating
-// webhook, called in parallel with shepherd's for the same requests. A rule
-// stands down only when every piece of its evidence holds, and only where
-// the evidence covers the whole rule: a CRD transition rule (self ==
-// oldSelf) is not evidence for an immutability rule that also forbids
-// adding or removing the field, which the apiserver does not check.
+// there (docs/concepts.md, "Who enforces what"): the served CRD's own
+// schema, which the apiserver applies before any webhook, or an upstream
+// validating webhook, called in parallel with shepherd's for the same
+// requests. A rule stands down only when every piece of its evidence
+// holds, and only where the evidence covers the whole rule: a CRD
+// transition rule (self == oldSelf) is not evidence for an immutability
+// rule that also forbids adding or removing the field, which the apiserver
+// does not check.
 type Upstream struct {
 	CRD     *CRDEvidence     `json:"crd,omitempty"`
 	Webhook *WebhookEvidence `json:"webhook,omitempty"`

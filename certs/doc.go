@@ -1,5 +1,5 @@
 // Package certs keeps shepherd's webhook serving certificate valid for as long
-// as shepherd runs (SPEC §8).
+// as shepherd runs (docs/install.md, "Serving certificates").
 //
 // In self-signed mode (the default) shepherd is its own certificate
 // authority. The state lives in one Secret in shepherd's namespace: the

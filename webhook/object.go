@@ -8,7 +8,7 @@ import (
 
 // Helpers to read and default the raw object. Defaulters work on the decoded
 // JSON, not on shepherd's partial Go types, so fields shepherd does not model
-// survive untouched (SPEC §2, hard rule 1).
+// survive untouched.
 
 // obj returns m[key] as an object, or nil.
 func obj(m map[string]any, key string) map[string]any {

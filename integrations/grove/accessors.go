@@ -133,9 +133,11 @@ func setView(pcs *grovev1alpha1.PodCliqueSet) (map[string]any, error) {
 }
 
 // Status carriers. Where Grove's schema has no field for status shepherd
-// keeps, the value lives in an annotation of the same object (SPEC §9);
-// the seed schema (test/seedcrds) has the fields. These Knobs only name the
-// two forms: they are not admission knobs (not in Knobs).
+// kept before its WorkloadRecords, the value lived in an annotation of the
+// same object, read once on upgrade (docs/concepts.md, "WorkloadRecords:
+// what shepherd derives"); the seed schema (test/seedcrds) has the fields.
+// These Knobs only name the two forms: they are not admission knobs (not in
+// Knobs).
 var (
 	// WasAvailableStatus is a PodClique's wasAvailable: "true" when set.
 	WasAvailableStatus = knob.Knob{

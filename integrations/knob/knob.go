@@ -3,7 +3,8 @@
 // (a runtime's ttlSecondsAfterFinished, a PodCliqueSet's workloadType, ...).
 // Where the schema the cluster serves has that field, the field is the
 // knob; where it does not (today's upstream CRDs), an annotation on the same
-// object carries it (SPEC §9). Every reader — defaulters, CEL rules, export,
+// object carries it (docs/concepts.md, "Carriers: seed knobs in
+// shepherd.dev/ annotations"). Every reader — defaulters, CEL rules, export,
 // reconcilers — goes through a Knob, so a new upstream shape of a knob is
 // one more form here, not a change everywhere.
 //

@@ -16,15 +16,15 @@ var deadlinePath = []string{"spec", "activeDeadlineSeconds"}
 //
 // The sign is the served TrainJob schema having spec.activeDeadlineSeconds:
 // Trainer added the field in v2.2 together with its enforcement, and the
-// TrainJob CRD is Trainer's (shepherd installs no third-party CRD, SPEC §9),
-// so a schema with the field is served by a Trainer that acts on it. In
-// Trainer v2.3.0, pkg/controller/trainjob_controller.go
-// (TrainJobReconciler.reconcileDeadline) counts from creationTimestamp or
-// the last Suspended=False transition, and once the deadline passes sets
-// Failed=True with reason DeadlineExceeded and message "TrainJob exceeded
-// its active deadline" and deletes the TrainJob's JobSet (same name); it
-// records no Event for it. It has no TrainJob TTL, so only the deadline is
-// Trainer's.
+// TrainJob CRD is Trainer's (shepherd installs no third-party CRD:
+// docs/concepts.md, "Beside Trainer, JobSet and Grove"), so a schema with
+// the field is served by a Trainer that acts on it. In Trainer v2.3.0,
+// pkg/controller/trainjob_controller.go (TrainJobReconciler.reconcileDeadline)
+// counts from creationTimestamp or the last Suspended=False transition, and
+// once the deadline passes sets Failed=True with reason DeadlineExceeded and
+// message "TrainJob exceeded its active deadline" and deletes the TrainJob's
+// JobSet (same name); it records no Event for it. It has no TrainJob TTL, so
+// only the deadline is Trainer's.
 //
 // A nil s (no served schema known) is not a sign: shepherd then enforces.
 func EnforcesDeadline(s knob.FieldSchemas) (bool, string) {

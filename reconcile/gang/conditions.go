@@ -40,7 +40,7 @@ func remaining(since time.Time, delay time.Duration, now time.Time) time.Duratio
 type MinRequeue time.Duration
 
 // Add offers a wait. A non-positive wait (clock skew, or an expiry already
-// acted on) becomes one second, SPEC §2 rule 3.
+// acted on) becomes one second: a zero wait would mean no requeue.
 func (m *MinRequeue) Add(d time.Duration) {
 	if d <= 0 {
 		d = time.Second

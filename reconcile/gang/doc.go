@@ -1,8 +1,9 @@
 // Package gang implements Grove gang termination for PodCliqueSets of
-// workloadType Inference (SPEC §6 R-GT, the Grove gang-termination design,
-// SPEC §10): a PodClique that was available and fell below minAvailable is
-// breached; a breached PodCliqueScalingGroup replica is terminated by
-// deleting its PodCliques once its terminationDelay has passed, unless the
+// workloadType Inference (rule family R-GT, the Grove gang-termination
+// design; docs/architecture.md, "Reconcilers and the background audit"): a
+// PodClique that was available and fell below minAvailable is breached; a
+// breached PodCliqueScalingGroup replica is terminated by deleting its
+// PodCliques once its terminationDelay has passed, unless the
 // group's healthy replicas are below its minAvailable — then the group is a
 // breach of its PodCliqueSet replica, and every PodClique of that replica
 // goes once a breach outlasted its delay. Grove, which owns the PodCliques,

@@ -1,4 +1,5 @@
-// Package training implements GREP-0285 Training workloads (SPEC §6 R-TR) for
+// Package training implements GREP-0285 Training workloads (rule family
+// R-TR; docs/architecture.md, "Reconcilers and the background audit") for
 // PodCliqueSets of workloadType Training: the phase (Pending → Running →
 // Succeeded | Failed), startTime, the restart budget (maxRestarts), the
 // runtime limit (maxRuntime), the PodClique Succeeded condition, and the

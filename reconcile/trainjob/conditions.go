@@ -11,7 +11,7 @@ import (
 )
 
 // minRequeue is the requeue used when the time left is not positive: the
-// clock of whoever wrote a timestamp may run ahead of ours (SPEC §2.3).
+// clock of whoever wrote a timestamp may run ahead of ours.
 const minRequeue = time.Second
 
 // requeueAfter turns the time left until at into a RequeueAfter, never

@@ -60,7 +60,8 @@ type Reconciler struct {
 	// invalidTTL remembers, per runtime UID, the resourceVersion whose
 	// malformed TTL was last reported, so each bad version is reported
 	// once rather than at every reconcile of each of its jobs. It only
-	// rations a warning; no decision depends on it (SPEC §2.2).
+	// rations a warning; no decision depends on it, so a restart that
+	// forgets it loses nothing.
 	invalidTTL sync.Map
 }
 

@@ -27,7 +27,7 @@ const (
 	// DeadlineUpstream: the deadline passed, or the job already failed by
 	// it, and the upstream operator (Trainer v2.2+) enforces deadlines:
 	// shepherd writes no condition, emits no Event and deletes no JobSet,
-	// so nothing is done twice (SPEC §9).
+	// so nothing is done twice (docs/concepts.md, "Who enforces what").
 	DeadlineUpstream
 )
 

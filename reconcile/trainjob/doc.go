@@ -7,11 +7,11 @@
 // (RuntimeTTLOf) reads either form.
 //
 // Trainer v2.2+ enforces activeDeadlineSeconds itself. shepherd never
-// enforces anything twice (SPEC §9): when its integrations.Enforcement says
-// the deadline is Trainer's (setting auto with Trainer's TrainJob schema
-// served, or off), the controller writes no Failed condition, emits no
-// Event and deletes no JobSet for the deadline. The TTL is always
-// shepherd's: Trainer has none.
+// enforces anything twice (docs/concepts.md, "Who enforces what"): when its
+// integrations.Enforcement says the deadline is Trainer's (setting auto with
+// Trainer's TrainJob schema served, or off), the controller writes no Failed
+// condition, emits no Event and deletes no JobSet for the deadline. The TTL
+// is always shepherd's: Trainer has none.
 //
 // # When the clocks start
 //
@@ -21,8 +21,9 @@
 // verdict does not depend on which of the two enforces: from the
 // lastTransitionTime of Suspended=False/Resumed — the resume as Trainer
 // records it (Trainer reads any Suspended=False and writes it only with
-// reason Resumed, the reason SPEC §6 names) — else from creationTimestamp; no timer runs while the job
-// is suspended (spec.suspend, or Trainer still reporting Suspended=True).
+// reason Resumed) — else from creationTimestamp; no timer runs while the
+// job is suspended (spec.suspend, or Trainer still reporting
+// Suspended=True).
 // A job created suspended therefore starts at its first resume. Trainer
 // records that resume; a resume nobody recorded (no Suspended condition at
 // all, i.e. no Trainer writing TrainJob status) counts from creation, as it
@@ -43,7 +44,7 @@
 //
 // The controller holds no timers: every reconcile recomputes the deadline and
 // the TTL expiry from the TrainJob's timestamps and conditions and the
-// runtime's spec (SPEC §2), acts on what has expired — including what expired
+// runtime's spec, acts on what has expired — including what expired
 // while shepherd was down — and requeues at the next expiry. The decisions
 // are pure functions of the objects and a clock (deadline.go, ttl.go); the
 // controller (controller.go) only reads, applies with patches and deletes

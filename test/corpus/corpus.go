@@ -1,5 +1,5 @@
-// Package corpus is the admission corpus: for every rule of SPEC §4 at least
-// one allowed and one denied request (CREATE, and UPDATE for transition
+// Package corpus is the admission corpus: for every rule of docs/rules.md at
+// least one allowed and one denied request (CREATE, and UPDATE for transition
 // rules), each naming the rule it exercises and the expected verdict,
 // violations, warnings and defaulted paths. Cases live in YAML files under
 // cases/, one per rule family. The unit test of this package replays them

@@ -37,7 +37,8 @@ func TestKustomizeBuild(t *testing.T) {
 			if got := len(crds); got != len(crdFiles) {
 				t.Errorf("%d CRDs in the build, %d files in deploy/crds: list every file in deploy/crds/kustomization.yml", got, len(crdFiles))
 			}
-			// SPEC §9: shepherd never installs another project's CRD.
+			// shepherd never installs another project's CRD (docs/concepts.md,
+			// "Beside Trainer, JobSet and Grove").
 			for _, crd := range crds {
 				if g, _, _ := unstructured.NestedString(crd.Object, "spec", "group"); g != "shepherd.dev" {
 					t.Errorf("the %s variant installs CRD %s of group %q: shepherd owns only shepherd.dev", name, crd.GetName(), g)
@@ -365,8 +366,8 @@ func selects(selector, labels map[string]string) bool {
 	return true
 }
 
-// checkWebhooks: SPEC §8's webhook configuration settings, via the
-// Service.
+// checkWebhooks: the webhook configuration settings of README.md ("Its
+// admission webhooks"), and matchPolicy Equivalent, via the Service.
 func checkWebhooks(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
 	type common struct {

@@ -1,5 +1,6 @@
-// Package frameworks tests that frameworks come and go (SPEC §9) end to end:
-// `shepherd serve`, running in this process with its production flags and
+// Package frameworks tests that frameworks come and go (docs/operations.md,
+// "Frameworks") end to end: `shepherd serve`, running in this process with
+// its production flags and
 // shepherd's webhook configurations registered, starts against a real
 // kube-apiserver that serves none of Trainer's, JobSet's or Grove's CRDs,
 // becomes ready without them, and picks each framework up — admission

@@ -261,7 +261,7 @@ func TestGangPCSGOverrideShorter(t *testing.T) {
 	w.mustExist("inf-0-sg-0-worker")
 }
 
-// SPEC §2 stateless: shepherd stopped after the breach and started again once
+// Stateless: shepherd stopped after the breach and started again once
 // the delay has run out acts at once — the delay lives in the record's
 // breachedSince, not in memory.
 func TestGangShepherdRestartDuringDelay(t *testing.T) {
@@ -295,8 +295,9 @@ func groveSet(w *world) {
 	}
 }
 
-// SPEC §9, never enforce twice: where Grove writes MinAvailableBreached (a
-// field manager other than shepherd's owns it), shepherd on setting auto
+// Never enforce twice (docs/concepts.md, "Lifecycle decisions"): where
+// Grove writes MinAvailableBreached (a field manager other than shepherd's
+// owns it), shepherd on setting auto
 // stands down for that set — it writes nothing on the PodCliques and PCSGs,
 // derives nothing (its record says Grove enforces), emits no GangTerminated
 // event and deletes nothing, even for a breach long past its delay. The sign

@@ -7,13 +7,15 @@
 // needs it. There is no garbage collector, so the tests assert the deletions
 // shepherd makes itself.
 //
-// The control plane serves the upstream CRDs (SPEC §9): Grove's schema as
-// Grove publishes it, which has no workloadType, trainingSpec, wasAvailable,
-// phase, restartCount or startTime, so the knobs are set and the status is
-// kept in their shepherd.dev/ carriers. A second control plane serving the
-// seed-shaped CRDs (test/seedcrds), started by the tests that need it, keeps
-// the seed fields' form covered. Scenarios that play Grove's own operator
-// write MinAvailableBreached as the field manager groveManager.
+// The control plane serves the upstream CRDs (docs/concepts.md, "Beside
+// Trainer, JobSet and Grove"): Grove's schema as Grove publishes it, which
+// has no workloadType, trainingSpec, wasAvailable, phase, restartCount or
+// startTime, so the knobs are set in their shepherd.dev/ carriers and
+// shepherd keeps the status in the set's WorkloadRecord. A second control
+// plane serving the seed-shaped CRDs (test/seedcrds), started by the tests
+// that need it, keeps the seed fields' form covered. Scenarios that play
+// Grove's own operator write MinAvailableBreached as the field manager
+// groveManager.
 package grove
 
 import (

@@ -318,11 +318,10 @@ func TestTrainingActsBeforeGrovesTerminationDelay(t *testing.T) {
 	w.waitSet("train", "Succeeded", phase(grovev1alpha1.PhaseSucceeded))
 }
 
-// SPEC §2 stateless: the restart count, the start time and the phase live in
-// the object (on Grove's schema, in their carriers), so shepherd stopped
-// and started again mid-way goes on with the same counts: a failure while
-// it is down is acted on when it is back, and the budget it had spent before
-// is still spent.
+// Stateless: the restart count, the start time and the phase live in the
+// set's WorkloadRecord, not in memory, so shepherd stopped and started again
+// mid-way goes on with the same counts: a failure while it is down is acted
+// on when it is back, and the budget it had spent before is still spent.
 func TestTrainingShepherdRestartedMidway(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)

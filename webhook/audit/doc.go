@@ -1,6 +1,7 @@
-// Package audit is the audit trail of admission verdicts (SPEC §7). Every
-// Deny, Warn and Audit verdict — of real and dry-run requests alike — becomes
-// one Record, written to a structured log line, the counter
+// Package audit is the audit trail of admission verdicts
+// (docs/architecture.md, "The admission chain"). Every Deny, Warn and Audit
+// verdict — of real and dry-run requests alike — becomes one Record,
+// written to a structured log line, the counter
 // shepherd_policy_verdicts_total{rule,action,kind}, a Kubernetes Event with
 // reason PolicyViolation (real requests only: the webhooks declare
 // sideEffects NoneOnDryRun), and a bounded in-memory Ring that Handler serves

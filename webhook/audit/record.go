@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// Record is one audited verdict: the fields of SPEC §7, and whether its
-// caller was authenticated.
+// Record is one audited verdict: the request, the object, the rule's
+// action, field and message, and whether its caller was authenticated.
 type Record struct {
 	Time       time.Time `json:"time"`
 	RequestUID string    `json:"requestUID"`

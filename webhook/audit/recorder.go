@@ -50,7 +50,8 @@ type Recorder struct {
 	// Clock stamps the records.
 	Clock clock.PassiveClock
 	// SkipDryRun leaves dry-run requests out of the audit trail (by default
-	// they are audited, marked dryRun, as SPEC §7 asks).
+	// they are audited, marked dryRun, with no Event: docs/concepts.md,
+	// "webhook (the default)").
 	SkipDryRun bool
 }
 

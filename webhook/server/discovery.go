@@ -16,7 +16,8 @@ import (
 )
 
 // WorkloadAPIVersions are the scheduling.k8s.io versions that serve
-// Workloads, newest first (SPEC §3).
+// Workloads, newest first; serving any of them satisfies V-TR-7
+// (docs/rules.md#v-tr-7).
 var WorkloadAPIVersions = []string{"v1beta1", "v1alpha3", "v1alpha2"}
 
 // WorkloadAPIProbe answers V-TR-7's question — does the cluster serve the

@@ -31,7 +31,7 @@ type RuleSet interface {
 // WorkConditionName names the matchCondition that spares shepherd's
 // webhooks the requests on which no rule, WorkloadPolicy, Go check or
 // defaulter has work: a kind and operation whose every rule is enforced
-// upstream (SPEC §10), or switched off.
+// upstream (docs/concepts.md, "Who enforces what"), or switched off.
 const WorkConditionName = "shepherd.dev/has-work"
 
 // Permissions the Keeper needs, on shepherd's own two configurations only
