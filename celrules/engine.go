@@ -56,6 +56,8 @@ type Engine struct {
 	stale   atomic.Bool
 	// version counts the changes to the rule set (Version).
 	version atomic.Uint64
+	// checked keeps CheckPolicy's compilations for SetPolicy.
+	checked checkedPolicies
 }
 
 type failedPolicy struct {
@@ -249,7 +251,13 @@ func (e *Engine) SetPolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
 	schemas := e.schemas
 	e.mu.RUnlock()
 
-	cr, errs := compileRule(RuleFromPolicy(p), SourcePolicy, environment.NewExpressions, schemas)
+	var cr *compiledRule
+	var errs field.ErrorList
+	if cp := e.checked.take(p, schemas); cp != nil {
+		cr, errs = cp.cr, cp.errs // compiled at admission (CheckPolicy)
+	} else {
+		cr, errs = compileRule(RuleFromPolicy(p), SourcePolicy, environment.NewExpressions, schemas)
+	}
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -263,15 +271,6 @@ func (e *Engine) SetPolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
 	}
 	e.changed()
 	e.version.Add(1)
-	return errs
-}
-
-// CheckPolicy compiles p against the current schemas as SetPolicy does,
-// and keeps nothing: the errors are those SetPolicy would return, and so
-// those p's status would carry (admission of WorkloadPolicies).
-func (e *Engine) CheckPolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
-	schemas := e.Schemas()
-	_, errs := compileRule(RuleFromPolicy(p), SourcePolicy, environment.NewExpressions, schemas)
 	return errs
 }
 
