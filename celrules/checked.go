@@ -13,7 +13,7 @@ import (
 // maxChecked bounds the compilations CheckPolicy keeps for SetPolicy: a
 // policy checked at apply and never loaded (a dry run, a create another
 // webhook then denied) is forgotten once this many newer ones were kept.
-const maxChecked = 1024
+const maxChecked = 256
 
 // checkedPolicies keeps what CheckPolicy compiled for the policy's load
 // moments later (the webhook admits it, the controller then loads it), so
