@@ -42,8 +42,9 @@ type Handler struct {
 	Mode     Mode
 	Admitter webhook.Admitter
 	// Policies checks WorkloadPolicies in Mode Policies, in place of
-	// Admitter.
-	Policies PolicyChecker
+	// Admitter, at most cap(PolicySlots) at once.
+	Policies    PolicyChecker
+	PolicySlots chan struct{}
 	// Audit records every Deny, Warn and Audit verdict; nil records none.
 	Audit *audit.Recorder
 	// MaxBodyBytes bounds the request body (DefaultMaxBodyBytes if zero).
@@ -178,6 +179,22 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.Limits.release()
 	if h.Mode == Policies {
+		// Compiling a policy takes a core for milliseconds: a burst of
+		// applies (10,000 at once in test/faults) would take every core
+		// from the workloads' admissions and /readyz, and a replica that
+		// does not answer its probe in time leaves the Service. Checks
+		// wait for one of PolicySlots; one that waits past its budget
+		// is answered busy, which the apiserver retries.
+		if h.PolicySlots != nil {
+			cause := deadline(r, cmp.Or(h.Timeout, DefaultTimeout))
+			select {
+			case h.PolicySlots <- struct{}{}:
+				defer func() { <-h.PolicySlots }()
+			case <-time.After(cause.budget()):
+				h.fail(w, errBusy)
+				return
+			}
+		}
 		resp, verdict := policyResponse(h.Policies, rv.Request, rv)
 		h.observe(rv.Request, verdict, start)
 		writeReview(w, resp)

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
@@ -24,7 +27,7 @@ func TestWorkloadPolicyIsValidatedAtApply(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Handler{Mode: Policies, Policies: chain}
+	h := &Handler{Mode: Policies, Policies: chain, PolicySlots: make(chan struct{}, 1)}
 	valid := func() *shepherdv1alpha1.WorkloadPolicy {
 		return &shepherdv1alpha1.WorkloadPolicy{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "shepherd.dev/v1alpha1", Kind: "WorkloadPolicy"},
@@ -111,5 +114,50 @@ func TestWorkloadPolicyIsValidatedAtApply(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Policy checks wait for a slot; one that waits past its budget is
+// answered busy (429 with Retry-After), which the apiserver retries,
+// instead of taking the cores the workloads' admissions need.
+func TestPolicyChecksWaitForASlot(t *testing.T) {
+	chain, err := webhook.NewChain(webhook.ChainOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slots := make(chan struct{}, 1)
+	slots <- struct{}{} // every slot taken
+	h := &Handler{Mode: Policies, Policies: chain, PolicySlots: slots}
+	body, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID:       "uid-1",
+			Kind:      metav1.GroupVersionKind{Group: "shepherd.dev", Version: "v1alpha1", Kind: "WorkloadPolicy"},
+			Resource:  metav1.GroupVersionResource{Group: "shepherd.dev", Version: "v1alpha1", Resource: "workloadpolicies"},
+			Name:      "p",
+			Operation: admissionv1.Create,
+			Object:    runtime.RawExtension{Raw: []byte(`{"apiVersion":"shepherd.dev/v1alpha1","kind":"WorkloadPolicy","metadata":{"name":"p"}}`)},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodPost, PolicyPath+"?timeout=300ms", bytes.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	w := httptest.NewRecorder()
+	start := time.Now()
+	h.ServeHTTP(w, r)
+	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
+		t.Errorf("with every slot taken: HTTP %d (Retry-After %q), want 429 with Retry-After", w.Code, w.Header().Get("Retry-After"))
+	}
+	if d := time.Since(start); d > 300*time.Millisecond {
+		t.Errorf("answered busy after %v, want within the caller's 300ms", d)
+	}
+
+	<-slots // a slot frees up: the check runs
+	resp := decodeResponse(t, serve(t, h, http.MethodPost, "application/json", body))
+	// The policy has no resources nor validations: the check denies it.
+	if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusUnprocessableEntity {
+		t.Errorf("with a free slot: want the check's 422, got allowed=%v %+v", resp.Allowed, resp.Result)
 	}
 }

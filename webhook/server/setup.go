@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -111,7 +112,10 @@ func Register(mgr manager.Manager, admitter webhook.Admitter, rec *audit.Recorde
 	ws.Register(MutatePath, &Handler{Mode: Mutating, Admitter: admitter, Audit: rec, MaxBodyBytes: opts.MaxBodyBytes, Limits: limits, Log: log})
 	ws.Register(ValidatePath, &Handler{Mode: Validating, Admitter: admitter, Audit: rec, MaxBodyBytes: opts.MaxBodyBytes, Limits: limits, Log: log})
 	if pc, ok := admitter.(PolicyChecker); ok {
-		ws.Register(PolicyPath, &Handler{Mode: Policies, Policies: pc, MaxBodyBytes: opts.MaxBodyBytes, Limits: limits, Log: log})
+		// Half the cores at most check policies; the rest stay with the
+		// workloads' admissions.
+		slots := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
+		ws.Register(PolicyPath, &Handler{Mode: Policies, Policies: pc, PolicySlots: slots, MaxBodyBytes: opts.MaxBodyBytes, Limits: limits, Log: log})
 	}
 	if err := mgr.AddMetricsServerExtraHandler(AuditPath, &audit.Handler{Ring: rec.Ring, Clock: rec.Clock}); err != nil {
 		return fmt.Errorf("serving %s: %w", AuditPath, err)
