@@ -34,9 +34,9 @@ func TestMakeImageRunsFromTheUnpackedImage(t *testing.T) {
 		t.Skip("builds the image")
 	}
 	root := cluster.RepoRoot()
-	make := exec.Command("make", "-s", "image", "IMAGE="+tag, "VERSION=v0.0.0-image-test")
-	make.Dir = root
-	if out, err := make.CombinedOutput(); err != nil {
+	build := exec.Command("make", "-s", "image", "IMAGE="+tag, "VERSION=v0.0.0-image-test")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("make image: %v\n%s", err, out)
 	}
 
