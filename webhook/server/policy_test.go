@@ -68,20 +68,7 @@ func TestWorkloadPolicyIsValidatedAtApply(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body, err := json.Marshal(admissionv1.AdmissionReview{
-				TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-				Request: &admissionv1.AdmissionRequest{
-					UID:       "uid-1",
-					Kind:      metav1.GroupVersionKind{Group: "shepherd.dev", Version: "v1alpha1", Kind: "WorkloadPolicy"},
-					Resource:  metav1.GroupVersionResource{Group: "shepherd.dev", Version: "v1alpha1", Resource: "workloadpolicies"},
-					Name:      p.Name,
-					Operation: admissionv1.Create,
-					Object:    runtime.RawExtension{Raw: obj},
-				},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
+			body := policyReview(t, p.Name, obj)
 			resp := decodeResponse(t, serve(t, h, http.MethodPost, "application/json", body))
 			if tt.fields == nil {
 				if !resp.Allowed {
@@ -128,20 +115,7 @@ func TestPolicyChecksWaitForASlot(t *testing.T) {
 	slots := make(chan struct{}, 1)
 	slots <- struct{}{} // every slot taken
 	h := &Handler{Mode: Policies, Policies: chain, PolicySlots: slots}
-	body, err := json.Marshal(admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
-		Request: &admissionv1.AdmissionRequest{
-			UID:       "uid-1",
-			Kind:      metav1.GroupVersionKind{Group: "shepherd.dev", Version: "v1alpha1", Kind: "WorkloadPolicy"},
-			Resource:  metav1.GroupVersionResource{Group: "shepherd.dev", Version: "v1alpha1", Resource: "workloadpolicies"},
-			Name:      "p",
-			Operation: admissionv1.Create,
-			Object:    runtime.RawExtension{Raw: []byte(`{"apiVersion":"shepherd.dev/v1alpha1","kind":"WorkloadPolicy","metadata":{"name":"p"}}`)},
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := policyReview(t, "p", []byte(`{"apiVersion":"shepherd.dev/v1alpha1","kind":"WorkloadPolicy","metadata":{"name":"p"}}`))
 	r := httptest.NewRequest(http.MethodPost, PolicyPath+"?timeout=300ms", bytes.NewReader(body))
 	r.Header.Set("Content-Type", "application/json")
 	w := httptest.NewRecorder()
@@ -160,4 +134,24 @@ func TestPolicyChecksWaitForASlot(t *testing.T) {
 	if resp.Allowed || resp.Result == nil || resp.Result.Code != http.StatusUnprocessableEntity {
 		t.Errorf("with a free slot: want the check's 422, got allowed=%v %+v", resp.Allowed, resp.Result)
 	}
+}
+
+// policyReview is the AdmissionReview of a CREATE of WorkloadPolicy name.
+func policyReview(t *testing.T, name string, obj []byte) []byte {
+	t.Helper()
+	body, err := json.Marshal(admissionv1.AdmissionReview{
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
+		Request: &admissionv1.AdmissionRequest{
+			UID:       "uid-1",
+			Kind:      metav1.GroupVersionKind{Group: "shepherd.dev", Version: "v1alpha1", Kind: "WorkloadPolicy"},
+			Resource:  metav1.GroupVersionResource{Group: "shepherd.dev", Version: "v1alpha1", Resource: "workloadpolicies"},
+			Name:      name,
+			Operation: admissionv1.Create,
+			Object:    runtime.RawExtension{Raw: obj},
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body
 }

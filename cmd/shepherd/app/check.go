@@ -80,7 +80,7 @@ func init() {
 func newCheckCommand() *cobra.Command {
 	o := &checkOptions{}
 	cmd := &cobra.Command{
-		Use:   "check -f FILE|DIR|- [-f ...] [--old FILE] [--context FILE ...] [--policy FILE|DIR ...] [--operation CREATE|UPDATE|DELETE] [--timeout 10s] [-o " + checkOutputs.choices() + "]",
+		Use:   "check -f FILE|DIR|- [-f ...] [--old FILE] [--context FILE ...] [--policy FILE|DIR ...] [--operation CREATE|UPDATE|DELETE] [--timeout 10s] [-o " + reportOutputs.choices() + "]",
 		Short: "Run the admission chain (defaults, then validation) on manifests, without a cluster",
 		Long: `check runs shepherd's admission chain — exactly what the webhook runs: the
 defaulters, then every validation rule — on the objects of the given
@@ -116,7 +116,7 @@ is not the same object, an object whose admission takes longer than
   shepherd check -f pcs.yaml --old pcs-live.yaml -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkOutputs.resolve(&o.output, cmd.ErrOrStderr()); err != nil {
+			if err := reportOutputs.resolve(&o.output, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
 			o.stdin = cmd.InOrStdin()
@@ -129,7 +129,7 @@ is not the same object, an object whose admission takes longer than
 	f.StringArrayVar(&o.context, "context", nil, "file or directory of objects for lookups (repeatable)")
 	f.StringArrayVar(&o.policies, "policy", nil, "file or directory of WorkloadPolicies to add to the built-in rules (repeatable)")
 	f.StringVar(&o.operation, "operation", "", "CREATE, UPDATE or DELETE (default CREATE, UPDATE with --old)")
-	checkOutputs.addOutputFlag(cmd, &o.output)
+	reportOutputs.addOutputFlag(cmd, &o.output)
 	f.BoolVar(&o.noWorkloadAPI, "no-workload-api", false, "judge as if the cluster did not serve the Workload API (V-TR-7)")
 	addDisableRuleFlag(f, &o.rules.disabled, "rule IDs to switch off (repeatable or comma-separated)")
 	f.StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage)

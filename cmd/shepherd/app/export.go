@@ -94,13 +94,13 @@ only validate.`,
 		Short: "List every rule: ID, kinds, action, exportable",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := exportRulesOutputs.resolve(&o.output, cmd.ErrOrStderr()); err != nil {
+			if err := reportOutputs.resolve(&o.output, cmd.ErrOrStderr()); err != nil {
 				return err
 			}
 			return runExportRules(o, cmd.OutOrStdout())
 		},
 	}
-	exportRulesOutputs.addOutputFlag(rules, &o.output)
+	reportOutputs.addOutputFlag(rules, &o.output)
 	cmd.AddCommand(vap, mapCmd, rules)
 	for _, c := range []*cobra.Command{cmd, vap, mapCmd, rules} {
 		c.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: 2, Err: err} })

@@ -37,10 +37,9 @@ func reportFormats(extra ...string) outputFormats {
 }
 
 var (
-	checkOutputs       = reportFormats()
-	exportRulesOutputs = reportFormats()
-	versionOutputs     = reportFormats()
-	testOutputs        = reportFormats("junit")
+	// reportOutputs are check's, export rules' and version's.
+	reportOutputs = reportFormats()
+	testOutputs   = reportFormats("junit")
 	// audit printed its human format as "table" before every command
 	// called it text.
 	auditOutputs = outputFormats{names: reportFormats().names, deprecated: map[string]string{"table": outputText}}

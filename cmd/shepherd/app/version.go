@@ -70,11 +70,11 @@ func init() {
 	subcommands = append(subcommands, func() *cobra.Command {
 		var output string
 		cmd := &cobra.Command{
-			Use:   "version [-o " + versionOutputs.choices() + "]",
+			Use:   "version [-o " + reportOutputs.choices() + "]",
 			Short: "Print shepherd's version and the upstream APIs it is tested with",
 			Args:  cobra.NoArgs,
 			RunE: func(cmd *cobra.Command, _ []string) error {
-				if err := versionOutputs.resolve(&output, cmd.ErrOrStderr()); err != nil {
+				if err := reportOutputs.resolve(&output, cmd.ErrOrStderr()); err != nil {
 					return err
 				}
 				v := versionInfo()
@@ -102,7 +102,7 @@ func init() {
 				return err
 			},
 		}
-		versionOutputs.addOutputFlag(cmd, &output)
+		reportOutputs.addOutputFlag(cmd, &output)
 		return cmd
 	})
 }
