@@ -338,6 +338,11 @@ func validateShape(r Rule, spec *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(spec.Child("matchConditions").Index(i).Child("name"), mc.Name, "reserved: shepherd adds the condition of this name itself (the rule is evaluated on UPDATE only when the update changes what it reads); rename it"))
 		}
 	}
+	for i, v := range r.Variables {
+		if v.Name == ExemptVariable {
+			errs = append(errs, field.Invalid(spec.Child("variables").Index(i).Child("name"), v.Name, "reserved: an exported policy exempts the objects of a PolicyException with a variable of this name; rename it"))
+		}
+	}
 	if len(r.Match.Resources) == 0 {
 		errs = append(errs, field.Required(spec.Child("match", "resources"), "list the kinds or resources the rule applies to"))
 	}

@@ -16,6 +16,11 @@ import (
 // LabelRule marks exported policies and bindings with the rule they carry.
 const LabelRule = "shepherd.dev/rule"
 
+// ExemptVariable is the variable with which an exported policy exempts the
+// objects a PolicyException selects (webhook/exceptions); rules may not
+// define one of this name.
+const ExemptVariable = "shepherd_exempt"
+
 // PolicyName is the name of the ValidatingAdmissionPolicy (and binding) a
 // rule exports as: shepherd-v-tj-1 for built-in rule V-TJ-1,
 // shepherd-policy-<name> for a WorkloadPolicy.

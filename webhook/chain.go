@@ -14,12 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/clock"
 	kjson "sigs.k8s.io/json"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/api/install"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
 
 var scheme = install.NewScheme()
@@ -41,6 +43,8 @@ type ChainOptions struct {
 	// apiserver's message (schemaCheck): for `shepherd check`, which has no
 	// apiserver in front of it.
 	CheckSchemas bool
+	// Clock is the time PolicyExceptions expire by; nil is the real clock.
+	Clock clock.PassiveClock
 }
 
 // Chain is shepherd's admission chain: the kind's defaulter, then the CEL
@@ -58,6 +62,12 @@ type Chain struct {
 	// goChanges counts the changes of goDown and of the native mode
 	// (Version).
 	goChanges atomic.Uint64
+	// exceptions are the PolicyExceptions in force (SetExceptions), read
+	// against clock; exceptionChanges counts their changes
+	// (RuleSetVersion).
+	exceptions       atomic.Pointer[exceptions.Set]
+	exceptionChanges atomic.Uint64
+	clock            clock.PassiveClock
 }
 
 var _ Admitter = (*Chain)(nil)
@@ -77,7 +87,11 @@ func NewChain(opts ChainOptions) (*Chain, error) {
 	// schemas it was built with are not kept once replaced.
 	cfg := opts.Rules
 	cfg.Schemas = nil
-	return &Chain{lookups: l, cfg: cfg, engine: e, checkSchemas: opts.CheckSchemas}, nil
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Chain{lookups: l, cfg: cfg, engine: e, checkSchemas: opts.CheckSchemas, clock: clk}, nil
 }
 
 // SetPolicy compiles and type-checks a WorkloadPolicy. When it compiles it
@@ -109,8 +123,12 @@ func (c *Chain) SetSchemas(s *celrules.Schemas) error {
 func (c *Chain) Schemas() *celrules.Schemas { return c.engine.Schemas() }
 
 // RuleSetVersion identifies the rules Validate applies: it changes when a
-// policy is set or deleted or the schemas change (celrules.Engine.Version).
-func (c *Chain) RuleSetVersion() uint64 { return c.engine.Version() }
+// policy is set or deleted or the schemas change (celrules.Engine.Version),
+// and when the exceptions are set (SetExceptions). Both counters only grow,
+// so their sum changes whenever either does.
+func (c *Chain) RuleSetVersion() uint64 {
+	return c.engine.Version() + c.exceptionChanges.Load()
+}
 
 // InactiveRules lists the built-in rules that are not enforced although
 // enabled, with why: their fields are missing from the schemas the cluster
@@ -413,13 +431,14 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 	// against original, a copy taken first.
 	v := &Verdict{Allowed: true, Object: obj}
 	native := c.native.Load()
+	cfg := c.exemptDefaulters(ctx, req, obj, old, req.Kind.Kind)
 	switch (schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}) {
 	case schema.GroupKind{Group: api.GroveGroup, Kind: api.KindPodCliqueSet}:
 		if native {
 			break // D-PCS-1..6 are MutatingAdmissionPolicies
 		}
 		r := new(recorder)
-		if defaultPodCliqueSet(obj, c.cfg, c.engine.Schemas(), r) {
+		if defaultPodCliqueSet(obj, cfg, c.engine.Schemas(), r) {
 			v.Patch = sortedOps(r.ops)
 		}
 	case schema.GroupKind{Group: api.JobSetGroup, Kind: api.KindJobSet}:
@@ -427,14 +446,19 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 		changed := false
 		if !native { // D-JS-1 and D-JS-2 are MutatingAdmissionPolicies
 			var warnings []string
-			changed, warnings = defaultJobSetStartup(obj, old, req.Operation, c.cfg)
+			changed, warnings = defaultJobSetStartup(obj, old, req.Operation, cfg)
 			v.Warnings = append(v.Warnings, namedWarnings("D-JS-2", warnings)...)
 		}
-		wl, wlWarnings, viol := c.defaultSchedulingGroup(ctx, obj, req.Namespace)
-		v.Warnings = append(v.Warnings, namedWarnings("D-WL-1", wlWarnings)...)
-		if viol != nil {
-			v.Allowed = false
-			v.Violations = append(v.Violations, named([]Violation{*viol})...)
+		var wl bool
+		if cfg.Enabled("D-WL-1") || !c.cfg.Enabled("D-WL-1") {
+			var wlWarnings []string
+			var viol *Violation
+			wl, wlWarnings, viol = c.defaultSchedulingGroup(ctx, obj, req.Namespace)
+			v.Warnings = append(v.Warnings, namedWarnings("D-WL-1", wlWarnings)...)
+			if viol != nil {
+				v.Allowed = false
+				v.Violations = append(v.Violations, named([]Violation{*viol})...)
+			}
 		}
 		if changed || wl {
 			v.Patch = jsonPatch(original, obj)
@@ -484,6 +508,10 @@ func (c *Chain) Validate(ctx context.Context, req *Request) *Verdict {
 		// nothing the Go checks read is not judged again.
 		v.Violations = append(v.Violations, named(c.goChecks(ctx, req, obj, old))...)
 	}
+	v.Violations, v.Exempted = c.exempt(ctx, req, obj, old, v.Violations)
+	for _, e := range v.Exempted {
+		v.Warnings = append(v.Warnings, exemptWarning(e))
+	}
 	for _, viol := range v.Violations {
 		switch viol.Action {
 		case ActionDeny:
@@ -515,6 +543,7 @@ func (c *Chain) Admit(ctx context.Context, req *Request) *Verdict {
 	vreq.ObjectValue = d.Object
 	v := c.Validate(ctx, &vreq)
 	v.Violations = append(d.Violations, v.Violations...)
+	v.Exempted = append(d.Exempted, v.Exempted...)
 	v.Warnings = append(d.Warnings, v.Warnings...)
 	v.Patch = d.Patch
 	if d.Object != nil {

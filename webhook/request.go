@@ -71,6 +71,9 @@ type Verdict struct {
 	Allowed bool
 	// Violations lists every Deny, Warn and Audit verdict, in rule order.
 	Violations []Violation
+	// Exempted are the violations a PolicyException exempts: they neither
+	// deny nor warn as their rule would, and are audited as Exempt.
+	Exempted []ExemptViolation
 	// Warnings are the admission warnings: Warn violations rendered for
 	// users, and defaulter warnings (e.g. D-JS-2's deprecation notice).
 	Warnings []string

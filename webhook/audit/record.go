@@ -23,6 +23,11 @@ type Record struct {
 	Field      string    `json:"field,omitempty"`
 	Message    string    `json:"message"`
 	DryRun     bool      `json:"dryRun"`
+	// Exception names the PolicyException that exempted the violation
+	// (action Exempt), and ExceptionExpires when it stops applying (unset:
+	// never).
+	Exception        string     `json:"exception,omitempty"`
+	ExceptionExpires *time.Time `json:"exceptionExpires,omitempty"`
 	// CallerAuthenticated says the request came from an authenticated
 	// caller (a client certificate of --webhook-client-ca, or the audit
 	// sink's token). When false, User and Groups are the caller's claim:

@@ -1,6 +1,8 @@
 package audit
 
 import (
+	"time"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -79,14 +81,23 @@ func RequestLogValues(req *webhook.Request, kv ...any) []any {
 // the records written. The context's logger names the request
 // (RequestLogValues).
 func (r *Recorder) Record(ctx context.Context, req *webhook.Request, v *webhook.Verdict) []Record {
-	if v == nil || len(v.Violations) == 0 || (req.DryRun && r.SkipDryRun) {
+	if v == nil || len(v.Violations)+len(v.Exempted) == 0 || (req.DryRun && r.SkipDryRun) {
 		return nil
 	}
 	log := ctrl.LoggerFrom(ctx)
 	now := r.Clock.Now()
 	gv := schema.GroupVersion{Group: req.Kind.Group, Version: req.Kind.Version}.String()
-	out := make([]Record, 0, len(v.Violations))
+	out := make([]Record, 0, len(v.Violations)+len(v.Exempted))
+	all := make([]webhook.ExemptViolation, 0, len(v.Violations)+len(v.Exempted))
 	for _, vi := range v.Violations {
+		all = append(all, webhook.ExemptViolation{Violation: vi})
+	}
+	all = append(all, v.Exempted...)
+	for _, ev := range all {
+		vi := ev.Violation
+		if ev.Exception != "" {
+			vi.Action = webhook.ActionExempt
+		}
 		rec := Record{
 			Time:       now,
 			RequestUID: string(req.UID),
@@ -103,6 +114,9 @@ func (r *Recorder) Record(ctx context.Context, req *webhook.Request, v *webhook.
 			Message:    vi.Message,
 			DryRun:     req.DryRun,
 
+			Exception:        ev.Exception,
+			ExceptionExpires: ev.Expires,
+
 			CallerAuthenticated: req.CallerAuthenticated,
 		}
 		// The request's uid, kind, namespace, name and operation are the
@@ -113,6 +127,10 @@ func (r *Recorder) Record(ctx context.Context, req *webhook.Request, v *webhook.
 			"apiVersion", rec.APIVersion, "rule", rec.Rule,
 			"action", rec.Action, "field", rec.Field, "message", rec.Message, "dryRun", rec.DryRun,
 			"callerAuthenticated", rec.CallerAuthenticated)
+		if rec.Exception != "" {
+			log.Info("exempt by a PolicyException", "requestUID", rec.RequestUID, "rule", rec.Rule,
+				"exception", rec.Exception, "until", ev.Until())
+		}
 		verdicts.WithLabelValues(rec.Rule, rec.Action, KindLabel(rec.Kind)).Inc()
 		// sideEffects: NoneOnDryRun promises the apiserver that a dry-run
 		// request writes nothing, so dry-run verdicts skip the Event.
@@ -149,7 +167,7 @@ func Regarding(req *webhook.Request) runtime.Object {
 }
 
 func eventType(a webhook.Action) string {
-	if a == webhook.ActionAudit {
+	if a == webhook.ActionAudit || a == webhook.ActionExempt {
 		return corev1.EventTypeNormal
 	}
 	return corev1.EventTypeWarning
@@ -173,6 +191,13 @@ func eventNote(r *Record) string {
 		by += " (caller not authenticated)"
 	}
 	note := fmt.Sprintf("%s %s%s%s%s: %s", r.Rule, r.Action, by, dry, field, r.Message)
+	if r.Exception != "" {
+		until := "no expiry"
+		if r.ExceptionExpires != nil {
+			until = "until " + r.ExceptionExpires.UTC().Format(time.RFC3339)
+		}
+		note = fmt.Sprintf("%s %s by PolicyException %s (%s)%s%s%s: %s", r.Rule, r.Action, r.Exception, until, by, dry, field, r.Message)
+	}
 	// events.k8s.io/v1 rejects notes over 1 kB.
 	if len(note) > 1000 {
 		note = note[:997] + "..."

@@ -1,7 +1,10 @@
 // Package v1alpha1 is shepherd's own API (shepherd.dev/v1alpha1): the
 // cluster-scoped WorkloadPolicy with which admins add CEL rules to the
-// built-in library. Its spec is the same rule model as the built-in rules and
-// as a ValidatingAdmissionPolicy, so a policy can be exported as one.
+// built-in library, the PolicyException with which they exempt selected
+// objects from selected rules, and the WorkloadRecord of shepherd's
+// lifecycle state. A WorkloadPolicy's spec is the same rule model as the
+// built-in rules and as a ValidatingAdmissionPolicy, so a policy can be
+// exported as one.
 //
 // +kubebuilder:object:generate=true
 // +groupName=shepherd.dev

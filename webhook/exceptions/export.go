@@ -1,0 +1,178 @@
+package exceptions
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/shepherd-k8s/shepherd/celrules"
+)
+
+// Variable is the name of the variable an exported policy exempts with; a
+// WorkloadPolicy may not name a variable so (celrules reserves it).
+const Variable = celrules.ExemptVariable
+
+const (
+	// AnnotationExceptions names the exceptions an exported policy honours.
+	AnnotationExceptions = "shepherd.dev/exceptions"
+	// AnnotationExpires is the earliest of their expiries: the apiserver's
+	// CEL has no clock, so from then on the exported policy exempts more
+	// than the exceptions do, until it is exported again (serve in native
+	// mode does so at the expiry; a static export must be re-run).
+	AnnotationExpires = "shepherd.dev/exceptions-expire"
+)
+
+// ExemptVAP rewrites an exported ValidatingAdmissionPolicy of rule (its
+// built-in ID or WorkloadPolicy name) so the apiserver exempts the objects
+// the exceptions in force at now exempt from it: a variable true for such
+// an object, and each validation passing when it is true. A policy no
+// exception names is left as it is. It reports whether it changed vap.
+//
+// The exemption is a variable, not a match condition, because a
+// ValidatingAdmissionPolicy's matchConditions cannot read namespaceObject
+// (the apiserver's matcher evaluates them without the namespace), and
+// selecting by the namespace's labels needs it.
+func (s *Set) ExemptVAP(rule string, vap *admissionregistrationv1.ValidatingAdmissionPolicy, now time.Time) bool {
+	expr, names, expires := s.exemptExpression(rule, now)
+	if expr == "" {
+		return false
+	}
+	vap.Spec.Variables = append([]admissionregistrationv1.Variable{{Name: Variable, Expression: expr}}, vap.Spec.Variables...)
+	for i := range vap.Spec.Validations {
+		v := &vap.Spec.Validations[i]
+		v.Expression = "variables." + Variable + " || (" + v.Expression + ")"
+	}
+	annotate(&vap.ObjectMeta, names, expires)
+	return true
+}
+
+// ExemptMAP rewrites an exported MutatingAdmissionPolicy of the defaulter
+// rule as ExemptVAP does: each JSON patch is empty for an exempt object
+// (a filter keeps the patch's type, which the apiserver checks).
+func (s *Set) ExemptMAP(rule string, mp *admissionregistrationv1.MutatingAdmissionPolicy, now time.Time) (bool, error) {
+	expr, names, expires := s.exemptExpression(rule, now)
+	if expr == "" {
+		return false, nil
+	}
+	for i := range mp.Spec.Mutations {
+		m := &mp.Spec.Mutations[i]
+		if m.PatchType != admissionregistrationv1.PatchTypeJSONPatch || m.JSONPatch == nil {
+			return false, fmt.Errorf("MutatingAdmissionPolicy %s: mutation %d is not a JSON patch; exceptions can exempt only JSON patches", mp.Name, i)
+		}
+		m.JSONPatch.Expression = "(" + m.JSONPatch.Expression + ").filter(p, !variables." + Variable + ")"
+	}
+	mp.Spec.Variables = append([]admissionregistrationv1.Variable{{Name: Variable, Expression: expr}}, mp.Spec.Variables...)
+	annotate(&mp.ObjectMeta, names, expires)
+	return true, nil
+}
+
+// RuleOf is the rule an exported policy (or binding) of one of the rules the
+// exceptions name carries, from its name (celrules.PolicyName); "" for
+// others.
+func (s *Set) RuleOf(policyName string) string {
+	if s == nil {
+		return ""
+	}
+	for i := range s.items {
+		for _, r := range s.items[i].rules {
+			if policyName == celrules.PolicyName(r, celrules.SourceBuiltin) || policyName == celrules.PolicyName(r, celrules.SourcePolicy) {
+				return r
+			}
+		}
+	}
+	return ""
+}
+
+func annotate(m *metav1.ObjectMeta, names []string, expires *time.Time) {
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[AnnotationExceptions] = strings.Join(names, ",")
+	if expires != nil {
+		m.Annotations[AnnotationExpires] = expires.UTC().Format(time.RFC3339)
+	}
+}
+
+// exemptExpression is the CEL that is true for an object an exception in
+// force at now exempts from rule, the exceptions' names and their earliest
+// expiry; "" when none names the rule.
+func (s *Set) exemptExpression(rule string, now time.Time) (string, []string, *time.Time) {
+	if s == nil {
+		return "", nil, nil
+	}
+	var terms, names []string
+	var expires *time.Time
+	for i := range s.items {
+		e := &s.items[i]
+		if !slices.Contains(e.rules, rule) || e.expired(now) {
+			continue
+		}
+		names = append(names, e.name)
+		if e.expires != nil && (expires == nil || e.expires.Before(*expires)) {
+			expires = e.expires
+		}
+		var parts []string
+		if e.ns != nil {
+			parts = append(parts, "(namespaceObject != null && "+selectorCEL(e.ns, "namespaceObject")+")")
+		}
+		if e.obj != nil {
+			parts = append(parts, "((object != null && "+selectorCEL(e.obj, "object")+") || (oldObject != null && "+selectorCEL(e.obj, "oldObject")+"))")
+		}
+		if len(parts) == 0 {
+			parts = []string{"true"}
+		}
+		terms = append(terms, strings.Join(parts, " && "))
+	}
+	if len(terms) == 0 {
+		return "", nil, nil
+	}
+	return strings.Join(terms, " || "), names, expires
+}
+
+// selectorCEL is a label selector as CEL over x's labels, with the meaning
+// of labels.Selector.Matches: every requirement holds (an empty selector
+// selects everything).
+func selectorCEL(sel *metav1.LabelSelector, x string) string {
+	label := func(k string) string { return x + ".metadata.?labels[?" + quote(k) + "]" }
+	var reqs []string
+	keys := make([]string, 0, len(sel.MatchLabels))
+	for k := range sel.MatchLabels {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		reqs = append(reqs, label(k)+" == optional.of("+quote(sel.MatchLabels[k])+")")
+	}
+	for _, r := range sel.MatchExpressions {
+		values := make([]string, len(r.Values))
+		for i, v := range r.Values {
+			values[i] = quote(v)
+		}
+		in := label(r.Key) + ".hasValue() && " + label(r.Key) + ".value() in [" + strings.Join(values, ", ") + "]"
+		switch r.Operator {
+		case metav1.LabelSelectorOpIn:
+			reqs = append(reqs, "("+in+")")
+		case metav1.LabelSelectorOpNotIn:
+			reqs = append(reqs, "!("+in+")")
+		case metav1.LabelSelectorOpExists:
+			reqs = append(reqs, label(r.Key)+".hasValue()")
+		case metav1.LabelSelectorOpDoesNotExist:
+			reqs = append(reqs, "!"+label(r.Key)+".hasValue()")
+		}
+	}
+	if len(reqs) == 0 {
+		return "true"
+	}
+	return "(" + strings.Join(reqs, " && ") + ")"
+}
+
+// quote is s as a CEL string literal. Label keys and values are letters,
+// digits, '-', '_', '.' and '/' (Validate parses every selector first), so
+// only the quote and the backslash could need escaping.
+func quote(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
