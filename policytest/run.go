@@ -144,7 +144,7 @@ func runCase(ctx context.Context, c *Case, admit AdmitFunc) CaseResult {
 		cr.Error = err.Error()
 		return cr
 	}
-	cr.Got = &Got{Allowed: v.Allowed, Violations: append([]webhook.Violation{}, v.Violations...), Warnings: append([]string{}, v.Warnings...)}
+	cr.Got = &Got{Allowed: v.Allowed, Violations: v.WithExempted(), Warnings: append([]string{}, v.Warnings...)}
 	cr.Mismatches = Compare(&c.Expect, v)
 	cr.Passed = len(cr.Mismatches) == 0
 	return cr
@@ -156,8 +156,10 @@ func Compare(e *Expect, v *webhook.Verdict) []Mismatch {
 	if e.Allowed != nil && *e.Allowed != v.Allowed {
 		out = append(out, Mismatch{Kind: MismatchAllowed, Message: fmt.Sprintf("expected %s, got %s", verdict(*e.Allowed), verdict(v.Allowed))})
 	}
-	out = append(out, compareViolations(e.Violations, v.Violations)...)
-	out = append(out, compareWarnings(e.Warnings, v.Warnings, v.Violations)...)
+	// An exempt violation is expected as one of action Exempt.
+	all := v.WithExempted()
+	out = append(out, compareViolations(e.Violations, all)...)
+	out = append(out, compareWarnings(e.Warnings, v.Warnings, all)...)
 	if m := compareDefaults(e.Defaults, v.Object); m != nil {
 		out = append(out, *m)
 	}
@@ -279,6 +281,10 @@ func compareWarnings(want, got []string, violations []webhook.Violation) []Misma
 func rendersViolation(w string, vs []webhook.Violation) bool {
 	for _, v := range vs {
 		if v.Action == webhook.ActionWarn && (w == v.Message || w == v.Field+": "+v.Message) {
+			return true
+		}
+		if v.Action == webhook.ActionExempt && strings.HasPrefix(w, webhook.ExemptWarningPrefix) &&
+			(strings.HasSuffix(w, "): "+v.Message) || strings.HasSuffix(w, "): "+v.Field+": "+v.Message)) {
 			return true
 		}
 	}

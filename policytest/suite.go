@@ -35,7 +35,7 @@ type Suite struct {
 	Name string `yaml:"name,omitempty" json:"name,omitempty"`
 	// Description is free text for readers of the suite.
 	Description string `yaml:"description,omitempty" json:"description,omitempty"`
-	// Policies are WorkloadPolicy files or directories, relative to the
+	// Policies are WorkloadPolicy (and PolicyException) files or directories, relative to the
 	// suite file, added to the built-in rules (which are always on).
 	Policies []Path `yaml:"policies,omitempty" json:"policies,omitempty"`
 	// Context are files or directories of objects the lookups see
@@ -119,7 +119,8 @@ type ExpectedViolation struct {
 	Field string `yaml:"field,omitempty" json:"field,omitempty"`
 	// Message, when given, is a substring of the violation's message.
 	Message string `yaml:"message,omitempty" json:"message,omitempty"`
-	// Action, when given, is Deny, Warn or Audit.
+	// Action, when given, is Deny, Warn or Audit, or Exempt for a violation
+	// a PolicyException of the suite's policies exempts.
 	Action string `yaml:"action,omitempty" json:"action,omitempty"`
 }
 
@@ -658,9 +659,9 @@ func Parse(file string, b []byte) (*Suite, error) {
 				errs = append(errs, fail(l, "%s: violation %d has no rule; add rule: (a rule ID such as V-TJ-1, or the WorkloadPolicy's name)", where, j+1))
 			}
 			switch v.Action {
-			case "", "Deny", "Warn", "Audit":
+			case "", "Deny", "Warn", "Audit", "Exempt":
 			default:
-				errs = append(errs, fail(l, "%s: violation %d: action must be Deny, Warn or Audit, got %q", where, j+1, v.Action))
+				errs = append(errs, fail(l, "%s: violation %d: action must be Deny, Warn, Audit or Exempt (a PolicyException of policies: exempts it), got %q", where, j+1, v.Action))
 			}
 		}
 		for j, w := range c.Expect.Warnings {

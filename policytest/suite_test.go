@@ -117,7 +117,7 @@ func TestParseErrorsNameFileLineAndFix(t *testing.T) {
 		{"no allowed", header + "cases:\n- name: a\n" + obj + "  expect: {warnings: [x]}\n",
 			[]string{`s-test.yaml:10: case "a": expect has no allowed; add allowed: true or allowed: false`}},
 		{"violation without rule, bad action", header + "cases:\n- name: a\n" + obj + "  expect:\n    allowed: false\n    violations:\n    - {field: spec.x, action: Reject}\n",
-			[]string{`s-test.yaml:13: case "a": violation 1 has no rule`, `s-test.yaml:13: case "a": violation 1: action must be Deny, Warn or Audit, got "Reject"`}},
+			[]string{`s-test.yaml:13: case "a": violation 1 has no rule`, `s-test.yaml:13: case "a": violation 1: action must be Deny, Warn, Audit or Exempt (a PolicyException of policies: exempts it), got "Reject"`}},
 		{"object without kind", header + "cases:\n- name: a\n  object: {apiVersion: v1, metadata: {name: c}}\n  expect: {allowed: true}\n",
 			[]string{`s-test.yaml:5: the object (apiVersion v1) has no kind; add it`}},
 		{"bad field path", header + "cases:\n- name: a\n" + obj + "  expect:\n    allowed: true\n    defaults: {spec..x: 1}\n",

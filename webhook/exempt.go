@@ -123,11 +123,28 @@ func (c *Chain) exemptionObject(ctx context.Context, req *Request, obj, old map[
 	return o
 }
 
+// WithExempted lists v's violations, then the exempt ones with action
+// Exempt: what `shepherd check` and `shepherd test` show and compare.
+func (v *Verdict) WithExempted() []Violation {
+	out := make([]Violation, 0, len(v.Violations)+len(v.Exempted))
+	out = append(out, v.Violations...)
+	for _, e := range v.Exempted {
+		x := e.Violation
+		x.Action = ActionExempt
+		out = append(out, x)
+	}
+	return out
+}
+
+// ExemptWarningPrefix starts the warning of an exempt violation
+// (exemptWarning).
+const ExemptWarningPrefix = "exempt by PolicyException "
+
 // exemptWarning tells the user their object broke a rule it is exempt
 // from, and until when: the exemption may end before the object does.
 func exemptWarning(e ExemptViolation) string {
 	var b strings.Builder
-	b.WriteString("exempt by PolicyException ")
+	b.WriteString(ExemptWarningPrefix)
 	b.WriteString(e.Exception)
 	b.WriteString(" (")
 	b.WriteString(e.Until())

@@ -105,7 +105,7 @@ Examples:
 	f.StringVar(&o.user, "user", o.user, "Only verdicts on requests of this user.")
 	f.StringVar(&o.since, "since", o.since, `Only verdicts since an RFC 3339 time or for a duration back from now ("1h").`)
 	f.IntVar(&o.limit, "limit", o.limit, "Only the newest N verdicts (0: all the ring holds).")
-	f.StringArrayVar(&o.impact.policies, "policy", nil, "File or directory of WorkloadPolicies, not yet applied, to judge the stored objects against (repeatable); switches audit to the dry run")
+	f.StringArrayVar(&o.impact.policies, "policy", nil, "File or directory of WorkloadPolicies, not yet applied, to judge the stored objects against, and of PolicyExceptions to honour (repeatable); switches audit to the dry run")
 	f.StringArrayVarP(&o.impact.files, "filename", "f", nil, "With --policy: judge the objects of these manifest files or directories instead of the cluster's (repeatable); they are also what lookups see")
 	f.BoolVar(&o.impact.includeBuiltin, "include-builtin", false, "With --policy: also report what the built-in rules find")
 	addDisableRuleFlag(f, &o.impact.rules.disabled, "With --policy: built-in rule IDs to switch off (repeatable or comma-separated)")

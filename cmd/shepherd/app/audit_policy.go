@@ -44,6 +44,9 @@ type ImpactViolation struct {
 	Action  string `json:"action"`
 	Field   string `json:"field,omitempty"`
 	Message string `json:"message"`
+	// Exception is the PolicyException of --policy that exempts the
+	// violation (action Exempt): it would neither deny nor warn.
+	Exception string `json:"exception,omitempty"`
 }
 
 // ImpactObject is one stored object that fails at least one reported rule.
@@ -93,12 +96,12 @@ func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
 	if o.rule != "" || o.user != "" || o.since != "" || o.limit != 0 {
 		return usageError("--rule, --user, --since and --limit filter the verdicts of a running server; with --policy, give -n to narrow the objects judged")
 	}
-	policies, err := readPoliciesFrom(o.impact.policies, nil, o.impact.rules.maxInput.bytes())
+	policies, excs, err := readPoliciesFrom(o.impact.policies, nil, o.impact.rules.maxInput.bytes())
 	if err != nil {
 		return parseFailure(err)
 	}
-	if len(policies) == 0 {
-		return usageError("--policy %s holds no WorkloadPolicy", strings.Join(o.impact.policies, ", "))
+	if len(policies) == 0 && len(excs) == 0 {
+		return usageError("--policy %s holds no WorkloadPolicy nor PolicyException", strings.Join(o.impact.policies, ", "))
 	}
 
 	var (
@@ -163,6 +166,11 @@ func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
 			kinds[gk] = true
 		}
 	}
+	set, err := exceptionSet(excs, policies)
+	if err != nil {
+		return err
+	}
+	chain.SetExceptions(set)
 	if o.impact.includeBuiltin {
 		for _, sk := range celrules.WebhookKinds {
 			kinds[sk.GroupKind] = true
@@ -211,6 +219,11 @@ func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
 				counts[viol.Rule] = c
 			}
 			c.ViolatingObjects++
+		}
+		for _, e := range v.Exempted {
+			if reported[e.Rule] || o.impact.includeBuiltin {
+				obj.Violations = append(obj.Violations, ImpactViolation{Rule: e.Rule, Action: string(webhook.ActionExempt), Field: e.Field, Message: e.Message, Exception: e.Exception})
+			}
 		}
 		if len(obj.Violations) == 0 {
 			continue

@@ -116,7 +116,7 @@ func TestImpactUsageErrors(t *testing.T) {
 		want string
 	}{
 		{"a policy that does not compile", []string{"--policy", impactFile("policy-broken.yaml"), "-f", impactFile("objects.yaml")}, `WorkloadPolicy "broken" does not compile`},
-		{"no policy in the file", []string{"--policy", impactFile("objects.yaml"), "-f", impactFile("objects.yaml")}, "--policy takes WorkloadPolicy objects"},
+		{"no policy in the file", []string{"--policy", impactFile("objects.yaml"), "-f", impactFile("objects.yaml")}, "--policy takes WorkloadPolicy and PolicyException objects"},
 		{"-f without --policy", []string{"-f", impactFile("objects.yaml")}, "go with --policy"},
 		{"ring filters with --policy", []string{"--policy", impactFile("policy-team.yaml"), "-f", impactFile("objects.yaml"), "--since", "1h"}, "--rule, --user, --since and --limit"},
 		{"a missing file", []string{"--policy", impactFile("nope.yaml"), "-f", impactFile("objects.yaml")}, "nope.yaml"},

@@ -22,8 +22,9 @@ import (
 // lookups answered from ctxObjs, and every policy. ctxObjs are namespaced
 // and pruned in place: they stand for stored objects, and the apiserver
 // keeps only what their schema has. A policy that does not compile is a
-// usage error (exit 2), naming the policy.
-func newOfflineChain(cfg celrules.Config, ctxObjs []manifest, policies []*shepherdv1alpha1.WorkloadPolicy, workloadAPI bool) (*webhook.Chain, error) {
+// usage error (exit 2), naming the policy, as is an exception naming an
+// unknown rule. Exceptions expire by the real clock, as on a cluster.
+func newOfflineChain(cfg celrules.Config, ctxObjs []manifest, policies []*shepherdv1alpha1.WorkloadPolicy, excs []*shepherdv1alpha1.PolicyException, workloadAPI bool) (*webhook.Chain, error) {
 	schemas := cfg.Schemas
 	lookupObjs := make([]runtime.Object, 0, len(ctxObjs))
 	for _, m := range ctxObjs {
@@ -46,6 +47,11 @@ func newOfflineChain(cfg celrules.Config, ctxObjs []manifest, policies []*shephe
 			return nil, &ExitError{Code: 2, Err: fmt.Errorf("WorkloadPolicy %q does not compile:\n%s", p.Name, indent(errs.ToAggregate().Error()))}
 		}
 	}
+	set, err := exceptionSet(excs, policies)
+	if err != nil {
+		return nil, err
+	}
+	chain.SetExceptions(set)
 	return chain, nil
 }
 

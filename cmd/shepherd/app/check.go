@@ -24,6 +24,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/webhook"
+	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
 
 type checkOptions struct {
@@ -57,6 +58,10 @@ type CheckViolation struct {
 	// cluster serving the CRDs check judged against (celrules.RuleInfo.
 	// EnforcedUpstream): there `shepherd serve` leaves the rule to it.
 	FirstBy string `json:"firstBy,omitempty"`
+	// Exception is the PolicyException (of --policy) that exempts the
+	// violation (action Exempt), and ExceptionExpires when it stops.
+	Exception        string     `json:"exception,omitempty"`
+	ExceptionExpires *time.Time `json:"exceptionExpires,omitempty"`
 }
 
 // CheckResult is the verdict on one object in `shepherd check` output.
@@ -127,7 +132,7 @@ is not the same object, an object whose admission takes longer than
 	f.StringArrayVarP(&o.files, "filename", "f", nil, "manifest file or directory to check, - for standard input (repeatable)")
 	f.StringVar(&o.old, "old", "", "the stored object(s) for an UPDATE (or DELETE); implies --operation UPDATE")
 	f.StringArrayVar(&o.context, "context", nil, "file or directory of objects for lookups (repeatable)")
-	f.StringArrayVar(&o.policies, "policy", nil, "file or directory of WorkloadPolicies to add to the built-in rules (repeatable)")
+	f.StringArrayVar(&o.policies, "policy", nil, "file or directory of WorkloadPolicies to add to the built-in rules, and of PolicyExceptions to honour (repeatable)")
 	f.StringVar(&o.operation, "operation", "", "CREATE, UPDATE or DELETE (default CREATE, UPDATE with --old)")
 	reportOutputs.addOutputFlag(cmd, &o.output)
 	f.BoolVar(&o.noWorkloadAPI, "no-workload-api", false, "judge as if the cluster did not serve the Workload API (V-TR-7)")
@@ -214,7 +219,7 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 			ctxObjs = append(ctxObjs, manifest{obj: m.obj.DeepCopy(), file: m.file, line: m.line})
 		}
 	}
-	policies, err := readPoliciesFrom(o.policies, o.stdin, limit)
+	policies, excs, err := readPoliciesFrom(o.policies, o.stdin, limit)
 	if err != nil {
 		return parseFailure(err)
 	}
@@ -224,7 +229,7 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 		return err
 	}
 	schemas := chainRules.Schemas
-	chain, err := newOfflineChain(chainRules, ctxObjs, policies, !o.noWorkloadAPI)
+	chain, err := newOfflineChain(chainRules, ctxObjs, policies, excs, !o.noWorkloadAPI)
 	if err != nil {
 		return err
 	}
@@ -282,6 +287,9 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 		}
 		for _, viol := range v.Violations {
 			r.Violations = append(r.Violations, CheckViolation{Rule: viol.Rule, Field: viol.Field, Message: viol.Message, Action: string(viol.Action), FirstBy: upstream[viol.Rule]})
+		}
+		for _, e := range v.Exempted {
+			r.Violations = append(r.Violations, CheckViolation{Rule: e.Rule, Field: e.Field, Message: e.Message, Action: string(webhook.ActionExempt), Exception: e.Exception, ExceptionExpires: e.Expires})
 		}
 		anyDenied = anyDenied || !v.Allowed
 		results = append(results, r)
@@ -474,6 +482,9 @@ func writeCheckResults(out io.Writer, format string, results []CheckResult) erro
 			if v.FirstBy != "" {
 				fmt.Fprintf(&sb, "          on the cluster, answered first by %s\n", v.FirstBy)
 			}
+			if v.Exception != "" {
+				fmt.Fprintf(&sb, "          by PolicyException %s (%s)\n", v.Exception, exceptions.Exemption{Expires: v.ExceptionExpires}.Until())
+			}
 		}
 		for _, w := range r.Warnings {
 			if !isViolationWarning(w, r.Violations) {
@@ -496,6 +507,9 @@ func writeCheckResults(out io.Writer, format string, results []CheckResult) erro
 // that the text output already shows.
 func isViolationWarning(w string, vs []CheckViolation) bool {
 	for _, v := range vs {
+		if v.Action == string(webhook.ActionExempt) && strings.HasPrefix(w, webhook.ExemptWarningPrefix) {
+			return true // printed under the exempt violation
+		}
 		if v.Action == "Warn" && (w == v.Message || w == v.Field+": "+v.Message) {
 			return true
 		}

@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/webhook"
+	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
 
 type exportOptions struct {
@@ -45,7 +47,7 @@ func newExportCommand() *cobra.Command {
 			return &ExitError{Code: 2, Err: fmt.Errorf("export needs a subcommand: vap, map or rules")}
 		},
 	}
-	cmd.PersistentFlags().StringArrayVar(&o.policies, "policy", nil, "file or directory of WorkloadPolicies to export with the built-in rules (repeatable)")
+	cmd.PersistentFlags().StringArrayVar(&o.policies, "policy", nil, "file or directory of WorkloadPolicies to export with the built-in rules, and of PolicyExceptions the exported policies honour (repeatable)")
 	addDisableRuleFlag(cmd.PersistentFlags(), &o.rules.disabled, "rule IDs to leave out (repeatable or comma-separated)")
 	cmd.PersistentFlags().StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage)
 	cmd.PersistentFlags().StringVar(&o.rules.kubeconfig, "kubeconfig", "", "kubeconfig of the target cluster: type-check against the Trainer, JobSet and Grove CRDs it serves (instead of --crd; needs list on customresourcedefinitions)")
@@ -79,8 +81,11 @@ webhook gives, seed knobs written where the target schemas (--crd) keep them
 (the seed field, or its shepherd.dev/ carrier annotation). Each policy is
 type-checked against those schemas. Rules that cannot be exported (D-WL-1
 needs lookups), or that would do nothing under this configuration, are
-listed on stderr with the reason. --policy is ignored: WorkloadPolicies
-only validate.`,
+listed on stderr with the reason. Of --policy, only PolicyExceptions
+count (WorkloadPolicies only validate): a defaulter they name skips the
+objects they select. The apiserver has no clock, so an exception's expiry
+is written in the policy's shepherd.dev/exceptions-expire annotation;
+export again after it.`,
 		Example: `  shepherd export map --inference-termination-delay 4h | kubectl apply -f -`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -110,7 +115,7 @@ only validate.`,
 
 // exportChain builds the chain with the given policies loaded.
 func exportChain(o *exportOptions) (*webhook.Chain, error) {
-	policies, err := readPoliciesFrom(o.policies, nil, o.rules.maxInput.bytes())
+	policies, excs, err := readPoliciesFrom(o.policies, nil, o.rules.maxInput.bytes())
 	if err != nil {
 		return nil, parseFailure(err)
 	}
@@ -128,6 +133,11 @@ func exportChain(o *exportOptions) (*webhook.Chain, error) {
 			return nil, &ExitError{Code: 2, Err: fmt.Errorf("WorkloadPolicy %q does not compile:\n%s", p.Name, indent(errs.ToAggregate().Error()))}
 		}
 	}
+	set, err := exceptionSet(excs, policies)
+	if err != nil {
+		return nil, err
+	}
+	chain.SetExceptions(set)
 	return chain, nil
 }
 
@@ -137,6 +147,7 @@ func runExportVAP(o *exportOptions, out, errOut io.Writer) error {
 		return err
 	}
 	vaps, bindings := chain.Engine().Export()
+	exemptVAPs(chain.Exceptions(), vaps, time.Now())
 	if o.audit {
 		for _, b := range bindings {
 			b.Spec.ValidationActions = withAudit(b.Spec.ValidationActions)
@@ -159,6 +170,16 @@ func runExportVAP(o *exportOptions, out, errOut io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// exemptVAPs rewrites the exported policies the exceptions in force at now
+// name (exceptions.Set.ExemptVAP).
+func exemptVAPs(set *exceptions.Set, vaps []*admissionregistrationv1.ValidatingAdmissionPolicy, now time.Time) {
+	for _, v := range vaps {
+		if rule := set.RuleOf(v.Name); rule != "" {
+			set.ExemptVAP(rule, v, now)
+		}
+	}
 }
 
 // writePolicies writes each policy followed by its binding, as
@@ -198,6 +219,23 @@ func runExportMAP(o *exportOptions, out, errOut io.Writer) error {
 	policies, bindings, skipped, err := celrules.ExportDefaults(cfg)
 	if err != nil {
 		return err
+	}
+	// Of --policy, only the PolicyExceptions: WorkloadPolicies validate.
+	wps, excs, err := readPoliciesFrom(o.policies, nil, o.rules.maxInput.bytes())
+	if err != nil {
+		return parseFailure(err)
+	}
+	set, err := exceptionSet(excs, wps)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for _, p := range policies {
+		if rule := set.RuleOf(p.Name); rule != "" {
+			if _, err := set.ExemptMAP(rule, p, now); err != nil {
+				return err
+			}
+		}
 	}
 	if err := writePolicies(out, policies, bindings); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -28,6 +29,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/integrations/pinned"
 	"github.com/shepherd-k8s/shepherd/webhook"
+	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
 
 // manifest is one object read from a file, with where it came from.
@@ -360,26 +362,57 @@ func cleanYAMLError(err error) error {
 	return fmt.Errorf("invalid YAML: %s", msg)
 }
 
-// readPoliciesFrom reads WorkloadPolicy objects as readManifestsFrom
-// reads manifests; other kinds are an error.
-func readPoliciesFrom(paths []string, stdin io.Reader, limit int64) ([]*shepherdv1alpha1.WorkloadPolicy, error) {
+// readPoliciesFrom reads WorkloadPolicy and PolicyException objects as
+// readManifestsFrom reads manifests; other kinds are an error.
+func readPoliciesFrom(paths []string, stdin io.Reader, limit int64) ([]*shepherdv1alpha1.WorkloadPolicy, []*shepherdv1alpha1.PolicyException, error) {
 	ms, err := readManifestsFrom(paths, stdin, limit)
+	if err != nil {
+		return nil, nil, err
+	}
+	var out []*shepherdv1alpha1.WorkloadPolicy
+	var excs []*shepherdv1alpha1.PolicyException
+	for _, m := range ms {
+		gvk := m.obj.GroupVersionKind()
+		var into any
+		switch gvk.GroupKind() {
+		case shepherdv1alpha1.GroupVersion.WithKind("WorkloadPolicy").GroupKind():
+			p := &shepherdv1alpha1.WorkloadPolicy{}
+			out, into = append(out, p), p
+		case shepherdv1alpha1.GroupVersion.WithKind(exceptions.Kind).GroupKind():
+			e := &shepherdv1alpha1.PolicyException{}
+			excs, into = append(excs, e), e
+		default:
+			return nil, nil, &ParseError{File: m.file, Line: m.line, Err: fmt.Errorf("--policy takes WorkloadPolicy and PolicyException objects (shepherd.dev/v1alpha1), got %s", gvk.Kind)}
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(m.obj.Object, into, true); err != nil {
+			return nil, nil, &ParseError{File: m.file, Line: m.line, Err: fmt.Errorf("%s %q: %w", gvk.Kind, m.obj.GetName(), err)}
+		}
+	}
+	return out, excs, nil
+}
+
+// exceptionSet checks the exceptions read from --policy and parses them:
+// a rule that is neither built in nor one of policies, or a selector that
+// does not parse, is a usage error (exit 2) naming the exception and field,
+// as an unknown --disable-rule is.
+func exceptionSet(excs []*shepherdv1alpha1.PolicyException, policies []*shepherdv1alpha1.WorkloadPolicy) (*exceptions.Set, error) {
+	builtin, err := webhook.BuiltinRuleIDs()
 	if err != nil {
 		return nil, err
 	}
-	var out []*shepherdv1alpha1.WorkloadPolicy
-	for _, m := range ms {
-		gvk := m.obj.GroupVersionKind()
-		if gvk.GroupKind() != shepherdv1alpha1.GroupVersion.WithKind("WorkloadPolicy").GroupKind() {
-			return nil, &ParseError{File: m.file, Line: m.line, Err: fmt.Errorf("--policy takes WorkloadPolicy objects (shepherd.dev/v1alpha1), got %s", gvk.Kind)}
-		}
-		var p shepherdv1alpha1.WorkloadPolicy
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(m.obj.Object, &p, true); err != nil {
-			return nil, &ParseError{File: m.file, Line: m.line, Err: fmt.Errorf("WorkloadPolicy %q: %w", m.obj.GetName(), err)}
-		}
-		out = append(out, &p)
+	known := func(rule string) bool {
+		return slices.Contains(builtin, rule) || slices.ContainsFunc(policies, func(p *shepherdv1alpha1.WorkloadPolicy) bool { return p.Name == rule })
 	}
-	return out, nil
+	for _, e := range excs {
+		if errs := exceptions.Validate(e, known); len(errs) > 0 {
+			return nil, &ExitError{Code: 2, Err: fmt.Errorf("PolicyException %q: %s; a rule is a built-in rule ID (shepherd export rules lists them) or the name of a WorkloadPolicy given with --policy", e.Name, errs.ToAggregate())}
+		}
+	}
+	set, err := exceptions.NewSet(excs)
+	if err != nil {
+		return nil, &ExitError{Code: 2, Err: err}
+	}
+	return set, nil
 }
 
 // ruleConfigFlags are the flags that switch rules, shared by check and

@@ -408,6 +408,9 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := setupExceptions(mgr, chain); err != nil {
+		return err
+	}
 	// The UPDATE matchCondition of the webhook configurations, kept by the
 	// leader (serve_updatefilter.go).
 	if err := setupUpdateFilter(o, chain, leader); err != nil {

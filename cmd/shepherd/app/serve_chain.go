@@ -23,6 +23,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 	"github.com/shepherd-k8s/shepherd/webhook"
+	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 	"github.com/shepherd-k8s/shepherd/webhook/policies"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
 )
@@ -34,6 +35,7 @@ type admissionChain interface {
 	server.PolicyChecker
 	policies.Sink
 	policies.SchemaSink
+	exceptions.Sink
 }
 
 // newChain builds the admission chain over the manager's cached lookups
@@ -57,6 +59,17 @@ func setupPolicyReload(mgr ctrl.Manager, chain admissionChain, maxPolicies int) 
 		return nil, err
 	}
 	return r, mgr.AddReadyzCheck("policies", r.ReadyChecker)
+}
+
+// setupExceptions keeps the chain's PolicyExceptions those the cluster
+// stores.
+func setupExceptions(mgr ctrl.Manager, chain admissionChain) error {
+	builtin, err := webhook.BuiltinRuleIDs()
+	if err != nil {
+		return err
+	}
+	_, err = exceptions.Setup(mgr, chain, clock.RealClock{}, builtin)
+	return err
 }
 
 // followSchemas keeps every rule type-checked against the CRDs the cluster

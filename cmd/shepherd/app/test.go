@@ -196,11 +196,11 @@ func prepareSuite(file string, cfg celrules.Config, limit int64) (preparedSuite,
 	if err != nil {
 		return preparedSuite{}, fmt.Errorf("%s: context: %w", file, err)
 	}
-	policies, err := readPoliciesFrom(resolved(s.Policies), nil, limit)
+	policies, excs, err := readPoliciesFrom(resolved(s.Policies), nil, limit)
 	if err != nil {
 		return preparedSuite{}, fmt.Errorf("%s: policies: %w", file, err)
 	}
-	chain, err := newOfflineChain(cfg, ctxObjs, policies, !s.NoWorkloadAPI)
+	chain, err := newOfflineChain(cfg, ctxObjs, policies, excs, !s.NoWorkloadAPI)
 	if err != nil {
 		var exit *ExitError
 		if errors.As(err, &exit) && exit.Err != nil {

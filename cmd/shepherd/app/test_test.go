@@ -58,7 +58,7 @@ func TestPolicyTestShippedSuitesCoverEveryBuiltInRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chain, err := newOfflineChain(cfg, nil, nil, true)
+	chain, err := newOfflineChain(cfg, nil, nil, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
