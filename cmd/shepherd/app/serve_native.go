@@ -48,8 +48,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
@@ -57,6 +59,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 	"github.com/shepherd-k8s/shepherd/webhook/auditsink"
+	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
 )
 
@@ -193,9 +196,24 @@ const exportResync = 5 * time.Minute
 
 func setupPolicyExporter(mgr manager.Manager, chain *webhook.Chain) error {
 	e := &policyExporter{client: mgr.GetClient(), chain: chain}
+	// A PolicyException changes the export of the policies it names:
+	// export them all again (a cluster has few of either).
+	everyPolicy := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, _ client.Object) []reconcile.Request {
+		var list shepherdv1alpha1.WorkloadPolicyList
+		if err := e.client.List(ctx, &list); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "listing WorkloadPolicies to export them with a changed PolicyException")
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(list.Items))
+		for _, p := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&p)})
+		}
+		return out
+	})
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named("workloadpolicy-export").
 		For(&shepherdv1alpha1.WorkloadPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&shepherdv1alpha1.PolicyException{}, everyPolicy, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
 		Complete(e)
 	if err != nil {
@@ -232,6 +250,25 @@ func (e *policyExporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		Name: p.Name, UID: p.UID,
 	}}
 	vap, binding := vaps[i], bindings[i]
+	// The exceptions are read here, not from the chain: the chain's are
+	// set by another controller, which may not have seen the change that
+	// brought this reconcile yet. The apiserver has no clock, so the
+	// export is done again at the next expiry.
+	requeue := exportResync
+	var excs shepherdv1alpha1.PolicyExceptionList
+	if err := e.client.List(ctx, &excs); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing PolicyExceptions to export WorkloadPolicy %s: %w", p.Name, err)
+	}
+	items := make([]*shepherdv1alpha1.PolicyException, 0, len(excs.Items))
+	for i := range excs.Items {
+		items = append(items, &excs.Items[i])
+	}
+	set, _ := exceptions.NewSet(items) // the PolicyException controller reports bad ones
+	now := time.Now()
+	set.ExemptVAP(p.Name, vap, now)
+	if next, ok := set.NextExpiry(now); ok && next.Sub(now) < requeue {
+		requeue = next.Sub(now) + time.Second
+	}
 	vap.OwnerReferences, binding.OwnerReferences = owner, owner
 	binding.Spec.ValidationActions = withAudit(binding.Spec.ValidationActions)
 	for _, obj := range []client.Object{vap, binding} {
@@ -239,7 +276,7 @@ func (e *policyExporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 			return ctrl.Result{}, fmt.Errorf("applying %s of WorkloadPolicy %s: %w", name, p.Name, err)
 		}
 	}
-	return ctrl.Result{RequeueAfter: exportResync}, nil
+	return ctrl.Result{RequeueAfter: requeue}, nil
 }
 
 func (e *policyExporter) apply(ctx context.Context, obj client.Object) error {
