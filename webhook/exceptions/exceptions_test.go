@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
@@ -113,5 +114,69 @@ func TestSelectorCEL(t *testing.T) {
 	}
 	if got := selectorCEL(&metav1.LabelSelector{}, "object"); got != "true" {
 		t.Errorf("empty selector = %q; want true", got)
+	}
+}
+
+// TestExemptAndRestoreRoundTrip: rewriting an exported policy twice gives
+// the same policy as once, and restoring it gives the export back; an
+// exception that names another rule leaves it as it is.
+func TestExemptAndRestoreRoundTrip(t *testing.T) {
+	set, err := NewSet([]*shepherdv1alpha1.PolicyException{
+		newException("x", []string{"V-TJ-1"}, nil, &metav1.LabelSelector{MatchLabels: map[string]string{"a": "b"}}, at(time.Hour)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "shepherd-v-tj-1", Annotations: map[string]string{"keep": "me"}},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			Variables:   []admissionregistrationv1.Variable{{Name: "v", Expression: "1"}},
+			Validations: []admissionregistrationv1.Validation{{Expression: "object.spec.x > variables.v"}},
+		},
+	}
+	orig := vap.DeepCopy()
+	if set.RuleOf(vap.Name) != "V-TJ-1" {
+		t.Fatalf("RuleOf(%s) = %q", vap.Name, set.RuleOf(vap.Name))
+	}
+	if !set.ExemptVAP("V-TJ-1", vap, t0) {
+		t.Fatal("ExemptVAP did not exempt")
+	}
+	once := vap.DeepCopy()
+	set.ExemptVAP("V-TJ-1", vap, t0)
+	if diff := cmp.Diff(once, vap); diff != "" {
+		t.Errorf("rewritten twice differs from once (-once +twice):\n%s", diff)
+	}
+	if once.Spec.Validations[0].Expression != "variables.shepherd_exempt || (object.spec.x > variables.v)" || once.Spec.Variables[0].Name != Variable ||
+		once.Annotations[AnnotationExpires] != "2026-11-27T13:00:00Z" {
+		t.Errorf("rewritten policy %+v", once)
+	}
+	if !UnexemptVAP(vap) {
+		t.Error("UnexemptVAP found nothing to restore")
+	}
+	if diff := cmp.Diff(orig, vap); diff != "" {
+		t.Errorf("restored differs from the export (-export +restored):\n%s", diff)
+	}
+	if set.ExemptVAP("V-TJ-1", vap, t0.Add(time.Hour)) || !cmp.Equal(orig, vap) {
+		t.Errorf("after the expiry the policy is rewritten: %+v", vap)
+	}
+
+	mp := &admissionregistrationv1.MutatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "shepherd-d-pcs-1"},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{Mutations: []admissionregistrationv1.Mutation{{
+			PatchType: admissionregistrationv1.PatchTypeJSONPatch,
+			JSONPatch: &admissionregistrationv1.JSONPatch{Expression: "[JSONPatch{op: 'add', path: '/x', value: 1}]"},
+		}}},
+	}
+	origMAP := mp.DeepCopy()
+	if ok, err := set.ExemptMAP("D-PCS-1", mp, t0); ok || err != nil || !cmp.Equal(origMAP, mp) {
+		t.Errorf("an exception of another rule rewrote the MAP: %v, %v, %+v", ok, err, mp)
+	}
+	set2, _ := NewSet([]*shepherdv1alpha1.PolicyException{newException("y", []string{"D-PCS-1"}, nil, nil, nil)})
+	if ok, err := set2.ExemptMAP("D-PCS-1", mp, t0); !ok || err != nil || mp.Spec.Mutations[0].JSONPatch.Expression != "([JSONPatch{op: 'add', path: '/x', value: 1}]).filter(p, !variables.shepherd_exempt)" {
+		t.Errorf("ExemptMAP: %v, %v, %q", ok, err, mp.Spec.Mutations[0].JSONPatch.Expression)
+	}
+	UnexemptMAP(mp)
+	if diff := cmp.Diff(origMAP, mp); diff != "" {
+		t.Errorf("restored MAP differs (-export +restored):\n%s", diff)
 	}
 }

@@ -29,14 +29,19 @@ const (
 // ExemptVAP rewrites an exported ValidatingAdmissionPolicy of rule (its
 // built-in ID or WorkloadPolicy name) so the apiserver exempts the objects
 // the exceptions in force at now exempt from it: a variable true for such
-// an object, and each validation passing when it is true. A policy no
-// exception names is left as it is. It reports whether it changed vap.
+// an object, and each validation passing when it is true. It reports
+// whether vap now exempts anything: false for a policy no exception in
+// force names, which is left as exported.
 //
 // The exemption is a variable, not a match condition, because a
 // ValidatingAdmissionPolicy's matchConditions cannot read namespaceObject
 // (the apiserver's matcher evaluates them without the namespace), and
 // selecting by the namespace's labels needs it.
+//
+// A policy rewritten before is first restored (UnexemptVAP), so the
+// rewrite can be applied again to what the cluster holds.
 func (s *Set) ExemptVAP(rule string, vap *admissionregistrationv1.ValidatingAdmissionPolicy, now time.Time) bool {
+	UnexemptVAP(vap)
 	expr, names, expires := s.exemptExpression(rule, now)
 	if expr == "" {
 		return false
@@ -44,7 +49,7 @@ func (s *Set) ExemptVAP(rule string, vap *admissionregistrationv1.ValidatingAdmi
 	vap.Spec.Variables = append([]admissionregistrationv1.Variable{{Name: Variable, Expression: expr}}, vap.Spec.Variables...)
 	for i := range vap.Spec.Validations {
 		v := &vap.Spec.Validations[i]
-		v.Expression = "variables." + Variable + " || (" + v.Expression + ")"
+		v.Expression = vapPrefix + v.Expression + ")"
 	}
 	annotate(&vap.ObjectMeta, names, expires)
 	return true
@@ -52,8 +57,10 @@ func (s *Set) ExemptVAP(rule string, vap *admissionregistrationv1.ValidatingAdmi
 
 // ExemptMAP rewrites an exported MutatingAdmissionPolicy of the defaulter
 // rule as ExemptVAP does: each JSON patch is empty for an exempt object
-// (a filter keeps the patch's type, which the apiserver checks).
+// (a filter keeps the patch's type, which the apiserver checks). A
+// mutation that is not a JSON patch is an error: shepherd exports none.
 func (s *Set) ExemptMAP(rule string, mp *admissionregistrationv1.MutatingAdmissionPolicy, now time.Time) (bool, error) {
+	UnexemptMAP(mp)
 	expr, names, expires := s.exemptExpression(rule, now)
 	if expr == "" {
 		return false, nil
@@ -63,11 +70,62 @@ func (s *Set) ExemptMAP(rule string, mp *admissionregistrationv1.MutatingAdmissi
 		if m.PatchType != admissionregistrationv1.PatchTypeJSONPatch || m.JSONPatch == nil {
 			return false, fmt.Errorf("MutatingAdmissionPolicy %s: mutation %d is not a JSON patch; exceptions can exempt only JSON patches", mp.Name, i)
 		}
-		m.JSONPatch.Expression = "(" + m.JSONPatch.Expression + ").filter(p, !variables." + Variable + ")"
+		m.JSONPatch.Expression = "(" + m.JSONPatch.Expression + mapSuffix
 	}
 	mp.Spec.Variables = append([]admissionregistrationv1.Variable{{Name: Variable, Expression: expr}}, mp.Spec.Variables...)
 	annotate(&mp.ObjectMeta, names, expires)
 	return true, nil
+}
+
+const (
+	vapPrefix = "variables." + Variable + " || ("
+	mapSuffix = ").filter(p, !variables." + Variable + ")"
+)
+
+// UnexemptVAP undoes ExemptVAP: vap as exported without exceptions. It
+// reports whether vap had been rewritten.
+func UnexemptVAP(vap *admissionregistrationv1.ValidatingAdmissionPolicy) bool {
+	was := dropVariable(&vap.Spec.Variables)
+	for i := range vap.Spec.Validations {
+		v := &vap.Spec.Validations[i]
+		if strings.HasPrefix(v.Expression, vapPrefix) && strings.HasSuffix(v.Expression, ")") {
+			v.Expression = strings.TrimSuffix(strings.TrimPrefix(v.Expression, vapPrefix), ")")
+			was = true
+		}
+	}
+	return unannotate(&vap.ObjectMeta) || was
+}
+
+// UnexemptMAP undoes ExemptMAP.
+func UnexemptMAP(mp *admissionregistrationv1.MutatingAdmissionPolicy) bool {
+	was := dropVariable(&mp.Spec.Variables)
+	for i := range mp.Spec.Mutations {
+		if j := mp.Spec.Mutations[i].JSONPatch; j != nil && strings.HasPrefix(j.Expression, "(") && strings.HasSuffix(j.Expression, mapSuffix) {
+			j.Expression = strings.TrimSuffix(strings.TrimPrefix(j.Expression, "("), mapSuffix)
+			was = true
+		}
+	}
+	return unannotate(&mp.ObjectMeta) || was
+}
+
+func dropVariable(vs *[]admissionregistrationv1.Variable) bool {
+	n := len(*vs)
+	*vs = slices.DeleteFunc(*vs, func(v admissionregistrationv1.Variable) bool { return v.Name == Variable })
+	if len(*vs) == 0 {
+		*vs = nil
+	}
+	return len(*vs) != n
+}
+
+func unannotate(m *metav1.ObjectMeta) bool {
+	_, a := m.Annotations[AnnotationExceptions]
+	_, b := m.Annotations[AnnotationExpires]
+	delete(m.Annotations, AnnotationExceptions)
+	delete(m.Annotations, AnnotationExpires)
+	if len(m.Annotations) == 0 {
+		m.Annotations = nil
+	}
+	return a || b
 }
 
 // RuleOf is the rule an exported policy (or binding) of one of the rules the

@@ -43,6 +43,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -146,6 +147,9 @@ func registerAdmission(ctx context.Context, mgr manager.Manager, chain admission
 		Log:          log.WithName("audit-sink"),
 	})
 	if err := setupPolicyExporter(mgr, c); err != nil {
+		return err
+	}
+	if err := exceptions.SetupNative(mgr, clock.RealClock{}); err != nil {
 		return err
 	}
 	log.Info("native admission mode: the apiserver runs the exported policies; the webhooks answer lookups, discovery and D-WL-1",
