@@ -3,6 +3,8 @@ package native
 import (
 	"context"
 	"fmt"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +48,7 @@ func TestExceptionOfBuiltinRulesInNativeMode(t *testing.T) {
 	}
 	beforeVAPs, beforeMAP := installed()
 
-	expires := metav1.NewTime(time.Now().Add(25 * time.Second).Truncate(time.Second))
+	expires := metav1.NewTime(time.Now().Add(30 * time.Second).Truncate(time.Second))
 	ex := &shepherdv1alpha1.PolicyException{
 		ObjectMeta: metav1.ObjectMeta{Name: "native-" + ns},
 		Spec: shepherdv1alpha1.PolicyExceptionSpec{
@@ -75,6 +77,29 @@ func TestExceptionOfBuiltinRulesInNativeMode(t *testing.T) {
 	if duringMAP.Annotations[exceptions.AnnotationExceptions] != ex.Name {
 		t.Errorf("D-PCS-1's MutatingAdmissionPolicy annotations %v; want the exception", duringMAP.Annotations)
 	}
+	// Created for real: the apiserver publishes the policies' exempt audit
+	// annotation, and the audit sink records each exempt violation.
+	created := pcs.DeepCopy()
+	created.SetName("exempt-" + pcs.GetName())
+	start := time.Now()
+	if err := env.Client.Create(ctx, created); err != nil {
+		t.Fatalf("creating the exempt PodCliqueSet: %v", err)
+	}
+	var exempt []string
+	poll(t, "the Exempt audit records of the PodCliqueSet", func() (bool, string) {
+		exempt = nil
+		for _, r := range auditRecords(t, url.Values{"namespace": {ns}, "since": {start.Add(-time.Second).UTC().Format(time.RFC3339Nano)}}) {
+			if r.Action != "Exempt" || r.Name != created.GetName() || r.DryRun {
+				continue
+			}
+			if r.Exception != ex.Name || r.ExceptionExpires == nil || !r.ExceptionExpires.Equal(expires.Time) || r.User == "" || !strings.Contains(r.Message, "(shepherd "+r.Rule+")") {
+				return false, fmt.Sprintf("record %+v: want the exception, its expiry, the user and the rule's message", r)
+			}
+			exempt = append(exempt, r.Rule)
+		}
+		slices.Sort(exempt)
+		return slices.Equal(exempt, rules[:3]), fmt.Sprint(exempt)
+	})
 	other := pcs.DeepCopy()
 	other.SetNamespace(env.Namespace(t))
 	if err := env.Client.Create(ctx, other, client.DryRunAll); err == nil || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy 'shepherd-v-pcs-") {

@@ -45,6 +45,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
+	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
 
 // Path is where the sink is served, on the webhook server (HTTPS, the
@@ -189,13 +190,15 @@ func (h *Handler) record(ctx context.Context, ev *auditv1.Event) []audit.Record 
 	if ev.Stage != auditv1.StageResponseComplete || ev.ObjectRef == nil {
 		return nil
 	}
-	raw, ok := ev.Annotations[AnnotationValidationFailure]
-	if !ok {
-		return nil
-	}
 	var failures []validating.ValidationFailureValue
-	if err := json.Unmarshal([]byte(raw), &failures); err != nil {
-		logf.FromContext(ctx).Error(err, "audit event with an unreadable validation failure annotation", "auditID", ev.AuditID)
+	if raw, ok := ev.Annotations[AnnotationValidationFailure]; ok {
+		if err := json.Unmarshal([]byte(raw), &failures); err != nil {
+			logf.FromContext(ctx).Error(err, "audit event with an unreadable validation failure annotation", "auditID", ev.AuditID)
+			return nil
+		}
+	}
+	exempted := h.exempted(ev)
+	if len(failures) == 0 && len(exempted) == 0 {
 		return nil
 	}
 	req := Request(ev)
@@ -213,11 +216,36 @@ func (h *Handler) record(ctx context.Context, ev *auditv1.Event) []audit.Record 
 		}
 		v.Violations = append(v.Violations, webhook.Violation{Rule: rule, Action: a, Message: f.Message})
 	}
-	if len(v.Violations) == 0 {
+	v.Exempted = exempted
+	if len(v.Violations) == 0 && len(v.Exempted) == 0 {
 		return nil
 	}
 	ctx = logf.IntoContext(ctx, logf.FromContext(ctx).WithValues(audit.RequestLogValues(req)...))
 	return h.Recorder.Record(ctx, req, v)
+}
+
+// exempted reads the violations PolicyExceptions exempted from the
+// audit annotations the rewritten policies publish
+// (exceptions.AuditKey, "<policy>/exempt"), in policy order.
+func (h *Handler) exempted(ev *auditv1.Event) []webhook.ExemptViolation {
+	var out []webhook.ExemptViolation
+	for k, value := range ev.Annotations {
+		policy, ok := strings.CutSuffix(k, "/"+exceptions.AuditKey)
+		if !ok {
+			continue
+		}
+		rule, ok := h.Rules(policy)
+		if !ok {
+			continue // another owner's policy
+		}
+		e, message, ok := exceptions.ParseAudit(value)
+		if !ok {
+			continue
+		}
+		out = append(out, webhook.ExemptViolation{Violation: webhook.Violation{Rule: rule, Action: webhook.ActionExempt, Message: message}, Exemption: e})
+	}
+	slices.SortFunc(out, func(a, b webhook.ExemptViolation) int { return strings.Compare(a.Rule, b.Rule) })
+	return out
 }
 
 // action is the verdict a binding's validationActions give: Deny or Warn

@@ -148,3 +148,34 @@ func TestRefuses(t *testing.T) {
 		t.Errorf("empty configured token: got %d, want 401", w.Code)
 	}
 }
+
+// TestRecordsExemptions: the audit annotation a policy rewritten for a
+// PolicyException publishes ("<policy>/exempt") becomes an Exempt record
+// naming the exception and its expiry; another owner's, and a malformed
+// value, are not recorded.
+func TestRecordsExemptions(t *testing.T) {
+	h, rec, _ := newHandler(t)
+	list := `{"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "metadata": {}, "items": [
+    {"level": "Metadata", "auditID": "e-1", "stage": "ResponseComplete",
+     "requestURI": "/apis/trainer.kubeflow.org/v1alpha1/namespaces/legacy/trainjobs",
+     "verb": "create", "user": {"username": "carol"},
+     "objectRef": {"resource": "trainjobs", "namespace": "legacy", "name": "old", "apiGroup": "trainer.kubeflow.org", "apiVersion": "v1alpha1"},
+     "responseStatus": {"metadata": {}, "code": 201},
+     "annotations": {
+       "shepherd-v-tj-1/exempt": "legacy-jobs\n2027-01-01T00:00:00Z\nactiveDeadlineSeconds must be at least 1 (shepherd V-TJ-1)",
+       "someone-else/exempt": "x\n\ny",
+       "shepherd-v-pcs-9/exempt": "no newline"}}]}`
+	if w := post(h, list, "Bearer "+token); w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	recs := rec.Ring.Query(audit.Query{})
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want the one exemption: %+v", len(recs), recs)
+	}
+	r := recs[0]
+	want := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	if r.Rule != "V-TJ-1" || r.Action != "Exempt" || r.Exception != "legacy-jobs" || r.ExceptionExpires == nil || !r.ExceptionExpires.Equal(want) ||
+		r.User != "carol" || r.Name != "old" || r.Message != "activeDeadlineSeconds must be at least 1 (shepherd V-TJ-1)" {
+		t.Errorf("exempt record = %+v", r)
+	}
+}

@@ -46,6 +46,9 @@ func (s *Set) ExemptVAP(rule string, vap *admissionregistrationv1.ValidatingAdmi
 	if expr == "" {
 		return false
 	}
+	vap.Spec.AuditAnnotations = append(vap.Spec.AuditAnnotations, admissionregistrationv1.AuditAnnotation{
+		Key: AuditKey, ValueExpression: auditExpression(s.exemptTerms(rule, now), vap.Spec.Validations),
+	})
 	vap.Spec.Variables = append([]admissionregistrationv1.Variable{{Name: Variable, Expression: expr}}, vap.Spec.Variables...)
 	for i := range vap.Spec.Validations {
 		v := &vap.Spec.Validations[i]
@@ -86,6 +89,14 @@ const (
 // reports whether vap had been rewritten.
 func UnexemptVAP(vap *admissionregistrationv1.ValidatingAdmissionPolicy) bool {
 	was := dropVariable(&vap.Spec.Variables)
+	n := len(vap.Spec.AuditAnnotations)
+	vap.Spec.AuditAnnotations = slices.DeleteFunc(vap.Spec.AuditAnnotations, func(a admissionregistrationv1.AuditAnnotation) bool { return a.Key == AuditKey })
+	if len(vap.Spec.AuditAnnotations) != n {
+		was = true
+	}
+	if len(vap.Spec.AuditAnnotations) == 0 {
+		vap.Spec.AuditAnnotations = nil
+	}
 	for i := range vap.Spec.Validations {
 		v := &vap.Spec.Validations[i]
 		if strings.HasPrefix(v.Expression, vapPrefix) && strings.HasSuffix(v.Expression, ")") {
@@ -155,23 +166,25 @@ func annotate(m *metav1.ObjectMeta, names []string, expires *time.Time) {
 	}
 }
 
-// exemptExpression is the CEL that is true for an object an exception in
-// force at now exempts from rule, the exceptions' names and their earliest
-// expiry; "" when none names the rule.
-func (s *Set) exemptExpression(rule string, now time.Time) (string, []string, *time.Time) {
+// term is one exception in force for a rule, as CEL.
+type term struct {
+	expr    string
+	name    string
+	expires *time.Time
+}
+
+// exemptTerms are the exceptions in force at now that name rule, each as
+// the CEL that is true for an object it exempts, in the Set's order (by
+// name: the first exempts).
+func (s *Set) exemptTerms(rule string, now time.Time) []term {
 	if s == nil {
-		return "", nil, nil
+		return nil
 	}
-	var terms, names []string
-	var expires *time.Time
+	var out []term
 	for i := range s.items {
 		e := &s.items[i]
 		if !slices.Contains(e.rules, rule) || e.expired(now) {
 			continue
-		}
-		names = append(names, e.name)
-		if e.expires != nil && (expires == nil || e.expires.Before(*expires)) {
-			expires = e.expires
 		}
 		var parts []string
 		if e.ns != nil {
@@ -183,12 +196,80 @@ func (s *Set) exemptExpression(rule string, now time.Time) (string, []string, *t
 		if len(parts) == 0 {
 			parts = []string{"true"}
 		}
-		terms = append(terms, strings.Join(parts, " && "))
+		out = append(out, term{expr: strings.Join(parts, " && "), name: e.name, expires: e.expires})
 	}
+	return out
+}
+
+// exemptExpression is the CEL that is true for an object an exception in
+// force at now exempts from rule, the exceptions' names and their earliest
+// expiry; "" when none names the rule.
+func (s *Set) exemptExpression(rule string, now time.Time) (string, []string, *time.Time) {
+	terms := s.exemptTerms(rule, now)
 	if len(terms) == 0 {
 		return "", nil, nil
 	}
-	return strings.Join(terms, " || "), names, expires
+	var exprs, names []string
+	var expires *time.Time
+	for _, t := range terms {
+		exprs = append(exprs, t.expr)
+		names = append(names, t.name)
+		if t.expires != nil && (expires == nil || t.expires.Before(*expires)) {
+			expires = t.expires
+		}
+	}
+	return strings.Join(exprs, " || "), names, expires
+}
+
+// AuditKey is the key of the audit annotation with which an exported
+// ValidatingAdmissionPolicy tells of an exempt violation: the apiserver
+// publishes it in the request's audit event as "<policy>/exempt", which
+// the audit sink (webhook/auditsink) records as an Exempt verdict.
+const AuditKey = "exempt"
+
+// auditExpression is the valueExpression of the AuditKey annotation: empty
+// unless the object is exempt and a validation fails (the rule would have
+// denied or warned), else the exempting exception's name, its expiry
+// (RFC 3339, or empty) and the first failing validation's message, one a
+// line (ParseAudit). The validations are evaluated again only for exempt
+// objects.
+func auditExpression(terms []term, validations []admissionregistrationv1.Validation) string {
+	var which strings.Builder
+	for _, t := range terms {
+		until := ""
+		if t.expires != nil {
+			until = t.expires.UTC().Format(time.RFC3339)
+		}
+		which.WriteString("(" + t.expr + ") ? " + quote(t.name+"\n"+until+"\n") + " : ")
+	}
+	which.WriteString("''")
+	var message strings.Builder
+	for _, v := range validations {
+		message.WriteString("!(" + v.Expression + ") ? " + quote(v.Message) + " : ")
+	}
+	message.WriteString("''")
+	var all []string
+	for _, v := range validations {
+		all = append(all, "("+v.Expression+")")
+	}
+	// An empty value publishes nothing (the apiserver trims it and leaves
+	// the annotation out); null would too, but a conditional of a string
+	// and null does not type-check, and the value must be a string or null.
+	return "variables." + Variable + " && !(" + strings.Join(all, " && ") + ") ? (" + which.String() + ") + (" + message.String() + ") : ''"
+}
+
+// ParseAudit reads the value of an AuditKey annotation.
+func ParseAudit(value string) (Exemption, string, bool) {
+	name, rest, ok := strings.Cut(value, "\n")
+	if !ok || name == "" {
+		return Exemption{}, "", false
+	}
+	until, message, _ := strings.Cut(rest, "\n")
+	e := Exemption{Exception: name}
+	if t, err := time.Parse(time.RFC3339, until); err == nil {
+		e.Expires = &t
+	}
+	return e, message, true
 }
 
 // selectorCEL is a label selector as CEL over x's labels, with the meaning
@@ -228,9 +309,9 @@ func selectorCEL(sel *metav1.LabelSelector, x string) string {
 	return "(" + strings.Join(reqs, " && ") + ")"
 }
 
-// quote is s as a CEL string literal. Label keys and values are letters,
-// digits, '-', '_', '.' and '/' (Validate parses every selector first), so
-// only the quote and the backslash could need escaping.
+// quote is s as a CEL string literal: label keys and values (letters,
+// digits, '-', '_', '.' and '/': Validate parses every selector first),
+// and messages, which may hold anything.
 func quote(s string) string {
-	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`, "\r", `\r`, "\t", `\t`).Replace(s) + "'"
 }

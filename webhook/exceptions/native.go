@@ -112,7 +112,7 @@ func (r *NativeReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (
 		if equality.Semantic.DeepEqual(want.Spec, have.Spec) && equality.Semantic.DeepEqual(want.Annotations, have.Annotations) {
 			continue
 		}
-		errs = append(errs, r.patch(ctx, have, want.Annotations, map[string]any{"variables": want.Spec.Variables, "validations": want.Spec.Validations}))
+		errs = append(errs, r.patch(ctx, have, want.Annotations, map[string]any{"variables": want.Spec.Variables, "validations": want.Spec.Validations, "auditAnnotations": want.Spec.AuditAnnotations}))
 	}
 	var maps admissionregistrationv1.MutatingAdmissionPolicyList
 	if err := r.reader.List(ctx, &maps, sel); err != nil {
