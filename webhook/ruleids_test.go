@@ -1,6 +1,9 @@
 package webhook
 
 import (
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -29,5 +32,35 @@ func TestCheckRuleIDs(t *testing.T) {
 				t.Errorf("the error does not list the valid IDs: %v", err)
 			}
 		})
+	}
+}
+
+// TestBuiltinRuleIDsFitThePolicyExceptionSchema: the PolicyException CRD
+// admits every built-in rule ID in spec.rules (its items pattern), so a
+// new rule ID of another shape cannot be left unexemptable.
+func TestBuiltinRuleIDsFitThePolicyExceptionSchema(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "deploy", "crds", "shepherd.dev_policyexceptions.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^\s+pattern: (.+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("no pattern in the PolicyException CRD")
+	}
+	re, err := regexp.Compile(string(m[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := BuiltinRuleIDs()
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("BuiltinRuleIDs: %v, %v", ids, err)
+	}
+	for _, id := range ids {
+		if !re.MatchString(id) {
+			t.Errorf("rule %s does not match the CRD's pattern %s", id, m[1])
+		}
+	}
+	if re.MatchString("V-tj-1") || !re.MatchString("require-team-label") {
+		t.Errorf("pattern %s: want built-in IDs and DNS names only", m[1])
 	}
 }

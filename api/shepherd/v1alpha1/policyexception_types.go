@@ -10,9 +10,14 @@ import (
 // warns (docs/policies.md, "Exceptions").
 type PolicyExceptionSpec struct {
 	// Rules are the rules exempted: built-in rule IDs (V-TJ-1) or
-	// WorkloadPolicy names.
+	// WorkloadPolicy names. The schema admits only those two forms; a rule
+	// of either form that does not exist gets an InvalidException Event
+	// and exempts nothing (a WorkloadPolicy applied after the exception
+	// counts from then on).
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^([VD]-[A-Z]+-[0-9]+|[a-z0-9]([-a-z0-9.]*[a-z0-9])?)$`
 	// +listType=set
 	Rules []string `json:"rules"`
 
