@@ -64,13 +64,14 @@ func readFiles(t *testing.T, dir, pattern string) map[string][]byte {
 }
 
 // TestCRDsAreEstablished: shepherd's own CRDs (the only ones deploy/crds
-// holds: WorkloadPolicy and WorkloadRecord, both shepherd.dev) and the
+// holds: WorkloadPolicy, PolicyException and WorkloadRecord, all
+// shepherd.dev) and the
 // upstream ones the harness installs by default are established on the
 // real apiserver.
 func TestCRDsAreEstablished(t *testing.T) {
 	files := readCRDs(t, cluster.CRDDir())
-	if len(files) != 2 {
-		t.Fatalf("deploy/crds holds %d CRDs, want 2 (shepherd.dev's WorkloadPolicy and WorkloadRecord)", len(files))
+	if len(files) != 3 {
+		t.Fatalf("deploy/crds holds %d CRDs, want 3 (shepherd.dev's WorkloadPolicy, PolicyException and WorkloadRecord)", len(files))
 	}
 	for name, b := range files {
 		var crd apiextensionsv1.CustomResourceDefinition
