@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
+	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
 
 type auditOptions struct {
@@ -243,8 +244,13 @@ func printAuditTable(out io.Writer, items []audit.Record) error {
 		if r.Namespace != "" {
 			obj = r.Namespace + "/" + r.Name
 		}
+		msg := oneLine(r.Message)
+		if r.Exception != "" {
+			// Who exempted it and until when, where the verdict is read.
+			msg += " [exempt by PolicyException " + r.Exception + ", " + exceptions.Exemption{Expires: r.ExceptionExpires}.Until() + "]"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%t\t%s\t%s\n",
-			r.Time.UTC().Format(time.RFC3339), r.Action, r.Rule, r.Operation, r.Kind, obj, r.User, r.DryRun, dash(r.Field), oneLine(r.Message))
+			r.Time.UTC().Format(time.RFC3339), r.Action, r.Rule, r.Operation, r.Kind, obj, r.User, r.DryRun, dash(r.Field), msg)
 	}
 	return tw.Flush()
 }

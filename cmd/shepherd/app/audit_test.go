@@ -18,6 +18,8 @@ func auditServer(t *testing.T) (*httptest.Server, *string) {
 	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	ring.Add(audit.Record{Time: t0, User: "alice", Operation: "CREATE", Kind: "TrainJob", Namespace: "research", Name: "tj", Rule: "V-TJ-1", Action: "Deny", Field: "spec.activeDeadlineSeconds", Message: "must be at least 1"})
 	ring.Add(audit.Record{Time: t0.Add(time.Minute), User: "bob", Operation: "CREATE", Kind: "JobSet", Namespace: "prod", Name: "js", Rule: "V-JS-5", Action: "Warn", Message: "startupPolicy is\ndeprecated", DryRun: true})
+	until := t0.Add(24 * time.Hour)
+	ring.Add(audit.Record{Time: t0.Add(2 * time.Minute), User: "carol", Operation: "CREATE", Kind: "TrainJob", Namespace: "legacy", Name: "old", Rule: "V-TJ-2", Action: "Exempt", Message: "too long", Exception: "legacy-jobs", ExceptionExpires: &until})
 	var auth string
 	h := &audit.Handler{Ring: ring}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -39,12 +41,13 @@ func TestAuditPrintsATable(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "TIME") {
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "TIME") {
 		t.Fatalf("table:\n%s", out.String())
 	}
 	for i, want := range [][]string{
 		{"2026-11-22T12:00:00Z", "Deny", "V-TJ-1", "TrainJob", "research/tj", "alice", "false", "spec.activeDeadlineSeconds", "must be at least 1"},
 		{"Warn", "V-JS-5", "prod/js", "bob", "true", "startupPolicy is deprecated"},
+		{"Exempt", "V-TJ-2", "legacy/old", "carol", "too long [exempt by PolicyException legacy-jobs, until 2026-11-23T12:00:00Z]"},
 	} {
 		for _, w := range want {
 			if !strings.Contains(lines[i+1], w) {
