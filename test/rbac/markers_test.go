@@ -303,7 +303,8 @@ func TestShippedRBACGrantsEveryMarker(t *testing.T) {
 		{"reconcile/workload/", "create", "podgroups"},
 		{"certs/", "patch", "secrets"},
 		{"cmd/shepherd/app/serve_native.go", "create", "validatingadmissionpolicies"},
-		{"cmd/shepherd/app/serve_leader.go", "update", "leases"},
+		{"leader/", "update", "leases"},
+		{"webhook/exceptions/", "patch", "mutatingadmissionpolicies"},
 	} {
 		if !slices.ContainsFunc(ms, func(m marker) bool {
 			return strings.HasPrefix(m.where, want.file) && slices.Contains(m.verbs, want.verb) && slices.Contains(m.resources, want.resource)

@@ -44,6 +44,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/certs"
 	"github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/leader"
 	"github.com/shepherd-k8s/shepherd/reconcile"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
@@ -108,6 +109,14 @@ type serveOptions struct {
 	backgroundAudit backgroundAuditOptions // serve_audit.go
 
 	zap zap.Options
+}
+
+// election is the leader-election Lease and timings of the flags.
+func (o *serveOptions) election() leader.ElectionOptions {
+	return leader.ElectionOptions{
+		ID: o.leaderElectionID, Namespace: o.leaderElectionNamespace,
+		LeaseDuration: o.leaseDuration, RenewDeadline: o.renewDeadline, RetryPeriod: o.retryPeriod,
+	}
 }
 
 func defaultServeOptions() *serveOptions {
@@ -322,7 +331,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	webhooks := server.NewWebhookServer(webhookServing(o, log))
 	// The serving manager: admission, caches, Events, probes, for the life
 	// of the process, on every replica. The reconcilers run in terms of
-	// their own on the leader (serve_leader.go), so this manager does no
+	// their own on the leader (package leader), so this manager does no
 	// leader election: losing the Lease must not stop admission.
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Scheme:                  install.NewScheme(),
@@ -350,7 +359,7 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	mgr = &eventsFrom{Manager: mgr, events: evMgr}
+	mgr = &leader.EventsFrom{Manager: mgr, Events: evMgr}
 
 	// Certificates: the one place serving certificates hook in. In
 	// self-signed mode certs.Setup makes sure --cert-dir holds a valid pair
@@ -383,14 +392,15 @@ func runServe(ctx context.Context, o *serveOptions) error {
 		return err
 	}
 	live := newLiveSchemas(rules.Schemas)
-	leader := newLeaderTerms(mgr, evMgr, reconcile.Options{Clock: clock.RealClock{}, Enforcement: enforcement, Schemas: live}, o.shutdownTimeout,
-		func(term manager.Manager) error {
-			if _, err := certs.Setup(&runnableFilter{Manager: term, leader: true}, o.certs, clock.RealClock{}); err != nil {
-				return fmt.Errorf("setting up the certificate authority: %w", err)
-			}
-			return nil
-		})
-	frameworks, err := setupFrameworks(ctx, mgr, o, leader)
+	terms := leader.NewTerms(mgr, evMgr, o.shutdownTimeout)
+	terms.AddLeaderOnly(func(term manager.Manager) error {
+		if _, err := certs.Setup(&runnableFilter{Manager: term, leader: true}, o.certs, clock.RealClock{}); err != nil {
+			return fmt.Errorf("setting up the certificate authority: %w", err)
+		}
+		return nil
+	})
+	reconcileOpts := reconcile.Options{Clock: clock.RealClock{}, Enforcement: enforcement, Schemas: live}
+	frameworks, err := setupFrameworks(ctx, mgr, o, terms, reconcileOpts)
 	if err != nil {
 		return err
 	}
@@ -413,11 +423,11 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	}
 	// The UPDATE matchCondition of the webhook configurations, kept by the
 	// leader (serve_updatefilter.go).
-	if err := setupUpdateFilter(o, chain, leader); err != nil {
+	if err := setupUpdateFilter(o, chain, terms); err != nil {
 		return err
 	}
 	// The background audit of stored objects, on the leader (serve_audit.go).
-	if err := setupBackgroundAudit(mgr, o, frameworks, chain, rec, leader); err != nil {
+	if err := setupBackgroundAudit(mgr, o, frameworks, chain, rec, terms); err != nil {
 		return err
 	}
 	if o.deferToUpstream {
@@ -447,13 +457,13 @@ func runServe(ctx context.Context, o *serveOptions) error {
 	lc := &lifecycle{mgr: mgr, webhooks: webhooks, draining: draining, events: eventWrites,
 		drain: o.shutdownDrain, timeout: o.shutdownTimeout, log: log}
 	if o.leaderElect {
-		el, err := newElector(cfg, mgr, leader, o)
+		el, err := leader.NewElector(cfg, mgr, terms, o.election())
 		if err != nil {
 			return err
 		}
-		lc.leader = el.run
+		lc.leader = el.Run
 	} else {
-		lc.leader = func(ctx context.Context) { leader.runWithoutElection(ctx, o.retryPeriod) }
+		lc.leader = func(ctx context.Context) { terms.RunWithoutElection(ctx, o.retryPeriod) }
 	}
 	log.Info("starting shepherd", "version", Version(), "webhookPort", o.webhookPort, "certDir", o.certDir,
 		"metrics", o.metricsAddr, "metricsSecure", o.metricsSecure, "health", o.healthAddr, "leaderElection", o.leaderElect,

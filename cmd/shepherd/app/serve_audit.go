@@ -14,6 +14,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/background"
 	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/leader"
 	"github.com/shepherd-k8s/shepherd/reports"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 )
@@ -66,7 +67,7 @@ func auditedKinds(f integrations.Framework) []schema.GroupVersionKind {
 // setupBackgroundAudit runs the background audit in every leadership term
 // (after what already runs there) over the kinds of each framework once it
 // is active, and serves its results. A no-op with --audit-interval=0.
-func setupBackgroundAudit(mgr ctrl.Manager, o *serveOptions, frameworks *integrations.Watcher, admission admissionChain, rec *audit.Recorder, leader *leaderTerms) error {
+func setupBackgroundAudit(mgr ctrl.Manager, o *serveOptions, frameworks *integrations.Watcher, admission admissionChain, rec *audit.Recorder, terms *leader.Terms) error {
 	if o.backgroundAudit.interval <= 0 {
 		return nil
 	}
@@ -97,18 +98,12 @@ func setupBackgroundAudit(mgr ctrl.Manager, o *serveOptions, frameworks *integra
 			return nil
 		})
 	}
-	before := leader.leaderOnly
-	leader.leaderOnly = func(term manager.Manager) error {
-		if before != nil {
-			if err := before(term); err != nil {
-				return err
-			}
-		}
+	terms.AddLeaderOnly(func(term manager.Manager) error {
 		if err := term.Add(aud.Runnable(term)); err != nil {
 			return fmt.Errorf("adding the background audit: %w", err)
 		}
 		return nil
-	}
+	})
 	if err := mgr.AddMetricsServerExtraHandler(AuditViolationsPath, aud); err != nil {
 		return fmt.Errorf("serving %s: %w", AuditViolationsPath, err)
 	}

@@ -11,11 +11,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/leader"
 	"github.com/shepherd-k8s/shepherd/reconcile"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
@@ -59,7 +61,7 @@ func (m frameworkModes) modes() map[string]integrations.Mode {
 // registers what each framework starts once active: the informers of its
 // admission lookups and, unless reconcilers are disabled, every controller
 // whose frameworks are all active (in the leader's terms).
-func setupFrameworks(ctx context.Context, mgr ctrl.Manager, o *serveOptions, leader *leaderTerms) (*integrations.Watcher, error) {
+func setupFrameworks(ctx context.Context, mgr ctrl.Manager, o *serveOptions, terms *leader.Terms, opts reconcile.Options) (*integrations.Watcher, error) {
 	w, err := integrations.NewWatcher(mgr, o.frameworks.modes())
 	if err != nil {
 		return nil, err
@@ -83,7 +85,7 @@ func setupFrameworks(ctx context.Context, mgr ctrl.Manager, o *serveOptions, lea
 	if !o.disableReconcile {
 		for _, c := range reconcile.Controllers() {
 			w.OnActivateAll(c.Frameworks, func(context.Context) error {
-				leader.activate(c)
+				terms.Activate(leader.Controller{Name: c.Name, Setup: func(m manager.Manager) error { return c.Setup(m, opts) }})
 				return nil
 			})
 		}

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/leader"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/updatefilter"
 )
@@ -54,19 +55,13 @@ func (k keptRules) HasWork(mutating bool, gr schema.GroupResource, op string) bo
 
 // setupUpdateFilter has the leader of each term keep (or, when disabled,
 // remove) the UPDATE matchCondition of shepherd's webhook configurations.
-func setupUpdateFilter(o *serveOptions, admission admissionChain, leader *leaderTerms) error {
+func setupUpdateFilter(o *serveOptions, admission admissionChain, terms *leader.Terms) error {
 	chain, ok := admission.(*webhook.Chain)
 	if !ok {
 		return fmt.Errorf("the admission chain %T cannot derive the UPDATE matchCondition", admission)
 	}
 	rules := keptRules{chain: chain, reads: o.updateFilter.enabled, work: o.updateFilter.work}
-	before := leader.leaderOnly
-	leader.leaderOnly = func(term manager.Manager) error {
-		if before != nil {
-			if err := before(term); err != nil {
-				return err
-			}
-		}
+	terms.AddLeaderOnly(func(term manager.Manager) error {
 		k := &updatefilter.Keeper{
 			Client:     term.GetClient(),
 			Reader:     term.GetAPIReader(),
@@ -78,6 +73,6 @@ func setupUpdateFilter(o *serveOptions, admission admissionChain, leader *leader
 			return fmt.Errorf("adding the UPDATE matchCondition keeper: %w", err)
 		}
 		return nil
-	}
+	})
 	return nil
 }

@@ -1,4 +1,4 @@
-package app
+package leader
 
 import (
 	"os"
@@ -61,11 +61,10 @@ func (nopRecorders) GetEventRecorderFor(string) record.EventRecorder { return &r
 func TestLeaseNamespace(t *testing.T) {
 	lockNamespace := func(t *testing.T, flag string) string {
 		t.Helper()
-		o := defaultServeOptions()
-		o.leaderElectionNamespace = flag
-		e, err := newElector(&rest.Config{Host: "https://127.0.0.1:1"}, nopRecorders{}, &leaderTerms{log: logr.Discard()}, o)
+		o := ElectionOptions{ID: "shepherd.shepherd.dev", Namespace: flag, LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+		e, err := NewElector(&rest.Config{Host: "https://127.0.0.1:1"}, nopRecorders{}, &Terms{log: logr.Discard()}, o)
 		if err != nil {
-			t.Fatalf("newElector: %v", err)
+			t.Fatalf("NewElector: %v", err)
 		}
 		ll, ok := e.lock.(*resourcelock.LeaseLock)
 		if !ok {
@@ -84,7 +83,7 @@ func TestLeaseNamespace(t *testing.T) {
 		t.Errorf("the Lease in %q, the certificate Secret in %q: want the same default", got, want)
 	}
 	t.Setenv("POD_NAMESPACE", "")
-	if got, want := leaseNamespace(""), api.OwnNamespace(); got != want {
+	if got, want := LeaseNamespace(""), api.OwnNamespace(); got != want {
 		t.Errorf("no flag, no POD_NAMESPACE: %q, want %q (the service account's, else %s)", got, want, api.DefaultNamespace)
 	}
 	if _, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/namespace"); os.IsNotExist(err) {
