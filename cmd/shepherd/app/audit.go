@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/shepherd-k8s/shepherd/offline"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
@@ -86,8 +87,8 @@ Examples:
 			if len(o.impact.policies) > 0 {
 				return runImpact(cmd.Context(), o, cmd.OutOrStdout())
 			}
-			if len(o.impact.files) > 0 || o.impact.includeBuiltin || len(o.impact.rules.crds) > 0 || len(o.impact.rules.disabled) > 0 || cmd.Flags().Changed(maxInputFlag) {
-				return usageError("-f, --include-builtin, --crd, --disable-rule and --%s go with --policy", maxInputFlag)
+			if len(o.impact.files) > 0 || o.impact.includeBuiltin || len(o.impact.rules.crds) > 0 || len(o.impact.rules.disabled) > 0 || cmd.Flags().Changed(offline.MaxInputFlag) {
+				return usageError("-f, --include-builtin, --crd, --disable-rule and --%s go with --policy", offline.MaxInputFlag)
 			}
 			return runAudit(cmd.Context(), o, cmd.OutOrStdout())
 		},

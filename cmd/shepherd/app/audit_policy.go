@@ -21,6 +21,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/offline"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
 )
@@ -96,7 +97,7 @@ func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
 	if o.rule != "" || o.user != "" || o.since != "" || o.limit != 0 {
 		return usageError("--rule, --user, --since and --limit filter the verdicts of a running server; with --policy, give -n to narrow the objects judged")
 	}
-	policies, excs, err := readPoliciesFrom(o.impact.policies, nil, o.impact.rules.maxInput.bytes())
+	policies, excs, err := offline.ReadPolicies(o.impact.policies, nil, o.impact.rules.maxInput.bytes())
 	if err != nil {
 		return parseFailure(err)
 	}
@@ -115,17 +116,17 @@ func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
 		if cfg, err = o.impact.rules.config(); err != nil {
 			return err
 		}
-		ms, err := readManifestsFrom(o.impact.files, nil, o.impact.rules.maxInput.bytes())
+		ms, err := offline.ReadManifests(o.impact.files, nil, o.impact.rules.maxInput.bytes())
 		if err != nil {
 			return parseFailure(err)
 		}
 		for _, m := range ms {
-			defaultNamespace(cfg.Schemas, m.obj)
+			offline.DefaultNamespace(cfg.Schemas, m.Obj)
 			// The manifests stand for stored objects: judge what the
 			// apiserver would have kept of them.
-			cfg.Schemas.Prune(m.obj.GroupVersionKind(), m.obj.Object)
-			cfg.Schemas.DropNulls(m.obj.GroupVersionKind(), m.obj.Object)
-			objects = append(objects, m.obj)
+			cfg.Schemas.Prune(m.Obj.GroupVersionKind(), m.Obj.Object)
+			cfg.Schemas.DropNulls(m.Obj.GroupVersionKind(), m.Obj.Object)
+			objects = append(objects, m.Obj)
 		}
 		source = strings.Join(o.impact.files, ", ")
 	} else {
@@ -159,14 +160,14 @@ func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
 	kinds := map[schema.GroupKind]bool{}
 	for _, p := range policies {
 		if errs := chain.SetPolicy(p); len(errs) > 0 {
-			return &ExitError{Code: 2, Err: fmt.Errorf("WorkloadPolicy %q does not compile against %s:\n%s", p.Name, cfg.Schemas.Source, indent(errs.ToAggregate().Error()))}
+			return &ExitError{Code: 2, Err: fmt.Errorf("WorkloadPolicy %q does not compile against %s:\n%s", p.Name, cfg.Schemas.Source, offline.Indent(errs.ToAggregate().Error()))}
 		}
 		reported[p.Name] = true
 		for gk := range policyKinds(cfg.Schemas, p) {
 			kinds[gk] = true
 		}
 	}
-	set, err := exceptionSet(excs, policies)
+	set, err := offline.ExceptionSet(excs, policies)
 	if err != nil {
 		return err
 	}
@@ -188,17 +189,17 @@ func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
 			continue
 		}
 		rep.Evaluated++
-		req, err := checkRequest("CREATE", u, nil)
+		req, err := offline.Request("CREATE", u, nil)
 		if err != nil {
-			return &ExitError{Code: 2, Err: fmt.Errorf("%s %s: %w", gvk.Kind, namespacedName(u), err)}
+			return &ExitError{Code: 2, Err: fmt.Errorf("%s %s: %w", gvk.Kind, offline.NamespacedName(u), err)}
 		}
 		req.UID = impactUID
 		req.UserInfo.Username = impactUID
 		// A dry run: rules that look at dryRun see that nothing is stored.
 		req.DryRun = true
-		v, err := runWithin(ctx, defaultCheckTimeout, chain.Validate, req)
+		v, err := offline.RunWithin(ctx, defaultCheckTimeout, chain.Validate, req)
 		if err != nil {
-			return &ExitError{Code: 2, Err: fmt.Errorf("%s %s: %w", gvk.Kind, namespacedName(u), err)}
+			return &ExitError{Code: 2, Err: fmt.Errorf("%s %s: %w", gvk.Kind, offline.NamespacedName(u), err)}
 		}
 		obj := ImpactObject{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
 		denied := false

@@ -16,13 +16,11 @@ import (
 	"github.com/spf13/cobra"
 	yamlv3 "go.yaml.in/yaml/v3"
 	"gomodules.xyz/jsonpatch/v2"
-	admissionv1 "k8s.io/api/admission/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/offline"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
@@ -188,7 +186,7 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 	readsStdin := 0
 	for _, paths := range [][]string{o.files, {o.old}, o.context, o.policies} {
 		for _, p := range paths {
-			if p == stdinPath {
+			if p == offline.StdinPath {
 				readsStdin++
 			}
 		}
@@ -198,17 +196,17 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 	}
 
 	limit := o.rules.maxInput.bytes()
-	objects, err := readManifestsFrom(o.files, o.stdin, limit)
+	objects, err := offline.ReadManifests(o.files, o.stdin, limit)
 	if err != nil {
 		return parseFailure(err)
 	}
-	var olds []manifest
+	var olds []offline.Manifest
 	if o.old != "" {
-		if olds, err = readManifestsFrom([]string{o.old}, o.stdin, limit); err != nil {
+		if olds, err = offline.ReadManifests([]string{o.old}, o.stdin, limit); err != nil {
 			return parseFailure(err)
 		}
 	}
-	ctxObjs, err := readManifestsFrom(o.context, o.stdin, limit)
+	ctxObjs, err := offline.ReadManifests(o.context, o.stdin, limit)
 	if err != nil {
 		return parseFailure(err)
 	}
@@ -216,10 +214,10 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 		// Created together, as by kubectl apply -f of the same files: a
 		// TrainJob's runtime in the same directory exists for V-TJ-3.
 		for _, m := range objects {
-			ctxObjs = append(ctxObjs, manifest{obj: m.obj.DeepCopy(), file: m.file, line: m.line})
+			ctxObjs = append(ctxObjs, offline.Manifest{Obj: m.Obj.DeepCopy(), File: m.File, Line: m.Line})
 		}
 	}
-	policies, excs, err := readPoliciesFrom(o.policies, o.stdin, limit)
+	policies, excs, err := offline.ReadPolicies(o.policies, o.stdin, limit)
 	if err != nil {
 		return parseFailure(err)
 	}
@@ -229,7 +227,7 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 		return err
 	}
 	schemas := chainRules.Schemas
-	chain, err := newOfflineChain(chainRules, ctxObjs, policies, excs, !o.noWorkloadAPI)
+	chain, err := offline.NewChain(chainRules, ctxObjs, policies, excs, !o.noWorkloadAPI)
 	if err != nil {
 		return err
 	}
@@ -237,15 +235,15 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 	// Pair every object with its stored version first: a wrong --old is
 	// a usage error, found before anything is judged.
 	for _, m := range objects {
-		defaultNamespace(schemas, m.obj)
+		offline.DefaultNamespace(schemas, m.Obj)
 	}
 	for _, m := range olds {
-		defaultNamespace(schemas, m.obj)
+		offline.DefaultNamespace(schemas, m.Obj)
 	}
 	pairs := make([]*unstructured.Unstructured, len(objects))
 	if o.old != "" {
 		for i, m := range objects {
-			if pairs[i], err = matchOld(m, olds, len(objects)); err != nil {
+			if pairs[i], err = offline.MatchOld(m, olds, len(objects)); err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
 		}
@@ -261,11 +259,11 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 	anyDenied := false
 	for i, m := range objects {
 		old := pairs[i]
-		v, err := admitOffline(ctx, chain, schemas, op, m.obj, old, o.fieldValidation, o.timeout)
+		v, err := offline.Admit(ctx, chain, schemas, op, m.Obj, old, o.fieldValidation, o.timeout)
 		if err != nil {
-			return &ExitError{Code: 2, Err: fmt.Errorf("%s: %s %s: %w", m, m.obj.GetKind(), namespacedName(m.obj), err)}
+			return &ExitError{Code: 2, Err: fmt.Errorf("%s: %s %s: %w", m, m.Obj.GetKind(), offline.NamespacedName(m.Obj), err)}
 		}
-		subject := m.obj
+		subject := m.Obj
 		if op == "DELETE" && old != nil {
 			subject = old
 		}
@@ -295,7 +293,7 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 		results = append(results, r)
 		// Judged: the object read can go while the next are judged (the
 		// results hold what is printed).
-		objects[i], pairs[i] = manifest{}, nil
+		objects[i], pairs[i] = offline.Manifest{}, nil
 	}
 
 	if err := writeCheckResults(out, o.output, results); err != nil {
@@ -307,144 +305,12 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 	return nil
 }
 
-// unknownFields prunes obj like the apiserver (fields the schema lacks,
-// then nulls it does not allow) and reports each unknown field: denied
-// under Strict (kubectl's default), a warning under Warn.
-func unknownFields(s *celrules.Schemas, obj *unstructured.Unstructured, validation string) []webhook.Violation {
-	var out []webhook.Violation
-	unknown := s.Prune(obj.GroupVersionKind(), obj.Object)
-	s.DropNulls(obj.GroupVersionKind(), obj.Object)
-	for _, path := range unknown {
-		msg := fmt.Sprintf("unknown field: the schema of %s in %s has no such field", obj.GetKind(), s.Source)
-		if hint := celrules.CarrierHint(path); hint != "" {
-			msg += "; " + hint
-		}
-		v := webhook.Violation{Rule: webhook.RuleSchema, Field: path, Action: webhook.ActionDeny, Message: msg + " (rejected under Strict field validation, dropped under Warn)"}
-		if validation == metav1.FieldValidationWarn {
-			v.Action = webhook.ActionWarn
-		}
-		out = append(out, v)
-	}
-	return out
-}
-
 func parseFailure(err error) error {
-	var pe *ParseError
+	var pe *offline.ParseError
 	if errors.As(err, &pe) {
 		return &ExitError{Code: 2, Err: pe}
 	}
 	return &ExitError{Code: 2, Err: err}
-}
-
-func indent(s string) string {
-	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
-}
-
-// defaultNamespace puts namespaced shepherd kinds without a namespace into
-// "default", as kubectl would.
-func defaultNamespace(s *celrules.Schemas, u *unstructured.Unstructured) {
-	if u == nil || u.GetNamespace() != "" {
-		return
-	}
-	switch u.GroupVersionKind().GroupKind() {
-	case schema.GroupKind{Group: "trainer.kubeflow.org", Kind: "ClusterTrainingRuntime"},
-		schema.GroupKind{Group: "shepherd.dev", Kind: "WorkloadPolicy"},
-		schema.GroupKind{Kind: "Namespace"}:
-		return
-	}
-	if len(s.Versions(u.GroupVersionKind().GroupKind())) > 0 {
-		u.SetNamespace("default")
-	}
-}
-
-// matchOld finds the stored object for m: the one of the same group,
-// kind, namespace and name. When both sides hold one object, that one,
-// which must then be the same object: judging an UPDATE from another
-// object would report every differing field as a change (false
-// "immutable" errors).
-func matchOld(m manifest, olds []manifest, nObjects int) (*unstructured.Unstructured, error) {
-	if len(olds) == 1 && nObjects == 1 {
-		if diff := objectDiff(m.obj, olds[0].obj); diff != "" {
-			return nil, fmt.Errorf("%s: --old %s is another object (%s): --old must hold the stored version of the same object (same group, kind, namespace and name)", m, olds[0], diff)
-		}
-		return olds[0].obj, nil
-	}
-	for _, o := range olds {
-		if objectDiff(m.obj, o.obj) == "" {
-			return o.obj, nil
-		}
-	}
-	return nil, fmt.Errorf("%s: no object in --old is the stored version of %s %s; add it (same group, kind, namespace and name) or check this object alone", m, groupKind(m.obj), namespacedName(m.obj))
-}
-
-// objectDiff says how old is not the same object as obj, or "".
-func objectDiff(obj, old *unstructured.Unstructured) string {
-	var diffs []string
-	if gk, oldGK := obj.GroupVersionKind().GroupKind(), old.GroupVersionKind().GroupKind(); gk != oldGK {
-		diffs = append(diffs, fmt.Sprintf("kind %s, not %s", groupKind(old), groupKind(obj)))
-	}
-	if obj.GetNamespace() != old.GetNamespace() {
-		diffs = append(diffs, fmt.Sprintf("namespace %q, not %q", old.GetNamespace(), obj.GetNamespace()))
-	}
-	if obj.GetName() != old.GetName() {
-		diffs = append(diffs, fmt.Sprintf("name %q, not %q", old.GetName(), obj.GetName()))
-	}
-	return strings.Join(diffs, "; ")
-}
-
-// groupKind renders u's kind as Kind.group (Kind for the core group).
-func groupKind(u *unstructured.Unstructured) string {
-	return u.GroupVersionKind().GroupKind().String()
-}
-
-func namespacedName(u *unstructured.Unstructured) string {
-	if u.GetNamespace() == "" {
-		return u.GetName()
-	}
-	return u.GetNamespace() + "/" + u.GetName()
-}
-
-// errTimeout is the admission of one object outrunning --timeout.
-var errTimeout = errors.New("admission did not finish within --timeout")
-
-// admitWithin runs the chain on req with a deadline of timeout
-// (runWithin).
-func admitWithin(ctx context.Context, chain *webhook.Chain, req *webhook.Request, timeout time.Duration) (*webhook.Verdict, error) {
-	return runWithin(ctx, timeout, chain.Admit, req)
-}
-
-func checkRequest(op string, obj, old *unstructured.Unstructured) (*webhook.Request, error) {
-	subject := obj
-	if op == "DELETE" && old != nil {
-		subject = old
-	}
-	gvk := subject.GroupVersionKind()
-	req := &webhook.Request{
-		UID:       "shepherd-check",
-		Operation: admissionv1.Operation(op),
-		Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
-		Namespace: subject.GetNamespace(),
-		Name:      subject.GetName(),
-		UserInfo:  authenticationv1.UserInfo{Username: "shepherd-check"},
-	}
-	var err error
-	if op != "DELETE" {
-		if req.Object, err = json.Marshal(obj.Object); err != nil {
-			return nil, err
-		}
-	}
-	if old != nil {
-		if req.OldObject, err = json.Marshal(old.Object); err != nil {
-			return nil, err
-		}
-	}
-	if op == "DELETE" && old == nil {
-		// DELETE of the given manifest: it is the stored object.
-		if req.OldObject, err = json.Marshal(obj.Object); err != nil {
-			return nil, err
-		}
-	}
-	return req, nil
 }
 
 func writeCheckResults(out io.Writer, format string, results []CheckResult) error {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/offline"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
@@ -115,7 +116,7 @@ export again after it.`,
 
 // exportChain builds the chain with the given policies loaded.
 func exportChain(o *exportOptions) (*webhook.Chain, error) {
-	policies, excs, err := readPoliciesFrom(o.policies, nil, o.rules.maxInput.bytes())
+	policies, excs, err := offline.ReadPolicies(o.policies, nil, o.rules.maxInput.bytes())
 	if err != nil {
 		return nil, parseFailure(err)
 	}
@@ -130,10 +131,10 @@ func exportChain(o *exportOptions) (*webhook.Chain, error) {
 	}
 	for _, p := range policies {
 		if errs := chain.SetPolicy(p); len(errs) > 0 {
-			return nil, &ExitError{Code: 2, Err: fmt.Errorf("WorkloadPolicy %q does not compile:\n%s", p.Name, indent(errs.ToAggregate().Error()))}
+			return nil, &ExitError{Code: 2, Err: fmt.Errorf("WorkloadPolicy %q does not compile:\n%s", p.Name, offline.Indent(errs.ToAggregate().Error()))}
 		}
 	}
-	set, err := exceptionSet(excs, policies)
+	set, err := offline.ExceptionSet(excs, policies)
 	if err != nil {
 		return nil, err
 	}
@@ -221,11 +222,11 @@ func runExportMAP(o *exportOptions, out, errOut io.Writer) error {
 		return err
 	}
 	// Of --policy, only the PolicyExceptions: WorkloadPolicies validate.
-	wps, excs, err := readPoliciesFrom(o.policies, nil, o.rules.maxInput.bytes())
+	wps, excs, err := offline.ReadPolicies(o.policies, nil, o.rules.maxInput.bytes())
 	if err != nil {
 		return parseFailure(err)
 	}
-	set, err := exceptionSet(excs, wps)
+	set, err := offline.ExceptionSet(excs, wps)
 	if err != nil {
 		return err
 	}

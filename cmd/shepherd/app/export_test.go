@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/offline"
 	"github.com/shepherd-k8s/shepherd/webhook"
 )
 
@@ -31,19 +32,19 @@ spec:
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	ms, err := parseManifests("stdout", []byte(out))
+	ms, err := offline.Parse("stdout", []byte(out))
 	if err != nil {
 		t.Fatal(err)
 	}
 	policies := map[string]bool{}
 	actions := map[string][]admissionregistrationv1.ValidationAction{}
 	for _, m := range ms {
-		switch m.obj.GetKind() {
+		switch m.Obj.GetKind() {
 		case "ValidatingAdmissionPolicy":
-			policies[m.obj.GetName()] = true
+			policies[m.Obj.GetName()] = true
 		case "ValidatingAdmissionPolicyBinding":
 			var b admissionregistrationv1.ValidatingAdmissionPolicyBinding
-			mustConvert(t, m.obj, &b)
+			mustConvert(t, m.Obj, &b)
 			actions[b.Spec.PolicyName] = b.Spec.ValidationActions
 		}
 	}
@@ -139,24 +140,24 @@ func exportMAP(t *testing.T, args ...string) (map[string]*admissionregistrationv
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	ms, err := parseManifests("stdout", []byte(out))
+	ms, err := offline.Parse("stdout", []byte(out))
 	if err != nil {
 		t.Fatal(err)
 	}
 	policies := map[string]*admissionregistrationv1.MutatingAdmissionPolicy{}
 	bindings := map[string]*admissionregistrationv1.MutatingAdmissionPolicyBinding{}
 	for _, m := range ms {
-		switch m.obj.GetKind() {
+		switch m.Obj.GetKind() {
 		case "MutatingAdmissionPolicy":
 			p := &admissionregistrationv1.MutatingAdmissionPolicy{}
-			mustConvert(t, m.obj, p)
+			mustConvert(t, m.Obj, p)
 			policies[p.Labels[celrules.LabelRule]] = p
 		case "MutatingAdmissionPolicyBinding":
 			b := &admissionregistrationv1.MutatingAdmissionPolicyBinding{}
-			mustConvert(t, m.obj, b)
+			mustConvert(t, m.Obj, b)
 			bindings[b.Labels[celrules.LabelRule]] = b
 		default:
-			t.Errorf("export map wrote a %s", m.obj.GetKind())
+			t.Errorf("export map wrote a %s", m.Obj.GetKind())
 		}
 	}
 	return policies, bindings, errOut

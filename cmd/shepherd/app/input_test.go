@@ -1,8 +1,6 @@
 package app
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -330,105 +328,5 @@ func TestMaxInputBytesFlag(t *testing.T) {
 		if !strings.Contains(out, "--max-input-bytes quantity") || !strings.Contains(out, "(default 64Mi)") {
 			t.Errorf("%s --help does not document --max-input-bytes and its default:\n%s", strings.Join(cmd, " "), out)
 		}
-	}
-}
-
-// TestReadLimited reads streams across its chunk sizes and regular files,
-// at and around the limit.
-func TestReadLimited(t *testing.T) {
-	content := func(n int) []byte {
-		b := make([]byte, n)
-		for i := range b {
-			b[i] = byte('a' + i%26)
-		}
-		return b
-	}
-	for _, size := range []int{0, 1, firstChunk - 1, firstChunk, firstChunk + 1, 3*firstChunk + 7, maxChunk + firstChunk + 3} {
-		for _, limit := range []int64{int64(size), int64(size) + 1, int64(size) - 1} {
-			if limit < 1 {
-				continue
-			}
-			want := content(size)
-			f := writeFile(t, t.TempDir(), "in", string(want))
-			file, err := os.Open(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, src := range []struct {
-				name string
-				r    io.Reader
-			}{{"stream", onlyReader{bytes.NewReader(want)}}, {"regular file", file}} {
-				got, err := readLimited(src.r, "in", limit)
-				var tl *InputTooLargeError
-				switch {
-				case int64(size) > limit:
-					if !errors.As(err, &tl) || tl.Name != "in" || tl.Limit != limit {
-						t.Errorf("%s of %d bytes, limit %d: error %v, want InputTooLargeError", src.name, size, limit, err)
-					}
-				case err != nil:
-					t.Errorf("%s of %d bytes, limit %d: %v", src.name, size, limit, err)
-				case !bytes.Equal(got, want):
-					t.Errorf("%s of %d bytes, limit %d: read %d bytes, not the input", src.name, size, limit, len(got))
-				}
-			}
-			file.Close()
-		}
-	}
-	// A regular file is refused by its size, before any read: this one
-	// is open for writing only, so a read would fail.
-	f := writeFile(t, t.TempDir(), "big", strings.Repeat("x", 100))
-	wo, err := os.OpenFile(f, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer wo.Close()
-	if _, err := readLimited(wo, "big", 10); !errors.As(err, new(*InputTooLargeError)) {
-		t.Errorf("regular file over the limit: %v, want InputTooLargeError without reading", err)
-	}
-}
-
-// onlyReader hides everything but Read (a stream of no known size).
-type onlyReader struct{ r io.Reader }
-
-func (o onlyReader) Read(p []byte) (int, error) { return o.r.Read(p) }
-
-// TestParseManifestsDocumentsAndLines: documents are split on "---" lines
-// (with CRLF too) and each object is placed on its first line of content.
-func TestParseManifestsDocumentsAndLines(t *testing.T) {
-	cm := func(name string) string { return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + "}\n" }
-	for _, tc := range []struct {
-		name, in string
-		want     []string
-	}{
-		{"one", cm("a"), []string{"f:1 a"}},
-		{"no trailing newline", strings.TrimSuffix(cm("a"), "\n"), []string{"f:1 a"}},
-		{"leading separator", "---\n" + cm("a"), []string{"f:2 a"}},
-		{"trailing separator", cm("a") + "---", []string{"f:1 a"}},
-		{"two", cm("a") + "---\n" + cm("b"), []string{"f:1 a", "f:5 b"}},
-		{"separator with a comment", cm("a") + "--- # next\n" + cm("b"), []string{"f:1 a", "f:5 b"}},
-		{"comments and blank lines first", "# head\n\n" + cm("a") + "---\n\n# b\n" + cm("b"), []string{"f:3 a", "f:9 b"}},
-		{"empty and comment-only documents", "---\n---\n# nothing\n---\n" + cm("a") + "---\n", []string{"f:5 a"}},
-		{"CRLF", strings.ReplaceAll(cm("a")+"---\n"+cm("b"), "\n", "\r\n"), []string{"f:1 a", "f:5 b"}},
-		{"not a separator", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  x: |\n    ---x\n", []string{"f:1 a"}},
-		{"list", "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(strings.TrimSuffix(cm("a"), "\n"), "\n", "\n  ") + "\n- " + strings.ReplaceAll(strings.TrimSuffix(cm("b"), "\n"), "\n", "\n  ") + "\n", []string{"f:1 a", "f:1 b"}},
-		{"empty", "", nil},
-	} {
-		ms, err := parseManifests("f", []byte(tc.in))
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		var got []string
-		for _, m := range ms {
-			got = append(got, m.String()+" "+m.obj.GetName())
-		}
-		if diff := cmp.Diff(tc.want, got); diff != "" {
-			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
-		}
-	}
-	// An error names the absolute line, in a later document too.
-	_, err := parseManifests("f", []byte(cm("a")+"---\n"+cm("b")+"spec: [\n"))
-	if err == nil || !strings.HasPrefix(err.Error(), "f:8: invalid YAML") {
-		t.Errorf("error %v, want one at f:8", err)
 	}
 }

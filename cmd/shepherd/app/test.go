@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/offline"
 	"github.com/shepherd-k8s/shepherd/policytest"
 	"github.com/shepherd-k8s/shepherd/webhook"
 )
@@ -137,7 +138,7 @@ func runTest(ctx context.Context, o *testOptions, paths []string, out io.Writer)
 		}
 		chain, schemas := p.chain, p.schemas
 		admit := func(ctx context.Context, op string, obj, old *unstructured.Unstructured) (*webhook.Verdict, error) {
-			return admitOffline(ctx, chain, schemas, op, obj, old, validation, o.timeout)
+			return offline.Admit(ctx, chain, schemas, op, obj, old, validation, o.timeout)
 		}
 		results = append(results, policytest.Run(ctx, p.suite, admit))
 	}
@@ -192,15 +193,15 @@ func prepareSuite(file string, cfg celrules.Config, limit int64) (preparedSuite,
 			return preparedSuite{}, fmt.Errorf("%s: crds: %w", file, err)
 		}
 	}
-	ctxObjs, err := readManifestsFrom(resolved(s.Context), nil, limit)
+	ctxObjs, err := offline.ReadManifests(resolved(s.Context), nil, limit)
 	if err != nil {
 		return preparedSuite{}, fmt.Errorf("%s: context: %w", file, err)
 	}
-	policies, excs, err := readPoliciesFrom(resolved(s.Policies), nil, limit)
+	policies, excs, err := offline.ReadPolicies(resolved(s.Policies), nil, limit)
 	if err != nil {
 		return preparedSuite{}, fmt.Errorf("%s: policies: %w", file, err)
 	}
-	chain, err := newOfflineChain(cfg, ctxObjs, policies, excs, !s.NoWorkloadAPI)
+	chain, err := offline.NewChain(cfg, ctxObjs, policies, excs, !s.NoWorkloadAPI)
 	if err != nil {
 		var exit *ExitError
 		if errors.As(err, &exit) && exit.Err != nil {
@@ -210,14 +211,14 @@ func prepareSuite(file string, cfg celrules.Config, limit int64) (preparedSuite,
 	}
 	for i := range s.Cases {
 		c := &s.Cases[i]
-		defaultNamespace(cfg.Schemas, &c.Object.Unstructured)
+		offline.DefaultNamespace(cfg.Schemas, &c.Object.Unstructured)
 		if c.OldObject == nil {
 			continue
 		}
-		defaultNamespace(cfg.Schemas, &c.OldObject.Unstructured)
+		offline.DefaultNamespace(cfg.Schemas, &c.OldObject.Unstructured)
 		// As check's --old: judging an UPDATE from another object would
 		// report every differing field as a change.
-		if diff := objectDiff(&c.Object.Unstructured, &c.OldObject.Unstructured); diff != "" {
+		if diff := offline.ObjectDiff(&c.Object.Unstructured, &c.OldObject.Unstructured); diff != "" {
 			return preparedSuite{}, &policytest.Error{File: file, Line: c.Line, Msg: fmt.Sprintf("case %q: the old object is another object (%s); it must be the stored version of the same object (same group, kind, namespace and name)", c.Name, diff)}
 		}
 	}
@@ -240,9 +241,9 @@ func checkSuiteInputs(file string, limit int64) error {
 	if !info.Mode().IsRegular() {
 		return fmt.Errorf("%s: not a regular file: suites are read from files (their paths are relative to the suite's directory)", file)
 	}
-	b, err := readFileLimited(file, limit)
+	b, err := offline.ReadFileLimited(file, limit)
 	if err != nil {
-		if errors.As(err, new(*InputTooLargeError)) {
+		if errors.As(err, new(*offline.InputTooLargeError)) {
 			return err
 		}
 		return nil
@@ -264,8 +265,8 @@ func checkSuiteInputs(file string, limit int64) error {
 			if !filepath.IsAbs(p) {
 				p = filepath.Join(dir, p)
 			}
-			regular, err := checkFileSize(p, limit)
-			var tooLarge *InputTooLargeError
+			regular, err := offline.CheckFileSize(p, limit)
+			var tooLarge *offline.InputTooLargeError
 			switch {
 			case errors.As(err, &tooLarge):
 			case err == nil && !regular:

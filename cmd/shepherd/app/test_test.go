@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/offline"
 	"github.com/shepherd-k8s/shepherd/policytest"
 )
 
@@ -58,7 +59,7 @@ func TestPolicyTestShippedSuitesCoverEveryBuiltInRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chain, err := newOfflineChain(cfg, nil, nil, nil, true)
+	chain, err := offline.NewChain(cfg, nil, nil, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}
