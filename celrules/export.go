@@ -237,3 +237,14 @@ func exportResourceRule(rr shepherdv1alpha1.ResourceRule, s *Schemas) admissionr
 		},
 	}
 }
+
+// WithAudit adds Audit to a binding's validationActions: only then does the
+// apiserver put a failed validation into its audit event (the
+// validation_failure annotation the audit sink reads). Deny and Warn each
+// combine with Audit.
+func WithAudit(actions []admissionregistrationv1.ValidationAction) []admissionregistrationv1.ValidationAction {
+	if slices.Contains(actions, admissionregistrationv1.Audit) {
+		return actions
+	}
+	return append(slices.Clone(actions), admissionregistrationv1.Audit)
+}

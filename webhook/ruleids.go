@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/spf13/pflag"
 )
 
 // BuiltinRuleIDs lists the ID of every built-in rule, sorted: the CEL
@@ -49,4 +50,18 @@ func CheckRuleIDs(flag string, ids []string) error {
 			flag, strings.Join(unknown, ", "), strings.Join(known, ", "))
 	}
 	return nil
+}
+
+// AddDisableRuleFlag registers --disable-rule, bound to ids, on fs, and
+// --disable-rules, the spelling serve had before every command took
+// --disable-rule, as a hidden deprecated alias. The alias shares the flag's
+// value rather than only its variable: a string slice replaces its default on
+// its first Set, so two values over one variable would let the second
+// spelling drop the IDs the first collected.
+func AddDisableRuleFlag(fs *pflag.FlagSet, ids *[]string, usage string) {
+	fs.StringSliceVar(ids, "disable-rule", *ids, usage)
+	alias := *fs.Lookup("disable-rule")
+	alias.Name, alias.Usage = "disable-rules", "Deprecated spelling of --disable-rule."
+	fs.AddFlag(&alias)
+	_ = fs.MarkDeprecated("disable-rules", "use --disable-rule, which every command takes")
 }

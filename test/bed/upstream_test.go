@@ -12,20 +12,20 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/shepherd-k8s/shepherd/cmd/shepherd/app"
+	"github.com/shepherd-k8s/shepherd/serve"
 	"github.com/shepherd-k8s/shepherd/test/bed"
 	"github.com/shepherd-k8s/shepherd/webhook/updatefilter"
 )
 
 // status reads serve's /status (serve run with --metrics-secure=false).
-func status(t testing.TB) app.Status {
+func status(t testing.TB) serve.Status {
 	t.Helper()
-	resp, err := http.Get("http://" + kit.Serve.Metrics + app.StatusPath)
+	resp, err := http.Get("http://" + kit.Serve.Metrics + serve.StatusPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var st app.Status
+	var st serve.Status
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}

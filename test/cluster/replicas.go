@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/shepherd-k8s/shepherd/cmd/shepherd/app"
 )
 
 // ReplicaEnv, set in a child process's environment, makes a test binary
@@ -21,12 +19,12 @@ import (
 // (a second replica) needs a process of its own.
 const ReplicaEnv = "SHEPHERD_TEST_REPLICA"
 
-// RunReplicaIfChild runs the shepherd command line and exits when this
-// process is a replica started by StartReplica; otherwise it returns. Call
-// it first thing in TestMain.
+// RunReplicaIfChild runs serve (ServeChild) and exits when this process is
+// a replica started by StartReplica; otherwise it returns. Call it first
+// thing in TestMain.
 func RunReplicaIfChild() {
 	if os.Getenv(ReplicaEnv) != "" {
-		os.Exit(app.Main(os.Args[1:], os.Stdout, os.Stderr))
+		os.Exit(ServeChild(os.Args[1:]))
 	}
 }
 

@@ -13,8 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/shepherd-k8s/shepherd/cmd/shepherd/app"
 )
 
 // Serving is a `shepherd serve` running in this process against a
@@ -91,11 +89,9 @@ func (c *Cluster) Serve(extra ...string) (*Serving, error) {
 	}
 	log := &SyncBuffer{}
 	ctx, cancel := context.WithCancel(context.Background())
-	root := app.NewRootCommand(log, log)
-	root.SetArgs(args)
 	s := &Serving{Health: "http://" + health, Metrics: metrics, cancel: cancel, done: make(chan error, 1), log: log}
 	go func() {
-		s.done <- root.ExecuteContext(ctx)
+		s.done <- ServeMain(ctx, args, log)
 		os.RemoveAll(dir)
 	}()
 	if err := s.waitReady(2 * time.Minute); err != nil {

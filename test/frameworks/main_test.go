@@ -25,7 +25,6 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/shepherd-k8s/shepherd/cmd/shepherd/app"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
 
@@ -40,7 +39,7 @@ const childEnv = "SHEPHERD_FRAMEWORKS_TEST_CHILD"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) != "" {
-		os.Exit(app.Main(os.Args[1:], os.Stdout, os.Stderr))
+		os.Exit(cluster.ServeChild(os.Args[1:]))
 	}
 	var err error
 	env, err = cluster.New(cluster.Options{

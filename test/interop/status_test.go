@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shepherd-k8s/shepherd/cmd/shepherd/app"
 	"github.com/shepherd-k8s/shepherd/integrations"
+	srv "github.com/shepherd-k8s/shepherd/serve"
 )
 
 // TestStatusSaysWhoEnforcesWhat: beside Trainer v2.3.0 (whose TrainJob CRD
@@ -16,9 +16,9 @@ import (
 // gang termination (no Grove controller writes MinAvailableBreached here),
 // has every framework active and no built-in rule inactive.
 func TestStatusSaysWhoEnforcesWhat(t *testing.T) {
-	var st app.Status
+	var st srv.Status
 	poll(t, "/status", func() (bool, string) {
-		resp, err := http.Get("http://" + serve.Metrics + app.StatusPath)
+		resp, err := http.Get("http://" + serve.Metrics + srv.StatusPath)
 		if err != nil {
 			return false, err.Error()
 		}

@@ -302,7 +302,7 @@ func TestShippedRBACGrantsEveryMarker(t *testing.T) {
 		{"reconcile/trainjob/", "delete", "trainjobs"},
 		{"reconcile/workload/", "create", "podgroups"},
 		{"certs/", "patch", "secrets"},
-		{"cmd/shepherd/app/serve_native.go", "create", "validatingadmissionpolicies"},
+		{"serve/native.go", "create", "validatingadmissionpolicies"},
 		{"leader/", "update", "leases"},
 		{"webhook/exceptions/", "patch", "mutatingadmissionpolicies"},
 	} {

@@ -25,7 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/shepherd-k8s/shepherd/cmd/shepherd/app"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
 
@@ -100,8 +99,7 @@ func run(m *testing.M) int {
 	health = "http://" + healthAddr
 
 	ctx, cancel := context.WithCancel(context.Background())
-	root := app.NewRootCommand(&serveLog, &serveLog)
-	root.SetArgs([]string{"serve",
+	args := []string{"serve",
 		"--kubeconfig=" + kubeconfig,
 		"--webhook-host=" + wh.LocalServingHost,
 		"--webhook-port=" + strconv.Itoa(wh.LocalServingPort),
@@ -117,9 +115,9 @@ func run(m *testing.M) int {
 		"--disable-reconcilers",
 		"--workload-api-discovery-interval=2s",
 		"--zap-log-level=error",
-	})
+	}
 	served := make(chan error, 1)
-	go func() { served <- root.ExecuteContext(ctx) }()
+	go func() { served <- cluster.ServeMain(ctx, args, &serveLog) }()
 	defer func() {
 		cancel()
 		select {

@@ -36,7 +36,7 @@ import (
 // The apiserver has no clock, so it comes back at the next expiry; and
 // every resync, to repair a rewrite an upgrade of the installed policies
 // undid. The WorkloadPolicies' exported policies are the policy exporter's
-// (serve_native.go), which applies the exceptions itself.
+// (serve/native.go), which applies the exceptions itself.
 type NativeReconciler struct {
 	client client.Client
 	reader client.Reader

@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/shepherd-k8s/shepherd/offline"
+	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
@@ -110,7 +111,7 @@ Examples:
 	f.StringArrayVar(&o.impact.policies, "policy", nil, "File or directory of WorkloadPolicies, not yet applied, to judge the stored objects against, and of PolicyExceptions to honour (repeatable); switches audit to the dry run")
 	f.StringArrayVarP(&o.impact.files, "filename", "f", nil, "With --policy: judge the objects of these manifest files or directories instead of the cluster's (repeatable); they are also what lookups see")
 	f.BoolVar(&o.impact.includeBuiltin, "include-builtin", false, "With --policy: also report what the built-in rules find")
-	addDisableRuleFlag(f, &o.impact.rules.disabled, "With --policy: built-in rule IDs to switch off (repeatable or comma-separated)")
+	webhook.AddDisableRuleFlag(f, &o.impact.rules.disabled, "With --policy: built-in rule IDs to switch off (repeatable or comma-separated)")
 	f.StringArrayVar(&o.impact.rules.crds, "crd", nil, "With --policy -f: "+crdFlagUsage)
 	addMaxInputFlag(f, &o.impact.rules.maxInput)
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: 2, Err: err} })

@@ -134,7 +134,7 @@ is not the same object, an object whose admission takes longer than
 	f.StringVar(&o.operation, "operation", "", "CREATE, UPDATE or DELETE (default CREATE, UPDATE with --old)")
 	reportOutputs.addOutputFlag(cmd, &o.output)
 	f.BoolVar(&o.noWorkloadAPI, "no-workload-api", false, "judge as if the cluster did not serve the Workload API (V-TR-7)")
-	addDisableRuleFlag(f, &o.rules.disabled, "rule IDs to switch off (repeatable or comma-separated)")
+	webhook.AddDisableRuleFlag(f, &o.rules.disabled, "rule IDs to switch off (repeatable or comma-separated)")
 	f.StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage)
 	f.DurationVar(&o.timeout, "timeout", defaultCheckTimeout, "wall-clock limit for admitting one object (defaults and every rule); an object that takes longer is an error (exit 2) naming its file and line")
 	f.StringVar(&o.fieldValidation, "field-validation", metav1.FieldValidationStrict, "how fields the target schema lacks are treated, as the apiserver does: Strict (kubectl's default) denies the object, Warn warns and judges it without them")

@@ -30,7 +30,7 @@ type exportOptions struct {
 	disableStartupPolicyRewrite bool
 	inferenceTerminationDelay   time.Duration
 	// audit adds Audit to every exported binding's validationActions (vap):
-	// the native admission mode's policies (serve_native.go).
+	// the native admission mode's policies (serve/native.go).
 	audit bool
 }
 
@@ -49,7 +49,7 @@ func newExportCommand() *cobra.Command {
 		},
 	}
 	cmd.PersistentFlags().StringArrayVar(&o.policies, "policy", nil, "file or directory of WorkloadPolicies to export with the built-in rules, and of PolicyExceptions the exported policies honour (repeatable)")
-	addDisableRuleFlag(cmd.PersistentFlags(), &o.rules.disabled, "rule IDs to leave out (repeatable or comma-separated)")
+	webhook.AddDisableRuleFlag(cmd.PersistentFlags(), &o.rules.disabled, "rule IDs to leave out (repeatable or comma-separated)")
 	cmd.PersistentFlags().StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage)
 	cmd.PersistentFlags().StringVar(&o.rules.kubeconfig, "kubeconfig", "", "kubeconfig of the target cluster: type-check against the Trainer, JobSet and Grove CRDs it serves (instead of --crd; needs list on customresourcedefinitions)")
 	cmd.PersistentFlags().StringVar(&o.namespace, "namespace", api.DefaultNamespace, "shepherd's namespace: exported bindings leave it and kube-system out, as shepherd's webhooks do")
@@ -151,7 +151,7 @@ func runExportVAP(o *exportOptions, out, errOut io.Writer) error {
 	exemptVAPs(chain.Exceptions(), vaps, time.Now())
 	if o.audit {
 		for _, b := range bindings {
-			b.Spec.ValidationActions = withAudit(b.Spec.ValidationActions)
+			b.Spec.ValidationActions = celrules.WithAudit(b.Spec.ValidationActions)
 		}
 	}
 	if err := writePolicies(out, vaps, bindings); err != nil {

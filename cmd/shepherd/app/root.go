@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
 
 	"github.com/shepherd-k8s/shepherd/webhook"
 )
@@ -69,20 +68,6 @@ func flagNoticesTo(cmd *cobra.Command, w io.Writer) {
 
 // ruleIDFlags are the flags that take built-in rule IDs.
 var ruleIDFlags = []string{"disable-rule", "disable-rules"}
-
-// addDisableRuleFlag registers --disable-rule, bound to ids, on fs, and
-// --disable-rules, the spelling serve had before every command took
-// --disable-rule, as a hidden deprecated alias. The alias shares the flag's
-// value rather than only its variable: a string slice replaces its default on
-// its first Set, so two values over one variable would let the second
-// spelling drop the IDs the first collected.
-func addDisableRuleFlag(fs *pflag.FlagSet, ids *[]string, usage string) {
-	fs.StringSliceVar(ids, "disable-rule", *ids, usage)
-	alias := *fs.Lookup("disable-rule")
-	alias.Name, alias.Usage = "disable-rules", "Deprecated spelling of --disable-rule."
-	fs.AddFlag(&alias)
-	_ = fs.MarkDeprecated("disable-rules", "use --disable-rule, which every command takes")
-}
 
 // completeRuleIDs makes the shell complete built-in rule IDs for every
 // flag of ruleIDFlags, on whichever command defines it.

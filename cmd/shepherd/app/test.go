@@ -67,7 +67,7 @@ mismatch is listed), 2 on a usage error or a suite that cannot be loaded
 	testOutputs.addOutputFlag(cmd, &o.output)
 	f.BoolVarP(&o.verbose, "verbose", "v", false, "text output lists passing cases too")
 	f.StringVar(&o.run, "run", "", "run only the cases whose name, or SUITE/NAME, matches this regular expression (Go syntax, as go test -run)")
-	addDisableRuleFlag(f, &o.rules.disabled, "rule IDs to switch off (repeatable or comma-separated): which cases would then fail")
+	webhook.AddDisableRuleFlag(f, &o.rules.disabled, "rule IDs to switch off (repeatable or comma-separated): which cases would then fail")
 	f.StringArrayVar(&o.rules.crds, "crd", nil, crdFlagUsage+"; a suite's crds take precedence")
 	f.DurationVar(&o.timeout, "timeout", defaultCheckTimeout, "wall-clock limit for admitting one case's object; a case that takes longer fails with an error")
 	addMaxInputFlag(f, &o.rules.maxInput)

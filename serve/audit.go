@@ -1,4 +1,4 @@
-package app
+package serve
 
 import (
 	"context"
@@ -49,7 +49,7 @@ func (b *backgroundAuditOptions) addFlags(fs *pflag.FlagSet) {
 // apiserver.
 func (b *backgroundAuditOptions) validate() error {
 	if s := b.cpuShare; !(s > 0 && s <= 1) {
-		return &ExitError{Code: 2, Err: fmt.Errorf("--audit-cpu-share=%v: want a share of the time above 0 and at most 1, e.g. 0.25", s)}
+		return fmt.Errorf("--audit-cpu-share=%v: want a share of the time above 0 and at most 1, e.g. 0.25", s)
 	}
 	return nil
 }
@@ -67,7 +67,7 @@ func auditedKinds(f integrations.Framework) []schema.GroupVersionKind {
 // setupBackgroundAudit runs the background audit in every leadership term
 // (after what already runs there) over the kinds of each framework once it
 // is active, and serves its results. A no-op with --audit-interval=0.
-func setupBackgroundAudit(mgr ctrl.Manager, o *serveOptions, frameworks *integrations.Watcher, admission admissionChain, rec *audit.Recorder, terms *leader.Terms) error {
+func setupBackgroundAudit(mgr ctrl.Manager, o *Options, frameworks *integrations.Watcher, admission admissionChain, rec *audit.Recorder, terms *leader.Terms) error {
 	if o.backgroundAudit.interval <= 0 {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package app
+package serve
 
 // The native admission mode: `shepherd serve --admission-mode=native`.
 //
@@ -23,10 +23,9 @@ package app
 //   - the apiserver's audit events come back to the audit trail through the
 //     audit sink (webhook/auditsink) at /audit-sink on the webhook server.
 //
-// The flags are added to the serve command here (init below), not in
-// serve.go, and reach runServe through the command's context; serve.go
-// calls registerAdmission in place of server.Register. That keeps the mode
-// in one file beside serve.go.
+// The mode's flags are nativeOptions, defined here; serve.go calls
+// registerAdmission in place of server.Register. That keeps the mode in
+// one file beside serve.go.
 
 import (
 	"context"
@@ -37,7 +36,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/cobra"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,6 +60,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/webhook/auditsink"
 	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
+	"github.com/spf13/pflag"
 )
 
 // The admission modes.
@@ -81,53 +80,31 @@ type nativeOptions struct {
 	maxSinkBytes int64
 }
 
-type nativeOptionsKey struct{}
-
-func init() {
-	// serve.go's init has appended newServeCommand already: Go runs a
-	// package's init functions in the order its files are given to the
-	// compiler, which go build sorts by name (serve.go < serve_native.go).
-	for i, newCmd := range subcommands {
-		subcommands[i] = func() *cobra.Command {
-			cmd := newCmd()
-			if cmd.Name() == "serve" {
-				addAdmissionModeFlags(cmd)
-			}
-			return cmd
-		}
-	}
-}
-
-// addAdmissionModeFlags adds the mode's flags to the serve command and
-// hands their values to runServe in the command's context.
-func addAdmissionModeFlags(cmd *cobra.Command) {
-	n := &nativeOptions{mode: admissionModeWebhook, maxSinkBytes: auditsink.DefaultMaxBodyBytes}
-	fs := cmd.Flags()
+// addFlags defines the mode's flags on fs.
+func (n *nativeOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&n.mode, "admission-mode", n.mode, "webhook: the webhooks run every rule and default. "+
 		"native: the apiserver runs the exported ValidatingAdmissionPolicies and MutatingAdmissionPolicies (deploy/native, or the chart's admission.mode=native; MutatingAdmissionPolicy v1 needs Kubernetes >= 1.36) "+
 		"and the narrowed webhooks only what needs shepherd (D-WL-1, V-TJ-3, V-TJ-4, V-TR-7, V-PCLQ-1); serve exports each WorkloadPolicy as a ValidatingAdmissionPolicy and binding, "+
 		"and records the policies' verdicts from the apiserver's audit events posted to "+auditsink.Path+" on the webhook port.")
 	fs.StringVar(&n.tokenFile, "audit-sink-token-file", n.tokenFile, "native mode: file holding the bearer token the apiserver's audit webhook backend presents to "+auditsink.Path+" (the token of the user in its --audit-webhook-config-file); read on every request. Unset or empty, the sink refuses every request.")
 	fs.Int64Var(&n.maxSinkBytes, "audit-sink-max-bytes", n.maxSinkBytes, "native mode: largest audit EventList accepted at "+auditsink.Path+"; larger ones are answered 413.")
-	run := cmd.RunE
-	cmd.RunE = func(cmd *cobra.Command, args []string) error {
-		switch n.mode {
-		case admissionModeWebhook, admissionModeNative:
-		default:
-			return &ExitError{Code: 2, Err: fmt.Errorf("--admission-mode must be %s or %s, got %q", admissionModeWebhook, admissionModeNative, n.mode)}
-		}
-		cmd.SetContext(context.WithValue(cmd.Context(), nativeOptionsKey{}, n))
-		return run(cmd, args)
+}
+
+// validate checks --admission-mode.
+func (n *nativeOptions) validate() error {
+	switch n.mode {
+	case admissionModeWebhook, admissionModeNative:
+		return nil
 	}
+	return fmt.Errorf("--admission-mode must be %s or %s, got %q", admissionModeWebhook, admissionModeNative, n.mode)
 }
 
 // registerAdmission is server.Register, then the admission mode's wiring.
-func registerAdmission(ctx context.Context, mgr manager.Manager, chain admissionChain, rec *audit.Recorder, probe *server.WorkloadAPIProbe, opts server.Options) error {
+func registerAdmission(mgr manager.Manager, n *nativeOptions, chain admissionChain, rec *audit.Recorder, probe *server.WorkloadAPIProbe, opts server.Options) error {
 	if err := server.Register(mgr, chain, rec, probe, opts); err != nil {
 		return err
 	}
-	n, _ := ctx.Value(nativeOptionsKey{}).(*nativeOptions)
-	if n == nil || n.mode != admissionModeNative {
+	if n.mode != admissionModeNative {
 		return nil
 	}
 	c, ok := chain.(*webhook.Chain)
@@ -274,7 +251,7 @@ func (e *policyExporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 		requeue = next.Sub(now) + time.Second
 	}
 	vap.OwnerReferences, binding.OwnerReferences = owner, owner
-	binding.Spec.ValidationActions = withAudit(binding.Spec.ValidationActions)
+	binding.Spec.ValidationActions = celrules.WithAudit(binding.Spec.ValidationActions)
 	for _, obj := range []client.Object{vap, binding} {
 		if err := e.apply(ctx, obj); err != nil {
 			return ctrl.Result{}, fmt.Errorf("applying %s of WorkloadPolicy %s: %w", name, p.Name, err)
@@ -308,15 +285,4 @@ func (e *policyExporter) delete(ctx context.Context, name string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// withAudit adds Audit to a binding's validationActions: only then does the
-// apiserver put a failed validation into its audit event (the
-// validation_failure annotation the audit sink reads). Deny and Warn each
-// combine with Audit.
-func withAudit(actions []admissionregistrationv1.ValidationAction) []admissionregistrationv1.ValidationAction {
-	if slices.Contains(actions, admissionregistrationv1.Audit) {
-		return actions
-	}
-	return append(slices.Clone(actions), admissionregistrationv1.Audit)
 }

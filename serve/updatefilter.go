@@ -1,4 +1,4 @@
-package app
+package serve
 
 import (
 	"fmt"
@@ -55,7 +55,7 @@ func (k keptRules) HasWork(mutating bool, gr schema.GroupResource, op string) bo
 
 // setupUpdateFilter has the leader of each term keep (or, when disabled,
 // remove) the UPDATE matchCondition of shepherd's webhook configurations.
-func setupUpdateFilter(o *serveOptions, admission admissionChain, terms *leader.Terms) error {
+func setupUpdateFilter(o *Options, admission admissionChain, terms *leader.Terms) error {
 	chain, ok := admission.(*webhook.Chain)
 	if !ok {
 		return fmt.Errorf("the admission chain %T cannot derive the UPDATE matchCondition", admission)

@@ -1,4 +1,4 @@
-package app
+package serve
 
 import (
 	"context"
@@ -61,7 +61,7 @@ func (m frameworkModes) modes() map[string]integrations.Mode {
 // registers what each framework starts once active: the informers of its
 // admission lookups and, unless reconcilers are disabled, every controller
 // whose frameworks are all active (in the leader's terms).
-func setupFrameworks(ctx context.Context, mgr ctrl.Manager, o *serveOptions, terms *leader.Terms, opts reconcile.Options) (*integrations.Watcher, error) {
+func setupFrameworks(ctx context.Context, mgr ctrl.Manager, o *Options, terms *leader.Terms, opts reconcile.Options) (*integrations.Watcher, error) {
 	w, err := integrations.NewWatcher(mgr, o.frameworks.modes())
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package app
+package serve
 
 // Permissions of serve's secure metrics and /audit endpoints
 // (filters.WithAuthenticationAndAuthorization in serve.go: a caller's token
