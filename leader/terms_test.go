@@ -31,9 +31,11 @@ func servingManager(t *testing.T, c cache.Cache) manager.Manager {
 		t.Fatal(err)
 	}
 	m, err := manager.New(&rest.Config{Host: "https://127.0.0.1:1"}, manager.Options{
-		Scheme:                 scheme,
-		NewCache:               func(*rest.Config, cache.Options) (cache.Cache, error) { return c, nil },
-		NewClient:              func(*rest.Config, client.Options) (client.Client, error) { return fake.NewClientBuilder().WithScheme(scheme).Build(), nil },
+		Scheme:   scheme,
+		NewCache: func(*rest.Config, cache.Options) (cache.Cache, error) { return c, nil },
+		NewClient: func(*rest.Config, client.Options) (client.Client, error) {
+			return fake.NewClientBuilder().WithScheme(scheme).Build(), nil
+		},
 		MapperProvider:         func(*rest.Config, *http.Client) (meta.RESTMapper, error) { return meta.NewDefaultRESTMapper(nil), nil },
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
