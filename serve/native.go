@@ -236,13 +236,9 @@ func (e *policyExporter) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.
 	// brought this reconcile yet. The apiserver has no clock, so the
 	// export is done again at the next expiry.
 	requeue := exportResync
-	var excs shepherdv1alpha1.PolicyExceptionList
-	if err := e.client.List(ctx, &excs); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing PolicyExceptions to export WorkloadPolicy %s: %w", p.Name, err)
-	}
-	items := make([]*shepherdv1alpha1.PolicyException, 0, len(excs.Items))
-	for i := range excs.Items {
-		items = append(items, &excs.Items[i])
+	items, err := exceptions.Stored(ctx, e.client)
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("exporting WorkloadPolicy %s: %w", p.Name, err)
 	}
 	set, _ := exceptions.NewSet(items) // the PolicyException controller reports bad ones
 	now := time.Now()

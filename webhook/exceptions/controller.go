@@ -83,17 +83,11 @@ func Setup(mgr ctrl.Manager, sink Sink, clk clock.PassiveClock, builtin []string
 
 // Reconcile loads every stored exception into the sink.
 func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	var list shepherdv1alpha1.PolicyExceptionList
-	if err := r.client.List(ctx, &list); err != nil {
-		return reconcile.Result{}, fmt.Errorf("listing PolicyExceptions: %w", err)
+	ptrs, err := Stored(ctx, r.client)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
-	ptrs := make([]*shepherdv1alpha1.PolicyException, 0, len(list.Items))
-	for i := range list.Items {
-		p := &list.Items[i]
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		ptrs = append(ptrs, p)
+	for _, p := range ptrs {
 		if bad := Validate(p, func(rule string) bool { return r.known(ctx, rule) }); len(bad) > 0 && r.events != nil {
 			r.events.Eventf(p, nil, corev1.EventTypeWarning, EventReasonInvalid, "Load",
 				"%s; an unknown rule exempts nothing, a bad selector leaves the whole exception out", trim(bad.ToAggregate().Error()))

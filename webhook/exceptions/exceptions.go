@@ -10,6 +10,7 @@
 package exceptions
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 )
@@ -119,6 +121,22 @@ func NewSet(list []*shepherdv1alpha1.PolicyException) (*Set, error) {
 	// One order whatever the list's: the first exception by name exempts.
 	sort.Slice(s.items, func(i, j int) bool { return s.items[i].name < s.items[j].name })
 	return s, errors.Join(errs...)
+}
+
+// Stored lists the PolicyExceptions r holds, leaving out those being
+// deleted: what the controllers of serve build their Set from.
+func Stored(ctx context.Context, r client.Reader) ([]*shepherdv1alpha1.PolicyException, error) {
+	var list shepherdv1alpha1.PolicyExceptionList
+	if err := r.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing PolicyExceptions: %w", err)
+	}
+	out := make([]*shepherdv1alpha1.PolicyException, 0, len(list.Items))
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp == nil {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, nil
 }
 
 // Len is the number of exceptions in the set, expired or not.

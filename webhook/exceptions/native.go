@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -42,6 +44,9 @@ type NativeReconciler struct {
 	reader client.Reader
 	clock  clock.PassiveClock
 }
+
+// errChanged is a policy changed between its read and its patch.
+var errChanged = errors.New("changed since read")
 
 // nativeResync is how often the installed policies are checked anyway.
 const nativeResync = 5 * time.Minute
@@ -84,13 +89,9 @@ func (runOnce) NeedLeaderElection() bool { return false }
 
 // Reconcile rewrites or restores every installed built-in policy.
 func (r *NativeReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	var list shepherdv1alpha1.PolicyExceptionList
-	if err := r.client.List(ctx, &list); err != nil {
-		return reconcile.Result{}, fmt.Errorf("listing PolicyExceptions: %w", err)
-	}
-	items := make([]*shepherdv1alpha1.PolicyException, 0, len(list.Items))
-	for i := range list.Items {
-		items = append(items, &list.Items[i])
+	items, err := Stored(ctx, r.client)
+	if err != nil {
+		return reconcile.Result{}, err
 	}
 	set, _ := NewSet(items) // the PolicyException controller reports bad ones
 	now := r.clock.Now()
@@ -136,8 +137,16 @@ func (r *NativeReconciler) Reconcile(ctx context.Context, _ reconcile.Request) (
 		}
 		errs = append(errs, r.patch(ctx, have, want.Annotations, map[string]any{"variables": want.Spec.Variables, "mutations": want.Spec.Mutations}))
 	}
+	changed := false
+	errs = slices.DeleteFunc(errs, func(err error) bool {
+		changed = changed || errors.Is(err, errChanged)
+		return err == nil || errors.Is(err, errChanged)
+	})
 	if err := errors.Join(errs...); err != nil {
 		return reconcile.Result{}, err
+	}
+	if changed {
+		return reconcile.Result{RequeueAfter: time.Second}, nil
 	}
 	requeue := nativeResync
 	if next, ok := set.NextExpiry(now); ok && next.Sub(now) < requeue {
@@ -172,6 +181,11 @@ func (r *NativeReconciler) patch(ctx context.Context, have client.Object, annota
 		return err
 	}
 	if err := r.client.Patch(ctx, have, client.RawPatch(types.MergePatchType, body), client.FieldOwner(api.FieldManager)); err != nil {
+		if apierrors.IsConflict(err) {
+			// Changed since read: another replica's patch, or an
+			// upgrade. Not an error; the next pass reads it again.
+			return errChanged
+		}
 		return fmt.Errorf("patching %T %s with the exceptions: %w", have, have.GetName(), err)
 	}
 	ctrl.LoggerFrom(ctx).Info("installed admission policy set to the exceptions in force", "policy", have.GetName(), "exceptions", annotations[AnnotationExceptions])
