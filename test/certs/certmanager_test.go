@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
@@ -50,13 +52,13 @@ func TestCertManagerModeServesMountedFiles(t *testing.T) {
 		t.Fatalf("readiness with the mounted pair: %v", err)
 	}
 	e.injectCA(t, ca.CertPEM)
-	eventually(t, "a ConfigMap admitted with the mounted certificate", func() error { return e.createConfigMap(context.Background()) })
+	testkit.Eventually(t, pollTimeout, "a ConfigMap admitted with the mounted certificate", func() error { return e.createConfigMap(context.Background()) })
 	if got, err := r.served(); err != nil || !got.Equal(first.Cert) {
 		t.Fatalf("served certificate: err %v, equal to the mounted one: %v", err, err == nil && got.Equal(first.Cert))
 	}
 
 	renewed := issue()
-	eventually(t, "the renewed pair served without a restart", func() error {
+	testkit.Eventually(t, pollTimeout, "the renewed pair served without a restart", func() error {
 		got, err := r.served()
 		if err != nil {
 			return err

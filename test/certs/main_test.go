@@ -39,28 +39,11 @@ var env *cluster.Cluster
 func TestMain(m *testing.M) { cluster.RunMain(m, cluster.Options{}, &env) }
 
 const (
-	pollTimeout  = 60 * time.Second
-	pollInterval = 100 * time.Millisecond
+	pollTimeout = 60 * time.Second
 	// selectLabel marks the namespaces the test webhooks apply to, so they
 	// never intercept anything else.
 	selectLabel = "certs-test"
 )
-
-// eventually polls cond until it returns nil or the timeout passes.
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(pollTimeout)
-	var err error
-	for {
-		if err = cond(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s: %v", what, pollTimeout, err)
-		}
-		time.Sleep(pollInterval)
-	}
-}
 
 // testEnv is one test's shepherd: its namespace, its webhook
 // configurations and the namespace whose ConfigMaps they admit.

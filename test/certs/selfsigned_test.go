@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,7 +64,7 @@ func TestSelfSignedCreatesSecretInjectsAndServes(t *testing.T) {
 		t.Errorf("serving certificate does not verify against the bundle: %v", err)
 	}
 
-	eventually(t, "CA bundle injected into every webhook", func() error { return e.allInjected(t, s.Data["ca.crt"]) })
+	testkit.Eventually(t, pollTimeout, "CA bundle injected into every webhook", func() error { return e.allInjected(t, s.Data["ca.crt"]) })
 	if got := readFile(t, r.certDir, certs.CertFile); !bytes.Equal(got, s.Data[corev1.TLSCertKey]) {
 		t.Error("tls.crt in the certificate directory differs from the Secret's")
 	}
@@ -76,7 +78,7 @@ func TestSelfSignedCreatesSecretInjectsAndServes(t *testing.T) {
 	// The apiserver calls the webhooks (two mutating, two validating) and
 	// trusts what they serve.
 	before := r.admitted.Load()
-	eventually(t, "a ConfigMap admitted through the webhooks", func() error {
+	testkit.Eventually(t, pollTimeout, "a ConfigMap admitted through the webhooks", func() error {
 		return e.createConfigMap(context.Background())
 	})
 	if got := r.admitted.Load() - before; got < 4 {
@@ -92,7 +94,7 @@ func TestTamperedCABundleIsReinjected(t *testing.T) {
 	e.webhookConfigs(t, r.url, r.url)
 	r.start(t, e)
 	want := e.secret(t).Data["ca.crt"]
-	eventually(t, "CA bundle injected", func() error { return e.allInjected(t, want) })
+	testkit.Eventually(t, pollTimeout, "CA bundle injected", func() error { return e.allInjected(t, want) })
 
 	foreign, err := certs.GenerateCA(time.Now(), time.Hour, "foreign")
 	if err != nil {
@@ -118,8 +120,8 @@ func TestTamperedCABundleIsReinjected(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	eventually(t, "tampered caBundles re-injected", func() error { return e.allInjected(t, want) })
-	eventually(t, "a ConfigMap admitted after the re-injection", func() error { return e.createConfigMap(ctx) })
+	testkit.Eventually(t, pollTimeout, "tampered caBundles re-injected", func() error { return e.allInjected(t, want) })
+	testkit.Eventually(t, pollTimeout, "a ConfigMap admitted after the re-injection", func() error { return e.createConfigMap(ctx) })
 }
 
 // loadLoop creates ConfigMaps through the webhooks until stopped, counting
@@ -168,7 +170,7 @@ func (l *loadLoop) finish() (ok int64, failed []error) {
 func (l *loadLoop) progress(t *testing.T, n int64, what string) {
 	t.Helper()
 	start := l.ok.Load()
-	eventually(t, fmt.Sprintf("%d more admissions %s", n, what), func() error {
+	testkit.Eventually(t, pollTimeout, fmt.Sprintf("%d more admissions %s", n, what), func() error {
 		if got := l.ok.Load() - start; got < n {
 			return fmt.Errorf("%d so far", got)
 		}
@@ -212,7 +214,7 @@ func servedNow(t *testing.T, e *testEnv, replicas ...*replica) (*x509.Certificat
 func servingEverywhere(t *testing.T, e *testEnv, what string, replicas ...*replica) *x509.Certificate {
 	t.Helper()
 	var cert *x509.Certificate
-	eventually(t, what, func() error {
+	testkit.Eventually(t, pollTimeout, what, func() error {
 		var err error
 		cert, err = servedNow(t, e, replicas...)
 		return err
@@ -233,7 +235,7 @@ func TestRotationUnderLoadHasNoFailedAdmissions(t *testing.T) {
 	b.start(t, e)
 
 	initial := e.secret(t)
-	eventually(t, "CA bundle injected", func() error { return e.allInjected(t, initial.Data["ca.crt"]) })
+	testkit.Eventually(t, pollTimeout, "CA bundle injected", func() error { return e.allInjected(t, initial.Data["ca.crt"]) })
 	first := servingEverywhere(t, e, "both replicas serve the first certificate", a, b)
 	oldCA, err := certs.ParseKeyPair(initial.Data["ca-signer.crt"], initial.Data["ca-signer.key"])
 	if err != nil {
@@ -246,7 +248,7 @@ func TestRotationUnderLoadHasNoFailedAdmissions(t *testing.T) {
 
 	// Serving certificate rotation: same CA, new pair on every replica.
 	e.annotateSecret(t, api.AnnotationRotateServingCert, "test-1")
-	eventually(t, "serving rotation recorded", func() error {
+	testkit.Eventually(t, pollTimeout, "serving rotation recorded", func() error {
 		if got := e.secret(t).Annotations[api.AnnotationRotatedServingCert]; got != "test-1" {
 			return fmt.Errorf("%s=%q", api.AnnotationRotatedServingCert, got)
 		}
@@ -265,7 +267,7 @@ func TestRotationUnderLoadHasNoFailedAdmissions(t *testing.T) {
 	// serving certificate moves to it.
 	e.annotateSecret(t, api.AnnotationRotateCA, "test-2")
 	var newCA *certs.KeyPair
-	eventually(t, "CA rotation recorded", func() error {
+	testkit.Eventually(t, pollTimeout, "CA rotation recorded", func() error {
 		s := e.secret(t)
 		if got := s.Annotations[api.AnnotationRotatedCA]; got != "test-2" {
 			return fmt.Errorf("%s=%q", api.AnnotationRotatedCA, got)
@@ -277,7 +279,7 @@ func TestRotationUnderLoadHasNoFailedAdmissions(t *testing.T) {
 		t.Fatal("the CA did not change")
 	}
 	var third *x509.Certificate
-	eventually(t, "both replicas serve a certificate from the new CA", func() error {
+	testkit.Eventually(t, pollTimeout, "both replicas serve a certificate from the new CA", func() error {
 		if third, err = servedNow(t, e, a, b); err != nil {
 			return err
 		}
@@ -291,7 +293,7 @@ func TestRotationUnderLoadHasNoFailedAdmissions(t *testing.T) {
 	if len(bundle) != 2 || !bundle[0].Equal(newCA.Cert) || !bundle[1].Equal(oldCA.Cert) {
 		t.Errorf("bundle after the CA rotation has %d CAs, want the new then the old", len(bundle))
 	}
-	eventually(t, "bundle with both CAs injected", func() error { return e.allInjected(t, final.Data["ca.crt"]) })
+	testkit.Eventually(t, pollTimeout, "bundle with both CAs injected", func() error { return e.allInjected(t, final.Data["ca.crt"]) })
 	load.progress(t, 20, "after the CA rotation")
 
 	ok, failed := load.finish()
@@ -334,7 +336,7 @@ func TestServingCertificateRotatesOnItsOwn(t *testing.T) {
 	load := startLoad(e, 2)
 	t.Cleanup(func() { load.finish() })
 	var second *x509.Certificate
-	eventually(t, "a new certificate served without any request for it", func() error {
+	testkit.Eventually(t, pollTimeout, "a new certificate served without any request for it", func() error {
 		got, err := servedNow(t, e, r)
 		if err != nil {
 			return err
@@ -370,7 +372,7 @@ func TestSecretDeletedRecoversWithoutFailures(t *testing.T) {
 	a.start(t, e)
 	b.start(t, e)
 	old := e.secret(t)
-	eventually(t, "CA bundle injected", func() error { return e.allInjected(t, old.Data["ca.crt"]) })
+	testkit.Eventually(t, pollTimeout, "CA bundle injected", func() error { return e.allInjected(t, old.Data["ca.crt"]) })
 	oldCA, err := certs.ParseKeyPair(old.Data["ca-signer.crt"], old.Data["ca-signer.key"])
 	if err != nil {
 		t.Fatal(err)
@@ -383,7 +385,7 @@ func TestSecretDeletedRecoversWithoutFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	var newCA *certs.KeyPair
-	eventually(t, "a new Secret with a new CA", func() error {
+	testkit.Eventually(t, pollTimeout, "a new Secret with a new CA", func() error {
 		s := &corev1.Secret{}
 		if err := env.Client.Get(context.Background(), client.ObjectKeyFromObject(old), s); err != nil {
 			return err

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -66,7 +68,7 @@ func TestCRDUpgradeIsTypeCheckedAgain(t *testing.T) {
 	}
 	waitPolicy := func(status metav1.ConditionStatus) string {
 		var msg string
-		poll(t, "policy Ready="+string(status), func() (bool, string) {
+		testkit.Eventually(t, time.Minute, "policy Ready="+string(status), func() (bool, string) {
 			got := &shepherdv1alpha1.WorkloadPolicy{}
 			if err := c.Client.Get(ctx, client.ObjectKeyFromObject(p), got); err != nil {
 				return false, err.Error()
@@ -117,16 +119,4 @@ func TestCRDUpgradeIsTypeCheckedAgain(t *testing.T) {
 	}
 	replace(upstreamCRDs)
 	waitPolicy(metav1.ConditionFalse)
-}
-
-func poll(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-	}
-	t.Fatalf("%s: not within a minute: %s", what, last)
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
@@ -95,7 +97,7 @@ func TestRBACSufficesForSelfSignedCertificates(t *testing.T) {
 		}
 		return nil
 	}
-	poll(t, "CA bundle injected into deploy/webhook's configurations", injected)
+	testkit.Eventually(t, 60*time.Second, "CA bundle injected into deploy/webhook's configurations", injected)
 
 	// A forced rotation goes through the watch (list/watch by name), the
 	// leader's patch of the Secret and the file writer.
@@ -107,7 +109,7 @@ func TestRBACSufficesForSelfSignedCertificates(t *testing.T) {
 	if err := env.Client.Patch(ctx, &corev1.Secret{ObjectMeta: secret.ObjectMeta}, client.RawPatch("application/merge-patch+json", patch)); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "serving certificate rotated and written by the ServiceAccount", func() error {
+	testkit.Eventually(t, 60*time.Second, "serving certificate rotated and written by the ServiceAccount", func() error {
 		got, err := os.ReadFile(filepath.Join(opts.CertDir, certs.CertFile))
 		if err != nil {
 			return err
@@ -144,20 +146,5 @@ func applyIdentityAndWebhooks(t *testing.T) {
 				t.Fatalf("applying %s %s: %v", o.GetKind(), o.GetName(), err)
 			}
 		}
-	}
-}
-
-func poll(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 60s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -9,12 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,7 +52,7 @@ func TestFrameworkCRDsInstalledAfterServeArePickedUp(t *testing.T) {
 	// JobSet alone: admission of a JobSet owned by a TrainJob must not
 	// trip over the unserved TrainJob kind (D-WL-1 looks its owner up).
 	install(t, api.JobSetGroup)
-	eventually(t, "the jobset framework to become active", func(context.Context) (bool, error) {
+	testkit.Eventually(t, timeout, "the jobset framework to become active", func(context.Context) (bool, error) {
 		return gauge(t, integrations.JobSet) == 1, nil
 	})
 	ns := env.Namespace(t)
@@ -72,7 +73,7 @@ func TestFrameworkCRDsInstalledAfterServeArePickedUp(t *testing.T) {
 
 	// Trainer: the lookups and the TrainJob controller start.
 	install(t, api.TrainerGroup)
-	eventually(t, "the trainer framework to become active", func(context.Context) (bool, error) {
+	testkit.Eventually(t, timeout, "the trainer framework to become active", func(context.Context) (bool, error) {
 		return gauge(t, integrations.Trainer) == 1, nil
 	})
 	rt := &trainerv1alpha1.ClusterTrainingRuntime{
@@ -97,7 +98,7 @@ func TestFrameworkCRDsInstalledAfterServeArePickedUp(t *testing.T) {
 	}
 	// The runtime lookup (V-TJ-3) reads shepherd's cache, which sees the
 	// runtime a moment after the apiserver stored it.
-	eventually(t, "the TrainJob to be admitted", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, timeout, "the TrainJob to be admitted", func(ctx context.Context) (bool, error) {
 		err := k.Create(ctx, tj.DeepCopy())
 		if err != nil && strings.Contains(err.Error(), "V-TJ-3") {
 			t.Logf("not admitted yet: %v", err)
@@ -105,7 +106,7 @@ func TestFrameworkCRDsInstalledAfterServeArePickedUp(t *testing.T) {
 		}
 		return err == nil, err
 	})
-	eventually(t, "the TrainJob to fail with DeadlineExceeded", func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, timeout, "the TrainJob to fail with DeadlineExceeded", func(ctx context.Context) (bool, error) {
 		var got trainerv1alpha1.TrainJob
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(tj), &got); err != nil {
 			return false, err
@@ -202,12 +203,4 @@ func jobTemplate() batchv1.JobTemplateSpec {
 		RestartPolicy: corev1.RestartPolicyNever,
 		Containers:    []corev1.Container{{Name: "node", Image: "busybox"}},
 	}}}}
-}
-
-// eventually polls cond until it holds or timeout passes.
-func eventually(t *testing.T, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -16,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/test/cluster"
@@ -105,7 +106,7 @@ func TestAnnotationsAddedToAPodCliqueGoAtTheNextReconcile(t *testing.T) {
 	worker["annotations"] = map[string]any{"example.com/from-template": "t"}
 	name := createPCS(t, ns, nil, worker) + "-0-worker"
 	pods := podsOf(t, ns, name, 1, true)
-	eventually(t, "status.replicas 1, the last change of the start", func() bool {
+	testkit.Eventually(t, time.Minute, "status.replicas 1, the last change of the start", func() bool {
 		n, _, _ := unstructured.NestedInt64(get(t, "PodClique", ns, name).Object, "status", "replicas")
 		return n == 1
 	})
@@ -118,7 +119,7 @@ func TestAnnotationsAddedToAPodCliqueGoAtTheNextReconcile(t *testing.T) {
 	// A pod turning ready changes the PodClique's readyReplicas, which
 	// wakes the PodCliqueSet controller.
 	kubelet(t, &pods[0], ready)
-	eventually(t, "the PodClique's annotations to be the template's alone", func() bool {
+	testkit.Eventually(t, time.Minute, "the PodClique's annotations to be the template's alone", func() bool {
 		a := get(t, "PodClique", ns, name).GetAnnotations()
 		return len(a) == 1 && a["example.com/from-template"] == "t"
 	})
@@ -131,7 +132,7 @@ func TestDeletedPodIsRecreated(t *testing.T) {
 	if err := env.Client.Delete(ctx, &pods[0]); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a pod in place of "+pods[0].Name, func() bool {
+	testkit.Eventually(t, time.Minute, "a pod in place of "+pods[0].Name, func() bool {
 		now := podsOf(t, ns, name, 2, false)
 		for _, p := range now {
 			if p.UID != pods[0].UID && p.UID != pods[1].UID && p.Spec.Hostname == pods[0].Spec.Hostname &&
@@ -155,7 +156,7 @@ func TestNeverScheduledGangIsBreachedButNotTerminated(t *testing.T) {
 	if !owned {
 		t.Errorf("field manager %s owns no status.conditions: %v", grovemodel.User, pclq.GetManagedFields())
 	}
-	eventually(t, "a status patch of "+name+" by "+grovemodel.User+" in the audit log", func() bool {
+	testkit.Eventually(t, time.Minute, "a status patch of "+name+" by "+grovemodel.User+" in the audit log", func() bool {
 		for _, e := range audit(t, "patch", "podcliques", ns) {
 			if e.ObjectRef.Name == name && e.ObjectRef.Subresource == "status" {
 				return true
@@ -168,7 +169,7 @@ func TestNeverScheduledGangIsBreachedButNotTerminated(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 	annotate(t, "PodClique", ns, name, "example.com/mark", "x")
 	annotate(t, "PodCliqueSet", ns, pcs, "grove.io/reconcile-trigger", "1")
-	eventually(t, "the reconcile to drop the mark", func() bool {
+	testkit.Eventually(t, time.Minute, "the reconcile to drop the mark", func() bool {
 		return get(t, "PodClique", ns, name).GetAnnotations()["example.com/mark"] == ""
 	})
 	if got := get(t, "PodClique", ns, name); got.GetUID() != pclq.GetUID() || got.GetDeletionTimestamp() != nil {
@@ -191,9 +192,9 @@ func TestGangTerminationAfterDelay(t *testing.T) {
 			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}}
 	})
 	breached := condition(t, waitBreach(t, ns, name, metav1.ConditionTrue, grovemodel.ReasonInsufficientReadyPods))
-	eventually(t, "the PodClique to be deleted and made anew", func() bool { return get(t, "PodClique", ns, name).GetUID() != old.GetUID() })
+	testkit.Eventually(t, time.Minute, "the PodClique to be deleted and made anew", func() bool { return get(t, "PodClique", ns, name).GetUID() != old.GetUID() })
 	var deletes []cluster.AuditEvent
-	eventually(t, "a deletecollection of podcliques by "+grovemodel.User+" in the audit log", func() bool {
+	testkit.Eventually(t, time.Minute, "a deletecollection of podcliques by "+grovemodel.User+" in the audit log", func() bool {
 		deletes = audit(t, "deletecollection", "podcliques", ns)
 		return len(deletes) > 0
 	})
@@ -240,7 +241,7 @@ func named(kind, ns, name string) *unstructured.Unstructured {
 func get(t *testing.T, kind, ns, name string) *unstructured.Unstructured {
 	t.Helper()
 	u := named(kind, ns, name)
-	eventually(t, kind+" "+name, func() bool { return env.Client.Get(ctx, client.ObjectKeyFromObject(u), u) == nil })
+	testkit.Eventually(t, time.Minute, kind+" "+name, func() bool { return env.Client.Get(ctx, client.ObjectKeyFromObject(u), u) == nil })
 	return u
 }
 
@@ -269,7 +270,7 @@ func condition(t *testing.T, u *unstructured.Unstructured) *metav1.Condition {
 // waitBreach waits for a PodClique's MinAvailableBreached and returns the PodClique.
 func waitBreach(t *testing.T, ns, name string, status metav1.ConditionStatus, reason string) (u *unstructured.Unstructured) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("MinAvailableBreached=%s, %s", status, reason), func() bool {
+	testkit.Eventually(t, time.Minute, fmt.Sprintf("MinAvailableBreached=%s, %s", status, reason), func() bool {
 		u = get(t, "PodClique", ns, name)
 		c := condition(t, u)
 		return c != nil && c.Status == status && c.Reason == reason
@@ -280,7 +281,7 @@ func waitBreach(t *testing.T, ns, name string, status metav1.ConditionStatus, re
 // podsOf waits for n pods of a PodClique, with the PodGang gate lifted if ungated.
 func podsOf(t *testing.T, ns, pclq string, n int, ungated bool) (pods []corev1.Pod) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d pods of %s", n, pclq), func() bool {
+	testkit.Eventually(t, time.Minute, fmt.Sprintf("%d pods of %s", n, pclq), func() bool {
 		var l corev1.PodList
 		if err := env.Client.List(ctx, &l, client.InNamespace(ns), client.MatchingLabels{"grove.io/podclique": pclq}); err != nil {
 			t.Fatal(err)
@@ -303,7 +304,7 @@ func ready(st *corev1.PodStatus) {
 // kubelet writes a pod's status, as no kubelet runs.
 func kubelet(t *testing.T, p *corev1.Pod, mutate func(*corev1.PodStatus)) {
 	t.Helper()
-	eventually(t, "the status of pod "+p.Name, func() bool {
+	testkit.Eventually(t, time.Minute, "the status of pod "+p.Name, func() bool {
 		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
 			t.Fatal(err)
 		}
@@ -328,12 +329,4 @@ func audit(t *testing.T, verb, resource, ns string) []cluster.AuditEvent {
 		t.Fatal(err)
 	}
 	return events
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true,
-		func(context.Context) (bool, error) { return cond(), nil }); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
 }

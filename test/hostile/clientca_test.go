@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -320,7 +322,7 @@ func TestForgedRequestsWithTheClientCAWriteNothing(t *testing.T) {
 	}
 
 	// Events: the certificate holder's arrives; none of the forged ones.
-	waitFor(t, "the PolicyViolation Event of the certificate holder", func() bool {
+	testkit.Eventually(t, timeout, "the PolicyViolation Event of the certificate holder", func() bool {
 		return len(policyViolations(t, "kube-system", "holder-"+run)) > 0
 	})
 	if evs := policyViolations(t, "kube-system", "forged-"+run); len(evs) != 0 {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -81,7 +83,7 @@ func TestOneClientCannotTakeTheCaps(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitFor(t, "the client's bodies over its share to be refused", func() bool {
+	testkit.Eventually(t, timeout, "the client's bodies over its share to be refused", func() bool {
 		return metric(t, "shepherd_admission_bad_requests_total", "reason", "client_buffers_full") > clientFull0
 	})
 	buffered := metric(t, "shepherd_admission_buffered_bytes")

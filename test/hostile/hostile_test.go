@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -113,17 +115,6 @@ func hasLabel(m *dto.Metric, name, value string) bool {
 		}
 	}
 	return false
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // openStalled opens n connections in parallel, from sources addresses,
@@ -237,7 +228,7 @@ func TestStalledDeclaredBodiesTakeNoMemory(t *testing.T) {
 	live0, total0 := liveHeap()
 	start := time.Now()
 	conns := openStalled(t, n, declared, []byte(`{"apiVersion":"admission.k8s.io/v1",`))
-	waitFor(t, "the stalled connections to be open", func() bool {
+	testkit.Eventually(t, timeout, "the stalled connections to be open", func() bool {
 		return metric(t, "shepherd_webhook_open_connections") >= float64(n)
 	})
 	live1, total1 := liveHeap()
@@ -259,7 +250,7 @@ func closeAll(t *testing.T, conns []net.Conn) {
 	for _, c := range conns {
 		c.Close()
 	}
-	waitFor(t, "the server to close the connections", func() bool {
+	testkit.Eventually(t, timeout, "the server to close the connections", func() bool {
 		return metric(t, "shepherd_webhook_open_connections") < 50 &&
 			metric(t, "shepherd_admission_buffered_bytes") == 0
 	})

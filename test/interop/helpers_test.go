@@ -2,7 +2,6 @@ package interop
 
 import (
 	"strings"
-	"testing"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -11,18 +10,6 @@ import (
 
 // timeout bounds every wait: the machine is small and shared.
 const timeout = 60 * time.Second
-
-func poll(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-	}
-	t.Fatalf("%s: not within %v: %s", what, timeout, last)
-}
 
 func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
 	for _, c := range crd.Status.Conditions {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -132,7 +134,7 @@ func certManagerCRDs(t *testing.T) []*apiextensionsv1.CustomResourceDefinition {
 
 func waitEstablished(t *testing.T, c *cluster.Cluster, crds []*apiextensionsv1.CustomResourceDefinition) {
 	t.Helper()
-	poll(t, "CRDs established", func() (bool, string) {
+	testkit.Eventually(t, timeout, "CRDs established", func() (bool, string) {
 		for _, crd := range crds {
 			live := &apiextensionsv1.CustomResourceDefinition{}
 			if err := c.Client.Get(context.Background(), client.ObjectKeyFromObject(crd), live); err != nil {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,7 +35,7 @@ func policy(name, group, kind, expr, message string) *shepherdv1alpha1.WorkloadP
 func readyCondition(t *testing.T, name string, status metav1.ConditionStatus) *metav1.Condition {
 	t.Helper()
 	var cond *metav1.Condition
-	poll(t, "WorkloadPolicy "+name+" Ready="+string(status), func() (bool, string) {
+	testkit.Eventually(t, timeout, "WorkloadPolicy "+name+" Ready="+string(status), func() (bool, string) {
 		p := &shepherdv1alpha1.WorkloadPolicy{}
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, p); err != nil {
 			return false, err.Error()
@@ -115,7 +117,7 @@ func TestPoliciesOnUpstreamFields(t *testing.T) {
 	}
 	// shepherd's lookup of the runtime (V-TJ-3) reads its cache, which
 	// sees the new runtime a moment after it was created.
-	poll(t, "TrainJob without managedBy admitted", func() (bool, string) {
+	testkit.Eventually(t, timeout, "TrainJob without managedBy admitted", func() (bool, string) {
 		err := env.Client.Create(ctx, trainJob(ns, "plain", spec("")))
 		return err == nil, fmt.Sprint(err)
 	})

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	"github.com/shepherd-k8s/shepherd/integrations"
 	srv "github.com/shepherd-k8s/shepherd/serve"
 )
@@ -17,7 +19,7 @@ import (
 // has every framework active and no built-in rule inactive.
 func TestStatusSaysWhoEnforcesWhat(t *testing.T) {
 	var st srv.Status
-	poll(t, "/status", func() (bool, string) {
+	testkit.Eventually(t, timeout, "/status", func() (bool, string) {
 		resp, err := http.Get("http://" + serve.Metrics + srv.StatusPath)
 		if err != nil {
 			return false, err.Error()

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -86,7 +88,7 @@ func TestExceptionOfBuiltinRulesInNativeMode(t *testing.T) {
 		t.Fatalf("creating the exempt PodCliqueSet: %v", err)
 	}
 	var exempt []string
-	poll(t, "the Exempt audit records of the PodCliqueSet", func() (bool, string) {
+	testkit.Eventually(t, timeout, "the Exempt audit records of the PodCliqueSet", func() (bool, string) {
 		exempt = nil
 		for _, r := range auditRecords(t, url.Values{"namespace": {ns}, "since": {start.Add(-time.Second).UTC().Format(time.RFC3339Nano)}}) {
 			if r.Action != "Exempt" || r.Name != created.GetName() || r.DryRun {
@@ -107,7 +109,7 @@ func TestExceptionOfBuiltinRulesInNativeMode(t *testing.T) {
 	}
 
 	time.Sleep(time.Until(expires.Time))
-	poll(t, "the PodCliqueSet denied again after the expiry", func() (bool, string) {
+	testkit.Eventually(t, timeout, "the PodCliqueSet denied again after the expiry", func() (bool, string) {
 		err := env.Client.Create(ctx, pcs.DeepCopy(), client.DryRunAll)
 		return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy 'shepherd-v-pcs-"), fmt.Sprint(err)
 	})
@@ -118,7 +120,7 @@ func TestExceptionOfBuiltinRulesInNativeMode(t *testing.T) {
 			t.Errorf("%s not restored as installed (-installed +after):\n%s\nannotations %v -> %v", r, diff, b.Annotations, a.Annotations)
 		}
 	}
-	poll(t, "D-PCS-1's MutatingAdmissionPolicy restored", func() (bool, string) {
+	testkit.Eventually(t, timeout, "D-PCS-1's MutatingAdmissionPolicy restored", func() (bool, string) {
 		_, afterMAP = installed()
 		return cmp.Equal(beforeMAP.Spec, afterMAP.Spec) && cmp.Equal(beforeMAP.Annotations, afterMAP.Annotations), cmp.Diff(beforeMAP.Spec, afterMAP.Spec)
 	})

@@ -60,7 +60,12 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
 		}
 	}()
-	return m.Run()
+	code := m.Run()
+	if code != 0 {
+		// What serve did while a test waited in vain.
+		fmt.Fprintln(os.Stderr, "serve's log:\n"+serve.Log())
+	}
+	return code
 }
 
 func start() error {

@@ -21,11 +21,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -135,7 +136,7 @@ func TestVAPDenialAudited(t *testing.T) {
 	}
 	want := []string{"V-PCS-4/Deny", "V-PCS-7/Deny", "V-PCS-8/Deny"}
 	var recs []audit.Record
-	poll(t, "the audit records of "+strings.Join(want, ", "), func() (bool, string) {
+	testkit.Eventually(t, timeout, "the audit records of "+strings.Join(want, ", "), func() (bool, string) {
 		recs = auditRecords(t, url.Values{"namespace": {ns}, "since": {start.Add(-time.Second).UTC().Format(time.RFC3339Nano)}})
 		return len(ruleActions(recs)) >= len(want), fmt.Sprint(ruleActions(recs))
 	})
@@ -179,7 +180,7 @@ func TestNarrowedWebhookAnswersLookups(t *testing.T) {
 	if d := diffCalls(before, webhookCalls(t)); fmt.Sprint(d) != "map[validating/TrainJob:1]" {
 		t.Errorf("webhook calls %v, want one validating call", d)
 	}
-	poll(t, "the V-TJ-3 audit record", func() (bool, string) {
+	testkit.Eventually(t, timeout, "the V-TJ-3 audit record", func() (bool, string) {
 		recs := auditRecords(t, url.Values{"namespace": {ns}, "rule": {"V-TJ-3"}})
 		return len(recs) == 1 && recs[0].Name == "lost-job", fmt.Sprint(ruleActions(recs))
 	})
@@ -282,7 +283,7 @@ func TestWorkloadPolicyExported(t *testing.T) {
 	t.Cleanup(func() { _ = env.Client.Delete(ctx, p) })
 	vap := &admissionregistrationv1.ValidatingAdmissionPolicy{}
 	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
-	poll(t, "the exported policy and binding", func() (bool, string) {
+	testkit.Eventually(t, timeout, "the exported policy and binding", func() (bool, string) {
 		err := errors.Join(env.Client.Get(ctx, client.ObjectKey{Name: "shepherd-policy-team-label"}, vap),
 			env.Client.Get(ctx, client.ObjectKey{Name: "shepherd-policy-team-label"}, binding))
 		return err == nil, fmt.Sprint(err)
@@ -298,14 +299,14 @@ func TestWorkloadPolicyExported(t *testing.T) {
 	js.SetNamespace(ns)
 	start := time.Now()
 	var err error
-	poll(t, "the apiserver enforcing the exported policy", func() (bool, string) {
+	testkit.Eventually(t, timeout, "the apiserver enforcing the exported policy", func() (bool, string) {
 		err = env.Client.Create(ctx, js.DeepCopy(), client.DryRunAll)
 		return err != nil, fmt.Sprint(err)
 	})
 	if !strings.Contains(err.Error(), "shepherd-policy-team-label") || !strings.Contains(err.Error(), "add metadata.labels.team (shepherd team-label)") {
 		t.Errorf("denial %v: want the exported policy's message, naming the policy", err)
 	}
-	poll(t, "the policy's audit record", func() (bool, string) {
+	testkit.Eventually(t, timeout, "the policy's audit record", func() (bool, string) {
 		recs := auditRecords(t, url.Values{"namespace": {ns}, "rule": {"team-label"}, "since": {start.Add(-time.Second).UTC().Format(time.RFC3339Nano)}})
 		return len(recs) > 0 && recs[0].Action == "Deny" && recs[0].DryRun, fmt.Sprint(recs)
 	})
@@ -313,7 +314,7 @@ func TestWorkloadPolicyExported(t *testing.T) {
 	if err := env.Client.Delete(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "the exported policy and binding deleted", func() (bool, string) {
+	testkit.Eventually(t, timeout, "the exported policy and binding deleted", func() (bool, string) {
 		e1 := env.Client.Get(ctx, client.ObjectKey{Name: "shepherd-policy-team-label"}, &admissionregistrationv1.ValidatingAdmissionPolicy{})
 		e2 := env.Client.Get(ctx, client.ObjectKey{Name: "shepherd-policy-team-label"}, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{})
 		return apierrors.IsNotFound(e1) && apierrors.IsNotFound(e2), fmt.Sprint(e1, e2)
@@ -365,7 +366,7 @@ func waitForPolicies(t *testing.T, ns string) {
 	t.Helper()
 	pcs := example(t, "invalid", "podcliqueset-training-autoscaled.yaml")
 	pcs.SetNamespace(ns)
-	poll(t, "the exported policies in force", func() (bool, string) {
+	testkit.Eventually(t, timeout, "the exported policies in force", func() (bool, string) {
 		err := env.Client.Create(context.Background(), pcs.DeepCopy(), client.DryRunAll)
 		return err != nil && strings.Contains(err.Error(), "ValidatingAdmissionPolicy 'shepherd-"), fmt.Sprint(err)
 	})
@@ -375,23 +376,10 @@ func waitForPolicies(t *testing.T, ns string) {
 // lookups have the objects it refers to.
 func waitAllowed(t *testing.T, o *unstructured.Unstructured) {
 	t.Helper()
-	poll(t, "a dry run of "+o.GetKind()+" "+o.GetName()+" allowed", func() (bool, string) {
+	testkit.Eventually(t, timeout, "a dry run of "+o.GetKind()+" "+o.GetName()+" allowed", func() (bool, string) {
 		err := env.Client.Create(context.Background(), o.DeepCopy(), client.DryRunAll)
 		return err == nil, fmt.Sprint(err)
 	})
-}
-
-func poll(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	last := ""
-	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		ok, msg := cond()
-		last = msg
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last: %s)\nserve's log:\n%s", what, err, last, serve.Log())
-	}
 }
 
 // readExamples decodes every object of examples/<dir>, runtimes first (the

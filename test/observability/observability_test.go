@@ -19,6 +19,8 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/promql/parser"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -79,7 +81,7 @@ func TestPanelsAndAlertsUseExportedMetrics(t *testing.T) {
 	turnAway(t)
 
 	var exported map[string]bool
-	poll(t, "serve leads and has counted the admissions", func() (bool, string) {
+	testkit.Eventually(t, timeout, "serve leads and has counted the admissions", func() (bool, string) {
 		exported = scrape(t, "http://"+serve.Metrics+"/metrics")
 		for _, name := range []string{"leader_election_master_status", "shepherd_policy_verdicts_total", "shepherd_admission_bad_requests_total"} {
 			if !exported[name] {
@@ -573,16 +575,4 @@ func parseAlertTemplate(text string) error {
 	header := "{{$labels := .Labels}}{{$externalLabels := .ExternalLabels}}{{$externalURL := .ExternalURL}}{{$value := .Value}}"
 	_, err := template.New("annotation").Funcs(funcs).Parse(header + text)
 	return err
-}
-
-func poll(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-	}
-	t.Fatalf("%s: not within %v: %s", what, timeout, last)
 }

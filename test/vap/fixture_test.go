@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -139,20 +141,6 @@ func serving(t *testing.T) *cluster.Serving {
 		t.Fatalf("starting shepherd serve: %v", serveErr)
 	}
 	return served
-}
-
-// poll calls cond every 200 ms until it is true, and fails the test with
-// cond's last word when it is not within timeout.
-func poll(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-	}
-	t.Fatalf("%s: not within %v: %s", what, timeout, last)
 }
 
 // newNamespace creates a namespace with a generated name and labels.
@@ -298,7 +286,7 @@ func waitVAPsActive(t *testing.T) {
 		_ = env.Client.Delete(ctx, binding)
 		_ = env.Client.Delete(ctx, vap)
 	}()
-	poll(t, "the canary ValidatingAdmissionPolicy enforced", func() (bool, string) {
+	testkit.Eventually(t, timeout, "the canary ValidatingAdmissionPolicy enforced", func() (bool, string) {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "canary", Namespace: ns.Name}}
 		err := env.Client.Create(ctx, cm, client.DryRunAll)
 		return err != nil && strings.Contains(err.Error(), id), fmt.Sprint(err)
@@ -313,7 +301,7 @@ func policyStatus(t *testing.T, name string) (*metav1.Condition, *shepherdv1alph
 	t.Helper()
 	var cond *metav1.Condition
 	p := &shepherdv1alpha1.WorkloadPolicy{}
-	poll(t, "WorkloadPolicy "+name+" status of its current generation", func() (bool, string) {
+	testkit.Eventually(t, timeout, "WorkloadPolicy "+name+" status of its current generation", func() (bool, string) {
 		if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, p); err != nil {
 			return false, err.Error()
 		}

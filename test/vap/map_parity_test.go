@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -472,7 +474,7 @@ func waitMAPsActive(t *testing.T, c *cluster.Cluster) {
 		_ = c.Client.Delete(ctx, b)
 		_ = c.Client.Delete(ctx, p)
 	}()
-	poll(t, "the canary MutatingAdmissionPolicy applied", func() (bool, string) {
+	testkit.Eventually(t, timeout, "the canary MutatingAdmissionPolicy applied", func() (bool, string) {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "canary", Namespace: ns.Name}}
 		if err := c.Client.Create(ctx, cm, client.DryRunAll); err != nil {
 			return false, err.Error()

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -427,7 +429,7 @@ func setupFixture(t *testing.T) *fixture {
 	// The webhook is called, and its caches hold the runtime (V-TJ-3) and
 	// every namespace's labels, before anything is asked of it.
 	control := newNamespace(t, "parity-control", map[string]string{labelPhase: phaseWebhook})
-	poll(t, "shepherd's webhook admits a plain TrainJob", func() (bool, string) {
+	testkit.Eventually(t, timeout, "shepherd's webhook admits a plain TrainJob", func() (bool, string) {
 		err := env.Client.Create(ctx, named(trainJob(1), "plain", control.Name), client.DryRunAll)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -444,7 +446,7 @@ func setupFixture(t *testing.T) *fixture {
 	for _, pc := range f.cases {
 		for _, pr := range pc.requests {
 			ns := pr.ns[phaseWebhook]
-			poll(t, "shepherd's webhook sees the labels of namespace "+ns, func() (bool, string) {
+			testkit.Eventually(t, timeout, "shepherd's webhook sees the labels of namespace "+ns, func() (bool, string) {
 				err := env.Client.Create(ctx, named(trainJob(1, labelProbe+"=yes"), "probe", ns), client.DryRunAll)
 				return err != nil && strings.Contains(err.Error(), probe.Name+": "), fmt.Sprint(err)
 			})

@@ -158,14 +158,3 @@ func auditRecords(t *testing.T, q string, cond func([]audit.Record) bool) []audi
 	}
 	return last
 }
-
-// eventually polls cond until it is true or the timeout passes.
-func eventually(t *testing.T, what string, cond func() (bool, error)) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		return cond()
-	})
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,7 +120,7 @@ spec:
 func waitPolicy(t *testing.T, name string, want metav1.ConditionStatus) *shepherdv1alpha1.WorkloadPolicy {
 	t.Helper()
 	p := &shepherdv1alpha1.WorkloadPolicy{}
-	eventually(t, fmt.Sprintf("WorkloadPolicy %s Ready=%s", name, want), func() (bool, error) {
+	testkit.Eventually(t, timeout, fmt.Sprintf("WorkloadPolicy %s Ready=%s", name, want), func() (bool, error) {
 		if err := k.Get(context.Background(), client.ObjectKey{Name: name}, p); err != nil {
 			return false, err
 		}
@@ -232,7 +234,7 @@ func TestWorkloadPolicyHotReload(t *testing.T) {
 	if err := k.Delete(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "deleted policy no longer enforced", func() (bool, error) {
+	testkit.Eventually(t, timeout, "deleted policy no longer enforced", func() (bool, error) {
 		err := f.createTrainJob(t, 7*86400)
 		if err != nil && !apierrors.IsInvalid(err) {
 			return false, err
@@ -283,7 +285,7 @@ func TestCELRuntimeErrorAsTheAPIServerShowsIt(t *testing.T) {
 	waitPolicy(t, ignoring, metav1.ConditionTrue)
 	// The failing policy may take a moment to leave every code path; wait
 	// for the Ignore one to be the only one that answers.
-	eventually(t, "failurePolicy Ignore admits", func() (bool, error) {
+	testkit.Eventually(t, timeout, "failurePolicy Ignore admits", func() (bool, error) {
 		warns.take()
 		err := f.createTrainJob(t, 3600)
 		if err != nil && !apierrors.IsInvalid(err) {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -242,7 +244,7 @@ func TestDryRunIsAnsweredTheSameAndAuditedAsDryRun(t *testing.T) {
 	}
 	// Events only for the real request (sideEffects: NoneOnDryRun).
 	var evs eventsv1.EventList
-	eventually(t, "PolicyViolation events of the real request", func() (bool, error) {
+	testkit.Eventually(t, timeout, "PolicyViolation events of the real request", func() (bool, error) {
 		if err := k.List(ctx, &evs, client.InNamespace(ns)); err != nil {
 			return false, err
 		}

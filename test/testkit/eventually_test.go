@@ -1,0 +1,93 @@
+package testkit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fatalRecorder is a testing.TB whose Fatalf records the message and ends
+// the goroutine, as testing's does.
+type fatalRecorder struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalRecorder) Helper() {}
+
+func (f *fatalRecorder) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+func run[C Condition](timeout time.Duration, cond C) string {
+	f := &fatalRecorder{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		Eventually(f, timeout, "the thing", cond)
+	}()
+	<-done
+	return f.msg
+}
+
+// TestEventuallyEveryForm: each form of condition is done on its own
+// terms, after failing twice; an error on the way does not stop the wait.
+func TestEventuallyEveryForm(t *testing.T) {
+	tries := func() func() int { n := 0; return func() int { n++; return n } }
+	next := tries()
+	if msg := run(10*time.Second, func() bool { return next() >= 3 }); msg != "" {
+		t.Errorf("func() bool: %s", msg)
+	}
+	next = tries()
+	if msg := run(10*time.Second, func() error {
+		if next() < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	}); msg != "" {
+		t.Errorf("func() error: %s", msg)
+	}
+	next = tries()
+	if msg := run(10*time.Second, func() (bool, string) { return next() >= 3, "seen" }); msg != "" {
+		t.Errorf("func() (bool, string): %s", msg)
+	}
+	next = tries()
+	if msg := run(10*time.Second, func() (bool, error) {
+		if next() < 3 {
+			return false, errors.New("transient")
+		}
+		return true, nil
+	}); msg != "" {
+		t.Errorf("func() (bool, error): %s", msg)
+	}
+	next = tries()
+	if msg := run(10*time.Second, func(ctx context.Context) (bool, error) {
+		if _, ok := ctx.Deadline(); !ok {
+			return false, errors.New("no deadline")
+		}
+		return next() >= 3, nil
+	}); msg != "" {
+		t.Errorf("func(ctx) (bool, error): %s", msg)
+	}
+}
+
+// TestEventuallyFailsNamingWhatItSaw: a condition never done fails the
+// test after the timeout with what was awaited and what was last seen.
+func TestEventuallyFailsNamingWhatItSaw(t *testing.T) {
+	start := time.Now()
+	msg := run(500*time.Millisecond, func() (bool, string) { return false, "3 of 4 replicas ready" })
+	if !strings.Contains(msg, "waiting for the thing: not within 500ms: 3 of 4 replicas ready") {
+		t.Errorf("message %q", msg)
+	}
+	if took := time.Since(start); took < 500*time.Millisecond || took > 5*time.Second {
+		t.Errorf("failed after %v; want about the timeout", took)
+	}
+	if msg := run(300*time.Millisecond, func() bool { return false }); !strings.HasSuffix(msg, ": not yet") {
+		t.Errorf("a bare condition's message %q; want it to say not yet", msg)
+	}
+}
