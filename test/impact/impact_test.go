@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shepherd-k8s/shepherd/offline"
+
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -101,19 +103,19 @@ spec: {runtimeRef: {name: `+tj.runtime+`}}`)
 	kubeconfig := writeFile(t, dir, "kubeconfig", string(env.Env.KubeConfig))
 	policy := writeFile(t, dir, "policy.yaml", teamPolicy)
 
-	run := func(wantCode int, args ...string) app.ImpactReport {
+	run := func(wantCode int, args ...string) offline.ImpactReport {
 		t.Helper()
 		var out, errOut bytes.Buffer
 		if code := app.Main(append([]string{"audit", "--kubeconfig", kubeconfig, "-o", "json"}, args...), &out, &errOut); code != wantCode {
 			t.Fatalf("exit %d, want %d\n%s%s", code, wantCode, out.String(), errOut.String())
 		}
-		var rep app.ImpactReport
+		var rep offline.ImpactReport
 		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 			t.Fatalf("%v\n%s", err, out.String())
 		}
 		return rep
 	}
-	names := func(rep app.ImpactReport) []string {
+	names := func(rep offline.ImpactReport) []string {
 		var out []string
 		for _, o := range rep.Objects {
 			for _, v := range o.Violations {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
-	"sort"
 	"strings"
 	"text/tabwriter"
 
@@ -19,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/offline"
 	"github.com/shepherd-k8s/shepherd/webhook"
@@ -37,53 +34,6 @@ type impactOptions struct {
 	includeBuiltin bool
 	rules          ruleConfigFlags
 }
-
-// ImpactViolation is one failed validation of a stored object in
-// `shepherd audit --policy -o json`.
-type ImpactViolation struct {
-	Rule    string `json:"rule"`
-	Action  string `json:"action"`
-	Field   string `json:"field,omitempty"`
-	Message string `json:"message"`
-	// Exception is the PolicyException of --policy that exempts the
-	// violation (action Exempt): it would neither deny nor warn.
-	Exception string `json:"exception,omitempty"`
-}
-
-// ImpactObject is one stored object that fails at least one reported rule.
-type ImpactObject struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Namespace  string            `json:"namespace,omitempty"`
-	Name       string            `json:"name"`
-	Violations []ImpactViolation `json:"violations"`
-}
-
-// ImpactPolicy sums up one reported rule.
-type ImpactPolicy struct {
-	Rule string `json:"rule"`
-	// Action is what the rule does now; WouldDeny counts the objects a
-	// create of which it would reject with that action.
-	Action           string `json:"action"`
-	ViolatingObjects int    `json:"violatingObjects"`
-}
-
-// ImpactReport is the JSON of `shepherd audit --policy -o json`.
-type ImpactReport struct {
-	// Source says where the objects came from: the cluster (its server
-	// URL) or the files given.
-	Source string `json:"source"`
-	// Evaluated counts the objects judged: those of the kinds the
-	// reported rules name.
-	Evaluated int `json:"evaluated"`
-	// WouldDeny counts the objects at least one Deny rule fails on.
-	WouldDeny int            `json:"wouldDeny"`
-	Rules     []ImpactPolicy `json:"rules"`
-	Objects   []ImpactObject `json:"objects"`
-}
-
-// impactUID marks the requests audit --policy makes, in the rules' view.
-const impactUID = "shepherd-audit-policy"
 
 // runImpact evaluates the policies of --policy, not applied yet, against
 // the objects already stored (a kubeconfig's cluster, or -f's manifests)
@@ -142,102 +92,14 @@ func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
 		}
 	}
 
-	lookupObjs := make([]runtime.Object, 0, len(objects))
-	for _, u := range objects {
-		lookupObjs = append(lookupObjs, u)
-	}
-	chain, err := webhook.NewChain(webhook.ChainOptions{
-		// Every object read stands for the stored ones the lookups see
-		// (runtimes, namespaces, the TrainJob a PodCliqueSet names): one
-		// read of the cluster, not one request per object judged.
-		Lookups: webhook.NewObjectLookups(lookupObjs, workloadAPI),
-		Rules:   cfg,
+	rep, err := offline.Impact(ctx, offline.ImpactInput{
+		Config: cfg, Objects: objects, Policies: policies, Exceptions: excs,
+		WorkloadAPI: workloadAPI, Namespace: o.namespace, IncludeBuiltin: o.impact.includeBuiltin,
+		Source: source, Timeout: defaultCheckTimeout,
 	})
 	if err != nil {
 		return err
 	}
-	reported := map[string]bool{}
-	kinds := map[schema.GroupKind]bool{}
-	for _, p := range policies {
-		if errs := chain.SetPolicy(p); len(errs) > 0 {
-			return &ExitError{Code: 2, Err: fmt.Errorf("WorkloadPolicy %q does not compile against %s:\n%s", p.Name, cfg.Schemas.Source, offline.Indent(errs.ToAggregate().Error()))}
-		}
-		reported[p.Name] = true
-		for gk := range policyKinds(cfg.Schemas, p) {
-			kinds[gk] = true
-		}
-	}
-	set, err := offline.ExceptionSet(excs, policies)
-	if err != nil {
-		return err
-	}
-	chain.SetExceptions(set)
-	if o.impact.includeBuiltin {
-		for _, sk := range celrules.WebhookKinds {
-			kinds[sk.GroupKind] = true
-		}
-	}
-
-	rep := ImpactReport{Source: source, Rules: []ImpactPolicy{}, Objects: []ImpactObject{}}
-	counts := map[string]*ImpactPolicy{}
-	for _, p := range policies {
-		counts[p.Name] = &ImpactPolicy{Rule: p.Name, Action: string(actionOf(p))}
-	}
-	for _, u := range objects {
-		gvk := u.GroupVersionKind()
-		if !kinds[gvk.GroupKind()] || (o.namespace != "" && u.GetNamespace() != o.namespace) {
-			continue
-		}
-		rep.Evaluated++
-		req, err := offline.Request("CREATE", u, nil)
-		if err != nil {
-			return &ExitError{Code: 2, Err: fmt.Errorf("%s %s: %w", gvk.Kind, offline.NamespacedName(u), err)}
-		}
-		req.UID = impactUID
-		req.UserInfo.Username = impactUID
-		// A dry run: rules that look at dryRun see that nothing is stored.
-		req.DryRun = true
-		v, err := offline.RunWithin(ctx, defaultCheckTimeout, chain.Validate, req)
-		if err != nil {
-			return &ExitError{Code: 2, Err: fmt.Errorf("%s %s: %w", gvk.Kind, offline.NamespacedName(u), err)}
-		}
-		obj := ImpactObject{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
-		denied := false
-		seen := map[string]bool{}
-		for _, viol := range v.Violations {
-			if !reported[viol.Rule] && !o.impact.includeBuiltin {
-				continue
-			}
-			obj.Violations = append(obj.Violations, ImpactViolation{Rule: viol.Rule, Action: string(viol.Action), Field: viol.Field, Message: viol.Message})
-			denied = denied || viol.Action == webhook.ActionDeny
-			if seen[viol.Rule] {
-				continue
-			}
-			seen[viol.Rule] = true
-			c := counts[viol.Rule]
-			if c == nil {
-				c = &ImpactPolicy{Rule: viol.Rule, Action: string(viol.Action)}
-				counts[viol.Rule] = c
-			}
-			c.ViolatingObjects++
-		}
-		for _, e := range v.Exempted {
-			if reported[e.Rule] || o.impact.includeBuiltin {
-				obj.Violations = append(obj.Violations, ImpactViolation{Rule: e.Rule, Action: string(webhook.ActionExempt), Field: e.Field, Message: e.Message, Exception: e.Exception})
-			}
-		}
-		if len(obj.Violations) == 0 {
-			continue
-		}
-		if denied {
-			rep.WouldDeny++
-		}
-		rep.Objects = append(rep.Objects, obj)
-	}
-	for _, c := range counts {
-		rep.Rules = append(rep.Rules, *c)
-	}
-	sort.Slice(rep.Rules, func(i, j int) bool { return rep.Rules[i].Rule < rep.Rules[j].Rule })
 
 	switch o.output {
 	case outputJSON:
@@ -247,7 +109,7 @@ func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
 	case outputYAML:
 		err = writeYAML(out, rep)
 	default:
-		err = printImpact(out, &rep)
+		err = printImpact(out, rep)
 	}
 	if err != nil {
 		return err
@@ -256,34 +118,6 @@ func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
 		return &ExitError{Code: 1}
 	}
 	return nil
-}
-
-func actionOf(p *shepherdv1alpha1.WorkloadPolicy) shepherdv1alpha1.Action {
-	if p.Spec.Action == "" {
-		return shepherdv1alpha1.ActionDeny
-	}
-	return p.Spec.Action
-}
-
-// policyKinds are the webhook kinds p's match names (by kind or resource).
-// Scope rules refuse wildcards and kinds outside WebhookKinds at compile
-// time, so this is exactly what the policy can apply to.
-func policyKinds(s *celrules.Schemas, p *shepherdv1alpha1.WorkloadPolicy) map[schema.GroupKind]bool {
-	out := map[schema.GroupKind]bool{}
-	for _, rr := range p.Spec.Match.Resources {
-		for _, sk := range celrules.WebhookKinds {
-			if !slices.Contains(rr.APIGroups, sk.Group) {
-				continue
-			}
-			if slices.Contains(rr.Kinds, sk.Kind) || slices.Contains(rr.Resources, sk.Resource) {
-				out[sk.GroupKind] = true
-			}
-			if kind, ok := s.KindForResource(schema.GroupResource{Group: sk.Group, Resource: sk.Resource}); ok && slices.Contains(rr.Kinds, kind) {
-				out[sk.GroupKind] = true
-			}
-		}
-	}
-	return out
 }
 
 // readCluster reads, once, everything the rules and lookups look at from
@@ -363,7 +197,7 @@ func listAll(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, 
 	}
 }
 
-func printImpact(out io.Writer, rep *ImpactReport) error {
+func printImpact(out io.Writer, rep *offline.ImpactReport) error {
 	noun := "objects"
 	if rep.Evaluated == 1 {
 		noun = "object"

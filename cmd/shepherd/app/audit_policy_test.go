@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shepherd-k8s/shepherd/offline"
+
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -14,13 +16,13 @@ func impactFile(name string) string { return filepath.Join("testdata", "impact",
 
 // runImpactJSON runs `shepherd audit --policy ... -o json` and decodes the
 // report.
-func runImpactJSON(t *testing.T, wantCode int, args ...string) ImpactReport {
+func runImpactJSON(t *testing.T, wantCode int, args ...string) offline.ImpactReport {
 	t.Helper()
 	var out, errOut bytes.Buffer
 	if code := Main(append([]string{"audit", "-o", "json"}, args...), &out, &errOut); code != wantCode {
 		t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, wantCode, out.String(), errOut.String())
 	}
-	var rep ImpactReport
+	var rep offline.ImpactReport
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		t.Fatalf("not an impact report: %v\n%s", err, out.String())
 	}
@@ -28,7 +30,7 @@ func runImpactJSON(t *testing.T, wantCode int, args ...string) ImpactReport {
 }
 
 // violators lists "kind ns/name rule field" per reported violation.
-func violators(rep ImpactReport) []string {
+func violators(rep offline.ImpactReport) []string {
 	var out []string
 	for _, o := range rep.Objects {
 		for _, v := range o.Violations {
@@ -54,7 +56,7 @@ func TestImpactReportsOnlyTheGivenPolicyOffline(t *testing.T) {
 	if rep.Evaluated != 3 || rep.WouldDeny != 2 {
 		t.Errorf("evaluated %d, would deny %d; want 3 and 2", rep.Evaluated, rep.WouldDeny)
 	}
-	if diff := cmp.Diff([]ImpactPolicy{{Rule: "team-label-required", Action: "Deny", ViolatingObjects: 2}}, rep.Rules); diff != "" {
+	if diff := cmp.Diff([]offline.ImpactPolicy{{Rule: "team-label-required", Action: "Deny", ViolatingObjects: 2}}, rep.Rules); diff != "" {
 		t.Errorf("rules (-want +got):\n%s", diff)
 	}
 }
