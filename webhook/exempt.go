@@ -85,9 +85,11 @@ func (c *Chain) exemptDefaulters(ctx context.Context, req *Request, obj, old map
 	}
 	o := c.exemptionObject(ctx, req, obj, old)
 	cfg := c.cfg
+	// A copy: the chain's own list is shared by every request.
+	cfg.DisabledRules = slices.Clone(cfg.DisabledRules)
 	for _, id := range ids {
 		if _, ok := set.Exempt(id, o, now); ok {
-			cfg.DisabledRules = append(slices.Clone(cfg.DisabledRules), id)
+			cfg.DisabledRules = append(cfg.DisabledRules, id)
 		}
 	}
 	return cfg

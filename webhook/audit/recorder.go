@@ -88,16 +88,17 @@ func (r *Recorder) Record(ctx context.Context, req *webhook.Request, v *webhook.
 	now := r.Clock.Now()
 	gv := schema.GroupVersion{Group: req.Kind.Group, Version: req.Kind.Version}.String()
 	out := make([]Record, 0, len(v.Violations)+len(v.Exempted))
-	all := make([]webhook.ExemptViolation, 0, len(v.Violations)+len(v.Exempted))
-	for _, vi := range v.Violations {
-		all = append(all, webhook.ExemptViolation{Violation: vi})
-	}
-	all = append(all, v.Exempted...)
-	for _, ev := range all {
-		vi := ev.Violation
-		if ev.Exception != "" {
-			vi.Action = webhook.ActionExempt
+	// The violations, then the exempt ones (action Exempt), by index: no
+	// copy of them on the admission path.
+	for i := range len(v.Violations) + len(v.Exempted) {
+		var ev webhook.ExemptViolation
+		if i < len(v.Violations) {
+			ev.Violation = v.Violations[i]
+		} else {
+			ev = v.Exempted[i-len(v.Violations)]
+			ev.Action = webhook.ActionExempt
 		}
+		vi := ev.Violation
 		rec := Record{
 			Time:       now,
 			RequestUID: string(req.UID),

@@ -42,12 +42,13 @@ const (
 // rewrite can be applied again to what the cluster holds.
 func (s *Set) ExemptVAP(rule string, vap *admissionregistrationv1.ValidatingAdmissionPolicy, now time.Time) bool {
 	UnexemptVAP(vap)
-	expr, names, expires := s.exemptExpression(rule, now)
-	if expr == "" {
+	terms := s.exemptTerms(rule, now)
+	if len(terms) == 0 {
 		return false
 	}
+	expr, names, expires := exemptExpression(terms)
 	vap.Spec.AuditAnnotations = append(vap.Spec.AuditAnnotations, admissionregistrationv1.AuditAnnotation{
-		Key: AuditKey, ValueExpression: auditExpression(s.exemptTerms(rule, now), vap.Spec.Validations),
+		Key: AuditKey, ValueExpression: auditExpression(terms, vap.Spec.Validations),
 	})
 	vap.Spec.Variables = append([]admissionregistrationv1.Variable{{Name: Variable, Expression: expr}}, vap.Spec.Variables...)
 	for i := range vap.Spec.Validations {
@@ -64,10 +65,11 @@ func (s *Set) ExemptVAP(rule string, vap *admissionregistrationv1.ValidatingAdmi
 // mutation that is not a JSON patch is an error: shepherd exports none.
 func (s *Set) ExemptMAP(rule string, mp *admissionregistrationv1.MutatingAdmissionPolicy, now time.Time) (bool, error) {
 	UnexemptMAP(mp)
-	expr, names, expires := s.exemptExpression(rule, now)
-	if expr == "" {
+	terms := s.exemptTerms(rule, now)
+	if len(terms) == 0 {
 		return false, nil
 	}
+	expr, names, expires := exemptExpression(terms)
 	for i := range mp.Spec.Mutations {
 		m := &mp.Spec.Mutations[i]
 		if m.PatchType != admissionregistrationv1.PatchTypeJSONPatch || m.JSONPatch == nil {
@@ -201,14 +203,9 @@ func (s *Set) exemptTerms(rule string, now time.Time) []term {
 	return out
 }
 
-// exemptExpression is the CEL that is true for an object an exception in
-// force at now exempts from rule, the exceptions' names and their earliest
-// expiry; "" when none names the rule.
-func (s *Set) exemptExpression(rule string, now time.Time) (string, []string, *time.Time) {
-	terms := s.exemptTerms(rule, now)
-	if len(terms) == 0 {
-		return "", nil, nil
-	}
+// exemptExpression is the CEL that is true for an object one of terms
+// exempts, the exceptions' names and their earliest expiry.
+func exemptExpression(terms []term) (string, []string, *time.Time) {
 	var exprs, names []string
 	var expires *time.Time
 	for _, t := range terms {
