@@ -16,21 +16,21 @@ import (
 	"github.com/shepherd-k8s/shepherd/integrations/knob"
 )
 
-// The defaulting rules as MutatingAdmissionPolicies (`shepherd export
-// map`). The defaulters themselves are Go code in package webhook, which
-// the webhook and `shepherd check` run; this table says the same in CEL,
-// one entry per D-rule, for clusters that should default natively. The two
-// are kept equal by test/vap, which applies these policies to a real
-// kube-apiserver and compares every object it admits with the Go
-// defaulters' (and by the unit tests, which type-check every policy
-// against the upstream and the seed-shaped schemas).
+// The defaulting rules, defined once, as MutatingAdmissionPolicies: one
+// entry per D-rule. The webhook and `shepherd check` run them in-process
+// with the apiserver's mutating machinery (Engine.Default, defaulting.go);
+// `shepherd export map` writes the same policies for clusters that should
+// default natively, so the two agree by construction. test/vap applies the
+// exported policies to a real kube-apiserver and checks that every object
+// it admits is the one the chain returns, and the unit tests type-check
+// every policy against the upstream and the seed-shaped schemas.
 //
-// Each policy mirrors its defaulter exactly, including what it reads:
+// What each policy reads, and why:
 //
 //   - A seed knob is written in the form the target schemas keep (Form:
 //     the seed field, or its carrier annotation where the field would be
 //     pruned) and read as package knob reads it (the field, else the
-//     carrier) — the choice the Go defaulter makes from the same Schemas.
+//     carrier), as the rest of shepherd does from the same Schemas.
 //   - Policies do not depend on the order the apiserver runs them in: a
 //     rule that acts on the workload type reads the type D-PCS-1 gives an
 //     unset one (Inference, when D-PCS-1 is enabled) rather than waiting
@@ -43,7 +43,7 @@ import (
 //     by index whatever the list type, and sets an annotation as simply.
 //   - Only "add" (of an absent field), and D-JS-2's "remove": the
 //     apiserver has dropped null values before admission, so absent is
-//     unset, as for the Go defaulters.
+//     unset.
 //
 // D-WL-1 is not here: it needs lookups of the owning TrainJob and its
 // runtime, which a policy cannot make; the webhook keeps it.
@@ -55,6 +55,11 @@ type defaultRule struct {
 	// build returns the policy's body for the context, or why nothing is
 	// exported under it (a rule that would never change an object there).
 	build func(c defaultContext) (mapBody, string)
+	// Description is the rule's line in listings.
+	Description string
+	// Warning is what the webhook and `shepherd check` tell the user when
+	// the rule changed the object; an exported policy cannot warn.
+	Warning string
 }
 
 // mapBody is the part of a MutatingAdmissionPolicy spec a rule decides.
@@ -78,10 +83,9 @@ var (
 	jobSet       = schema.GroupKind{Group: api.JobSetGroup, Kind: api.KindJobSet}
 )
 
-// defaultRules is the table: webhook/default_podcliqueset.go and
-// webhook/default_jobset.go say the same in Go.
+// defaultRules is the table.
 var defaultRules = []defaultRule{
-	{ID: "D-PCS-1", Kind: podCliqueSet, build: func(c defaultContext) (mapBody, string) {
+	{ID: "D-PCS-1", Description: "workloadType unset -> Inference", Kind: podCliqueSet, build: func(c defaultContext) (mapBody, string) {
 		// workloadType set in neither form -> Inference, in the form the
 		// schema keeps.
 		k := grove.WorkloadType
@@ -90,7 +94,7 @@ var defaultRules = []defaultRule{
 			patches:         []string{c.setKnob(k, "'Inference'")},
 		}, ""
 	}},
-	{ID: "D-PCS-2", Kind: podCliqueSet, build: func(c defaultContext) (mapBody, string) {
+	{ID: "D-PCS-2", Description: "Training: template.terminationDelay unset -> 0s", Kind: podCliqueSet, build: func(c defaultContext) (mapBody, string) {
 		// Training: template.terminationDelay unset -> 0s; not where the
 		// workload type is a carrier (Grove's own schema, whose webhook
 		// rejects 0s).
@@ -103,7 +107,7 @@ var defaultRules = []defaultRule{
 			patches: []string{"[JSONPatch{op: 'add', path: '/spec/template/terminationDelay', value: '0s'}]"},
 		}, ""
 	}},
-	{ID: "D-PCS-3", Kind: podCliqueSet, build: func(c defaultContext) (mapBody, string) {
+	{ID: "D-PCS-3", Description: "Training: clique podSpec.restartPolicy unset -> Never", Kind: podCliqueSet, build: func(c defaultContext) (mapBody, string) {
 		// Training: every clique's podSpec.restartPolicy unset -> Never.
 		return mapBody{
 			matchConditions: append(c.hasSpec(), c.isWorkloadType("Training")),
@@ -112,7 +116,7 @@ var defaultRules = []defaultRule{
   JSONPatch{op: 'add', path: '/spec/template/cliques/' + string(i) + '/spec/podSpec/restartPolicy', value: 'Never'})`},
 		}, ""
 	}},
-	{ID: "D-PCS-4", Kind: podCliqueSet, build: func(c defaultContext) (mapBody, string) {
+	{ID: "D-PCS-4", Description: "Training: trainingSpec.maxRestarts unset -> 0", Kind: podCliqueSet, build: func(c defaultContext) (mapBody, string) {
 		// Training: maxRestarts unset in either form -> 0, in the form the
 		// schema keeps (a carrier set on an object stored before a CRD
 		// upgrade added the field is not shadowed by a field default).
@@ -130,7 +134,7 @@ var defaultRules = []defaultRule{
   []`}
 		return body, ""
 	}},
-	{ID: "D-PCS-5", Kind: podCliqueSet, build: func(c defaultContext) (mapBody, string) {
+	{ID: "D-PCS-5", Description: "Inference: template.terminationDelay unset -> the configured default (none shipped)", Kind: podCliqueSet, build: func(c defaultContext) (mapBody, string) {
 		// Inference: template.terminationDelay unset -> the configured
 		// default.
 		if c.cfg.InferenceTerminationDelay == nil {
@@ -142,7 +146,7 @@ var defaultRules = []defaultRule{
 			patches: []string{fmt.Sprintf("[JSONPatch{op: 'add', path: '/spec/template/terminationDelay', value: '%s'}]", c.cfg.InferenceTerminationDelay.Duration)},
 		}, ""
 	}},
-	{ID: "D-PCS-6", Kind: podCliqueSet, build: func(c defaultContext) (mapBody, string) {
+	{ID: "D-PCS-6", Description: "clique and scaling-group minAvailable unset -> replicas", Kind: podCliqueSet, build: func(c defaultContext) (mapBody, string) {
 		// minAvailable unset -> replicas, for cliques and scaling groups
 		// that have replicas.
 		return mapBody{
@@ -157,7 +161,7 @@ var defaultRules = []defaultRule{
 			},
 		}, ""
 	}},
-	{ID: "D-JS-1", Kind: jobSet, build: func(defaultContext) (mapBody, string) {
+	{ID: "D-JS-1", Description: "startupPolicy without order -> AnyOrder", Kind: jobSet, build: func(defaultContext) (mapBody, string) {
 		// A startupPolicy without order means AnyOrder.
 		return mapBody{
 			matchConditions: []admissionregistrationv1.MatchCondition{cond("startup-order-unset",
@@ -165,7 +169,7 @@ var defaultRules = []defaultRule{
 			patches: []string{"[JSONPatch{op: 'add', path: '/spec/startupPolicy/startupPolicyOrder', value: 'AnyOrder'}]"},
 		}, ""
 	}},
-	{ID: "D-JS-2", Kind: jobSet, build: func(c defaultContext) (mapBody, string) {
+	{ID: "D-JS-2", Description: "startupPolicy InOrder without dependsOn -> the equivalent dependsOn chain, with a deprecation warning", Kind: jobSet, Warning: "spec.startupPolicy: startupPolicyOrder InOrder is deprecated and was rewritten to the equivalent replicatedJobs[].dependsOn chain (each replicatedJob waits for the previous one to be Ready)", build: func(c defaultContext) (mapBody, string) {
 		// startupPolicy InOrder without dependsOn -> the equivalent
 		// dependsOn chain. On UPDATE also when the dependsOn already are
 		// that chain (a client re-sent startupPolicy after the rewrite), and
@@ -220,7 +224,7 @@ func (c defaultContext) knobRaw(k knob.Knob) string {
 	return k.CELRaw(knob.Field, "object") + ".or(" + k.CELRaw(knob.Annotation, "object") + ")"
 }
 
-// workloadType is the workload type the Go defaulter acts on: the one
+// workloadType is the workload type a rule acts on: the one
 // set, else the one D-PCS-1 gives an unset type when it is enabled.
 func (c defaultContext) workloadType() string {
 	def := ""
@@ -252,6 +256,19 @@ func DefaultRuleIDs() []string {
 	out := make([]string, len(defaultRules))
 	for i, r := range defaultRules {
 		out[i] = r.ID
+	}
+	return out
+}
+
+// DefaultRuleInfos lists the defaulting rules, in table order. They run
+// as MutatingAdmissionPolicies: in-process (Engine.Default), or exported
+// (`shepherd export map`) to the apiserver; a ValidatingAdmissionPolicy
+// cannot mutate.
+func DefaultRuleInfos() []RuleInfo {
+	out := make([]RuleInfo, len(defaultRules))
+	for i, r := range defaultRules {
+		out[i] = RuleInfo{ID: r.ID, Kinds: []string{r.Kind.Kind}, Action: "Default", Exportable: true, Source: SourceBuiltin, Description: r.Description,
+			Reason: "defaulting: runs as a MutatingAdmissionPolicy (shepherd export map); a ValidatingAdmissionPolicy cannot mutate"}
 	}
 	return out
 }

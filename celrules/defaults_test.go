@@ -217,8 +217,7 @@ func TestDefaultsFollowTheConfig(t *testing.T) {
 		t.Errorf("D-PCS-5 does not default to the configured 4h: %s", m)
 	}
 	// With D-PCS-1 on, an unset workload type is Inference for D-PCS-5;
-	// with it off, it is no type at all (the Go defaulter reads it after
-	// D-PCS-1 ran).
+	// with it off, it is no type at all.
 	if c := policyFor(t, ps, "D-PCS-5").Spec.MatchConditions; !strings.Contains(c[1].Expression, "orValue('Inference') == 'Inference'") {
 		t.Errorf("D-PCS-5 with D-PCS-1 on: %s", c[1].Expression)
 	}

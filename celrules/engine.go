@@ -28,7 +28,10 @@ type Engine struct {
 	schemas *Schemas
 
 	builtins []*compiledRule // enabled built-ins, in library order
-	infos    []RuleInfo      // every built-in, enabled or not
+	// defaults are the defaulting rules as compiled
+	// MutatingAdmissionPolicies, in table order (Default).
+	defaults []*compiledDefault
+	infos    []RuleInfo // every built-in, enabled or not
 	// webhooks are the cluster's validating webhook configurations, the
 	// evidence of upstream webhooks (SetUpstreamWebhooks).
 	webhooks []admissionregistrationv1.ValidatingWebhookConfiguration
@@ -127,7 +130,11 @@ func (e *Engine) useSchemas(s *Schemas) error {
 		info.Enabled = enabled
 		infos = append(infos, info)
 	}
-	e.schemas, e.builtins, e.infos = s, builtins, infos
+	defaults, err := compileDefaults(e.cfg)
+	if err != nil {
+		return err
+	}
+	e.schemas, e.builtins, e.infos, e.defaults = s, builtins, infos, defaults
 	return nil
 }
 

@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -304,28 +305,20 @@ func describeUpstream(ev []celrules.Upstream) string {
 const (
 	reasonLookup    = "needs a lookup of another object; a ValidatingAdmissionPolicy sees only the request"
 	reasonDiscovery = "needs API discovery; a ValidatingAdmissionPolicy sees only the request"
-	reasonDefaulter = "defaulting (mutating webhook); a ValidatingAdmissionPolicy cannot mutate"
 )
 
-// goRules are the rules written in Go. The checks are not exportable. The
-// defaulters but D-WL-1 are, as MutatingAdmissionPolicies (`shepherd export
-// map`, celrules.ExportDefaults); Reason says why not as a
-// ValidatingAdmissionPolicy.
-var goRules = []celrules.RuleInfo{
-	{ID: "D-PCS-1", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Exportable: true, Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "workloadType unset -> Inference"},
-	{ID: "D-PCS-2", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Exportable: true, Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "Training: template.terminationDelay unset -> 0s"},
-	{ID: "D-PCS-3", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Exportable: true, Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "Training: clique podSpec.restartPolicy unset -> Never"},
-	{ID: "D-PCS-4", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Exportable: true, Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "Training: trainingSpec.maxRestarts unset -> 0"},
-	{ID: "D-PCS-5", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Exportable: true, Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "Inference: template.terminationDelay unset -> the configured default (none shipped)"},
-	{ID: "D-PCS-6", Kinds: []string{api.KindPodCliqueSet}, Action: "Default", Exportable: true, Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "clique and scaling-group minAvailable unset -> replicas"},
-	{ID: "D-JS-1", Kinds: []string{api.KindJobSet}, Action: "Default", Exportable: true, Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "startupPolicy without order -> AnyOrder"},
-	{ID: "D-JS-2", Kinds: []string{api.KindJobSet}, Action: "Default", Exportable: true, Reason: reasonDefaulter, Source: celrules.SourceGo, Description: "startupPolicy InOrder without dependsOn -> the equivalent dependsOn chain, with a deprecation warning"},
+// goRules are the rules the chain runs beside the CEL validation rules:
+// the defaulting rules, which are MutatingAdmissionPolicies run in-process
+// (celrules.Engine.Default) and exported by `shepherd export map`, then
+// what only Go can do — D-WL-1 and the checks, which need lookups or
+// discovery and are not exportable (Reason says why).
+var goRules = append(celrules.DefaultRuleInfos(), []celrules.RuleInfo{
 	{ID: "D-WL-1", Kinds: []string{api.KindJobSet}, Action: "Default", Reason: "needs lookups of the owning TrainJob and its runtime; an admission policy (ValidatingAdmissionPolicy or MutatingAdmissionPolicy) sees only the request", Source: celrules.SourceGo, Description: "JobSet of a TrainJob whose runtime uses podGroupPolicy.workload: inject spec.schedulingGroup.podGroupName into pod templates"},
 	{ID: "V-TJ-3", Kinds: []string{api.KindTrainJob}, Action: "Deny", Reason: reasonLookup, Source: celrules.SourceGo, Description: "runtimeRef resolves to an existing TrainingRuntime (same namespace) or ClusterTrainingRuntime (CREATE)"},
 	{ID: "V-TJ-4", Kinds: []string{api.KindTrainJob}, Action: "Deny", Reason: reasonLookup, Source: celrules.SourceGo, Description: "trainer.numNodes is immutable when the runtime uses podGroupPolicy.workload"},
 	{ID: "V-TR-7", Kinds: []string{api.KindTrainingRuntime, api.KindClusterTrainingRuntime}, Action: "Deny", Reason: reasonDiscovery, Source: celrules.SourceGo, Description: "podGroupPolicy.workload needs a cluster that serves the Workload API"},
 	{ID: "V-PCLQ-1", Kinds: []string{api.KindPodClique, api.KindPodCliqueScalingGroup}, Action: "Deny", Reason: reasonLookup, Source: celrules.SourceGo, Description: "when the owning PodCliqueSet is Training: replicas immutable (a scale to 0, which stops it, is allowed), no autoscaling config"},
-}
+}...)
 
 // decode parses a request object. The error names what is wrong and where
 // (a syntax error's byte offset, or what the value is instead of an
@@ -426,57 +419,44 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 		// exported defaults skip such UPDATEs too (GoUpdateCondition).
 		return &Verdict{Allowed: true, Object: obj}
 	}
-	// The defaulters change obj in place. The PodCliqueSet's record their
-	// patch; the JobSet's rewrite fields too, so their patch is the diff
-	// against original, a copy taken first.
 	v := &Verdict{Allowed: true, Object: obj}
-	native := c.native.Load()
 	cfg := c.exemptDefaulters(ctx, req, obj, old, req.Kind.Kind)
-	switch (schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}) {
-	case schema.GroupKind{Group: api.GroveGroup, Kind: api.KindPodCliqueSet}:
-		if native {
-			break // D-PCS-1..6 are MutatingAdmissionPolicies
-		}
-		r := new(recorder)
-		if defaultPodCliqueSet(obj, cfg, c.engine.Schemas(), r) {
-			v.Patch = sortedOps(r.ops)
-		}
-	case schema.GroupKind{Group: api.JobSetGroup, Kind: api.KindJobSet}:
-		original := runtime.DeepCopyJSON(obj)
-		changed := false
-		if !native { // D-JS-1 and D-JS-2 are MutatingAdmissionPolicies
-			var warnings []string
-			changed, warnings = defaultJobSetStartup(obj, old, req.Operation, cfg)
-			v.Warnings = append(v.Warnings, namedWarnings("D-JS-2", warnings)...)
-		}
-		var wl bool
-		if cfg.Enabled("D-WL-1") || !c.cfg.Enabled("D-WL-1") {
-			var wlWarnings []string
-			var viol *Violation
-			wl, wlWarnings, viol = c.defaultSchedulingGroup(ctx, obj, req.Namespace)
-			v.Warnings = append(v.Warnings, namedWarnings("D-WL-1", wlWarnings)...)
-			if viol != nil {
-				v.Allowed = false
-				v.Violations = append(v.Violations, named([]Violation{*viol})...)
+	cur, changed := obj, false
+	if !c.native.Load() { // else the apiserver runs them as MutatingAdmissionPolicies
+		d, err := c.engine.Default(ctx, c.input(req, obj, old), cfg.Enabled)
+		if err != nil {
+			var de *celrules.DefaultError
+			if errors.As(err, &de) {
+				return denied(&Violation{Rule: de.Rule, Action: ActionDeny, Message: de.Error()})
 			}
+			return denied(&Violation{Rule: RuleDecode, Action: ActionDeny, Message: err.Error()})
 		}
-		if changed || wl {
-			v.Patch = jsonPatch(original, obj)
+		cur, changed = d.Object, len(d.Changed) > 0
+		for _, w := range d.Warnings {
+			v.Warnings = append(v.Warnings, celrules.Named(w.Rule, w.Message))
 		}
+	}
+	if (req.Kind.Group == api.JobSetGroup && req.Kind.Kind == api.KindJobSet) && (cfg.Enabled("D-WL-1") || !c.cfg.Enabled("D-WL-1")) {
+		if !changed {
+			cur = runtime.DeepCopyJSON(obj) // D-WL-1 writes in place
+		}
+		wl, wlWarnings, viol := c.defaultSchedulingGroup(ctx, cur, req.Namespace)
+		changed = changed || wl
+		v.Warnings = append(v.Warnings, namedWarnings("D-WL-1", wlWarnings)...)
+		if viol != nil {
+			v.Allowed = false
+			v.Violations = append(v.Violations, named([]Violation{*viol})...)
+		}
+	}
+	if changed {
+		v.Object = cur
+		v.Patch = jsonPatch(obj, cur)
 	}
 	return v
 }
 
-// Validate runs the CEL rules and the Go checks on the (already defaulted)
-// object and reports every violation at once.
-func (c *Chain) Validate(ctx context.Context, req *Request) *Verdict {
-	obj, old, bad := objects(req)
-	if bad != nil {
-		return denied(bad)
-	}
-	if wrong := c.schemaCheck(req, obj, old); wrong != nil {
-		return wrong
-	}
+// input is the request as the CEL engine sees it.
+func (c *Chain) input(req *Request, obj, old map[string]any) *celrules.Input {
 	in := &celrules.Input{
 		Operation: string(req.Operation),
 		Group:     req.Kind.Group,
@@ -497,6 +477,20 @@ func (c *Chain) Validate(ctx context.Context, req *Request) *Verdict {
 	if nl, ok := c.lookups.(NamespaceLookup); ok {
 		in.Namespaces = nl.Namespace
 	}
+	return in
+}
+
+// Validate runs the CEL rules and the Go checks on the (already defaulted)
+// object and reports every violation at once.
+func (c *Chain) Validate(ctx context.Context, req *Request) *Verdict {
+	obj, old, bad := objects(req)
+	if bad != nil {
+		return denied(bad)
+	}
+	if wrong := c.schemaCheck(req, obj, old); wrong != nil {
+		return wrong
+	}
+	in := c.input(req, obj, old)
 	v := &Verdict{Allowed: true, Object: obj}
 	if !c.native.Load() { // else the apiserver runs them as ValidatingAdmissionPolicies
 		for _, r := range c.engine.Evaluate(ctx, in) {

@@ -471,6 +471,8 @@ func writeRule(b *strings.Builder, r celrules.RuleInfo, lib map[string]celrules.
 	switch {
 	case r.Source == celrules.SourceBuiltin && files[r.ID] != "":
 		fmt.Fprintf(b, "- Source: a built-in CEL rule in [%s](%s)\n", files[r.ID], rel(files[r.ID]))
+	case r.Source == celrules.SourceBuiltin && r.Action == "Default":
+		b.WriteString("- Source: a built-in MutatingAdmissionPolicy in [celrules/defaults.go](../celrules/defaults.go), which the webhook and `shepherd check` run in-process\n")
 	case r.Source == celrules.SourceGo && r.Action == "Default":
 		b.WriteString("- Source: a defaulter written in Go, in package [webhook](../webhook)\n")
 	case r.Source == celrules.SourceGo:

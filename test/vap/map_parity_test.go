@@ -183,7 +183,8 @@ func mapParityCase(ctx context.Context, t *testing.T, c *cluster.Cluster, s *cel
 	}
 
 	// shepherd check: the object as the apiserver decodes it (fields its
-	// schema lacks dropped, its defaults applied), then the defaulters.
+	// schema lacks dropped, its defaults applied), then shepherd's defaults,
+	// the same policies applied in-process.
 	chain, err := webhook.NewChain(webhook.ChainOptions{Rules: withSchemas(mc.config, s), CheckSchemas: true})
 	if err != nil {
 		t.Fatal(err)

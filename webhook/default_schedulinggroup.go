@@ -3,9 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
-	"reflect"
 
-	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -13,78 +11,8 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
-	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 )
-
-const (
-	warnStartupRewritten  = "spec.startupPolicy: startupPolicyOrder InOrder is deprecated and was rewritten to the equivalent replicatedJobs[].dependsOn chain (each replicatedJob waits for the previous one to be Ready)"
-	warnStartupDeprecated = "spec.startupPolicy: startupPolicyOrder InOrder is deprecated: use replicatedJobs[].dependsOn (each replicatedJob depending on the previous one with status Ready)"
-)
-
-// defaultJobSetStartup applies D-JS-1 and D-JS-2 and reports whether it
-// changed anything, with D-JS-2's warning.
-func defaultJobSetStartup(o, old map[string]any, op admissionv1.Operation, cfg celrules.Config) (bool, []string) {
-	spec := obj(o, "spec")
-	if spec == nil {
-		return false, nil
-	}
-	changed := false
-	sp := obj(spec, "startupPolicy")
-	// D-JS-1: a startupPolicy without order means AnyOrder.
-	if cfg.Enabled("D-JS-1") && sp != nil {
-		changed = setDefault(sp, "startupPolicyOrder", "AnyOrder")
-	}
-	if !cfg.Enabled("D-JS-2") || sp == nil || str(sp, "startupPolicyOrder") != "InOrder" {
-		return changed, nil
-	}
-	rjs := items(spec, "replicatedJobs")
-	// The rewrite applies when no dependsOn is set — or, on UPDATE, when the
-	// dependsOn already are exactly the chain (the object was rewritten
-	// before and a client re-sent startupPolicy): that keeps it idempotent.
-	// A stored object that still has InOrder is left alone: rewriting it
-	// would change immutable fields (V-JS-2, V-JS-4).
-	none := true
-	for _, rj := range rjs {
-		if l, _ := rj["dependsOn"].([]any); len(l) > 0 {
-			none = false
-		}
-	}
-	chain := none
-	if !none && op == admissionv1.Update {
-		chain = isStartupChain(rjs)
-	}
-	if !chain || (op == admissionv1.Update && obj(obj(old, "spec"), "startupPolicy") != nil) {
-		return changed, nil
-	}
-	if cfg.DisableStartupPolicyRewrite {
-		return changed, []string{warnStartupDeprecated}
-	}
-	for i := 1; i < len(rjs); i++ {
-		rjs[i]["dependsOn"] = []any{map[string]any{"name": str(rjs[i-1], "name"), "status": "Ready"}}
-	}
-	delete(spec, "startupPolicy")
-	return true, []string{warnStartupRewritten}
-}
-
-// isStartupChain reports whether every replicatedJob after the first
-// depends exactly on its predecessor being Ready, and the first on nothing.
-func isStartupChain(rjs []map[string]any) bool {
-	for i, rj := range rjs {
-		l, _ := rj["dependsOn"].([]any)
-		if i == 0 {
-			if len(l) > 0 {
-				return false
-			}
-			continue
-		}
-		want := []any{map[string]any{"name": str(rjs[i-1], "name"), "status": "Ready"}}
-		if !reflect.DeepEqual(l, want) {
-			return false
-		}
-	}
-	return true
-}
 
 // defaultSchedulingGroup applies D-WL-1: the JobSet of a TrainJob whose
 // runtime uses podGroupPolicy.workload (the seed field, or on Trainer's
