@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/install"
@@ -171,14 +172,16 @@ func (s *webhookSet) addCondition(cond *admissionregistrationv1.MatchCondition) 
 	}
 	for _, v := range s.validating {
 		for i := range v.Webhooks {
-			add(&v.Webhooks[i].MatchConditions)
+			if v.Webhooks[i].Name != api.PolicyWebhookName {
+				add(&v.Webhooks[i].MatchConditions)
+			}
 		}
 	}
 }
 
 // liveUpdateCondition is the UPDATE matchCondition the installed
-// configurations of s's names carry, an error unless every webhook carries
-// the same one.
+// configurations of s's names carry, an error unless every webhook but the
+// WorkloadPolicy one carries the same one.
 func (a *admissionBench) liveUpdateCondition(ctx context.Context, s *webhookSet) (*admissionregistrationv1.MatchCondition, error) {
 	var conds [][]admissionregistrationv1.MatchCondition
 	for _, m := range s.mutating {
@@ -196,7 +199,11 @@ func (a *admissionBench) liveUpdateCondition(ctx context.Context, s *webhookSet)
 			return nil, err
 		}
 		for _, w := range live.Webhooks {
-			conds = append(conds, w.MatchConditions)
+			// serve keeps no UPDATE condition on the WorkloadPolicy
+			// webhook: no rule reads a WorkloadPolicy.
+			if w.Name != api.PolicyWebhookName {
+				conds = append(conds, w.MatchConditions)
+			}
 		}
 	}
 	var found *admissionregistrationv1.MatchCondition

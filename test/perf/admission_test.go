@@ -378,11 +378,11 @@ func (a *admissionBench) setUp(ctx context.Context, bin string) {
 	// for: its leader adds the UPDATE matchCondition to them, and every
 	// configuration the benchmark installs carries the same one.
 	port := a.c.Env.WebhookInstallOptions.LocalServingPort
-	s := a.startServe(modeWebhook, bin, port)
+	a.serve = a.startServe(modeWebhook, bin, port) // set first: a failed wait prints its log
 	cond := a.updateMatchCondition(ctx)
 	a.webhookSet.addCondition(cond)
 	a.nativeSet.addCondition(cond)
-	a.serve = s
+	s := a.serve
 	a.state = admissionState{hooks: a.webhookSet, server: s}
 
 	runtime := readAdmissionObject(a.b, admissionRuntime)
