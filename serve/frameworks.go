@@ -11,11 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
-	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/leader"
 	"github.com/shepherd-k8s/shepherd/reconcile"
@@ -112,32 +110,12 @@ func notServed(group, resource, name string) error {
 	return apierrors.NewNotFound(schema.GroupResource{Group: group, Resource: resource}, name)
 }
 
-func (l *frameworkLookups) TrainingRuntime(ctx context.Context, namespace, name string) (*trainerv1alpha1.TrainingRuntime, error) {
-	if !l.active(integrations.Trainer) {
-		return &trainerv1alpha1.TrainingRuntime{}, notServed(api.TrainerGroup, "trainingruntimes", name)
+// Get answers NotFound for the kinds of a framework that is not active.
+func (l *frameworkLookups) Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (client.Object, error) {
+	if f, ok := integrations.Of(gvk.Group); ok && !l.active(f.Name) {
+		return nil, notServed(gvk.Group, strings.ToLower(gvk.Kind)+"s", name)
 	}
-	return l.Lookups.TrainingRuntime(ctx, namespace, name)
-}
-
-func (l *frameworkLookups) ClusterTrainingRuntime(ctx context.Context, name string) (*trainerv1alpha1.ClusterTrainingRuntime, error) {
-	if !l.active(integrations.Trainer) {
-		return &trainerv1alpha1.ClusterTrainingRuntime{}, notServed(api.TrainerGroup, "clustertrainingruntimes", name)
-	}
-	return l.Lookups.ClusterTrainingRuntime(ctx, name)
-}
-
-func (l *frameworkLookups) TrainJob(ctx context.Context, namespace, name string) (*trainerv1alpha1.TrainJob, error) {
-	if !l.active(integrations.Trainer) {
-		return &trainerv1alpha1.TrainJob{}, notServed(api.TrainerGroup, "trainjobs", name)
-	}
-	return l.Lookups.TrainJob(ctx, namespace, name)
-}
-
-func (l *frameworkLookups) PodCliqueSet(ctx context.Context, namespace, name string) (*grovev1alpha1.PodCliqueSet, error) {
-	if !l.active(integrations.Grove) {
-		return &grovev1alpha1.PodCliqueSet{}, notServed(api.GroveGroup, "podcliquesets", name)
-	}
-	return l.Lookups.PodCliqueSet(ctx, namespace, name)
+	return l.Lookups.Get(ctx, gvk, namespace, name)
 }
 
 // Namespace keeps the wrapped lookups' NamespaceLookup (WorkloadPolicies'

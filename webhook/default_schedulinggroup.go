@@ -30,7 +30,7 @@ func (c *Chain) defaultSchedulingGroup(ctx context.Context, o map[string]any, na
 	if owner == nil {
 		return false, nil, nil
 	}
-	tj, err := c.lookups.TrainJob(ctx, namespace, owner.name)
+	tj, err := lookup[*trainerv1alpha1.TrainJob](ctx, c.lookups, trainerv1alpha1.GroupVersion.WithKind(api.KindTrainJob), namespace, owner.name)
 	if apierrors.IsNotFound(err) {
 		return false, []string{fmt.Sprintf("spec.replicatedJobs: the owning TrainJob %q was not found: no scheduling group injected", owner.name)}, nil
 	}
@@ -129,19 +129,11 @@ func (c *Chain) lookupRuntime(ctx context.Context, ref trainerv1alpha1.RuntimeRe
 	if !ref.IsTrainerRuntime() {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Group: derefString(ref.APIGroup)}, ref.Name)
 	}
-	switch ref.EffectiveKind() {
+	switch kind := ref.EffectiveKind(); kind {
 	case api.KindTrainingRuntime:
-		rt, err := c.lookups.TrainingRuntime(ctx, namespace, ref.Name)
-		if err != nil {
-			return nil, err
-		}
-		return rt, nil
+		return c.lookups.Get(ctx, trainerv1alpha1.GroupVersion.WithKind(kind), namespace, ref.Name)
 	case api.KindClusterTrainingRuntime:
-		rt, err := c.lookups.ClusterTrainingRuntime(ctx, ref.Name)
-		if err != nil {
-			return nil, err
-		}
-		return rt, nil
+		return c.lookups.Get(ctx, trainerv1alpha1.GroupVersion.WithKind(kind), "", ref.Name)
 	}
 	return nil, apierrors.NewNotFound(schema.GroupResource{Group: api.TrainerGroup, Resource: ref.EffectiveKind()}, ref.Name)
 }
@@ -151,4 +143,18 @@ func derefString(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// lookup gets an object of a kind the scheme knows, typed as T.
+func lookup[T client.Object](ctx context.Context, l Lookups, gvk schema.GroupVersionKind, namespace, name string) (T, error) {
+	var zero T
+	o, err := l.Get(ctx, gvk, namespace, name)
+	if err != nil {
+		return zero, err
+	}
+	t, ok := o.(T)
+	if !ok {
+		return zero, fmt.Errorf("looking up %v %s/%s: got a %T", gvk, namespace, name, o)
+	}
+	return t, nil
 }

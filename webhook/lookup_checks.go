@@ -12,10 +12,10 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/shepherd-k8s/shepherd/api"
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer"
@@ -152,7 +152,7 @@ func (c *Chain) checkTrainingChild(ctx context.Context, req *Request, o, old map
 	if pcsName == "" {
 		return nil
 	}
-	pcs, err := c.lookups.PodCliqueSet(ctx, req.Namespace, pcsName)
+	pcs, err := c.lookups.Get(ctx, grovev1alpha1.GroupVersion.WithKind(api.KindPodCliqueSet), req.Namespace, pcsName)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -160,8 +160,7 @@ func (c *Chain) checkTrainingChild(ctx context.Context, req *Request, o, old map
 		return []Violation{{Rule: "V-PCLQ-1", Action: ActionDeny, Field: "metadata.ownerReferences",
 			Message: fmt.Sprintf("rule V-PCLQ-1 could not look up the owning PodCliqueSet %q: %v", pcsName, err)}}
 	}
-	pcsObj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pcs)
-	if err != nil || !grove.IsTraining(pcsObj) {
+	if set, ok := pcs.(*grovev1alpha1.PodCliqueSet); !ok || !grove.IsTrainingSet(set) {
 		return nil
 	}
 	var out []Violation

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
@@ -13,10 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-
-	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
-	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 )
 
 // Lookups is everything the admission chain needs beyond the request: the
@@ -25,10 +22,9 @@ import (
 // returned may be the informer cache's own (NewClientLookups): read them,
 // never modify them.
 type Lookups interface {
-	TrainingRuntime(ctx context.Context, namespace, name string) (*trainerv1alpha1.TrainingRuntime, error)
-	ClusterTrainingRuntime(ctx context.Context, name string) (*trainerv1alpha1.ClusterTrainingRuntime, error)
-	TrainJob(ctx context.Context, namespace, name string) (*trainerv1alpha1.TrainJob, error)
-	PodCliqueSet(ctx context.Context, namespace, name string) (*grovev1alpha1.PodCliqueSet, error)
+	// Get returns the object of kind gvk (the typed object when the
+	// scheme knows the kind) named namespace/name.
+	Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (client.Object, error)
 	WorkloadAPIServed() bool
 }
 
@@ -125,24 +121,31 @@ func init() {
 	metrics.Registry.MustRegister(liveReads)
 }
 
-func (l *clientLookups) TrainingRuntime(ctx context.Context, namespace, name string) (*trainerv1alpha1.TrainingRuntime, error) {
-	var o trainerv1alpha1.TrainingRuntime
-	return &o, l.get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &o)
+func (l *clientLookups) Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (client.Object, error) {
+	o, err := newObject(gvk)
+	if err != nil {
+		return nil, err
+	}
+	return o, l.get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, o)
 }
 
-func (l *clientLookups) ClusterTrainingRuntime(ctx context.Context, name string) (*trainerv1alpha1.ClusterTrainingRuntime, error) {
-	var o trainerv1alpha1.ClusterTrainingRuntime
-	return &o, l.get(ctx, client.ObjectKey{Name: name}, &o)
-}
-
-func (l *clientLookups) TrainJob(ctx context.Context, namespace, name string) (*trainerv1alpha1.TrainJob, error) {
-	var o trainerv1alpha1.TrainJob
-	return &o, l.get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &o)
-}
-
-func (l *clientLookups) PodCliqueSet(ctx context.Context, namespace, name string) (*grovev1alpha1.PodCliqueSet, error) {
-	var o grovev1alpha1.PodCliqueSet
-	return &o, l.get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &o)
+// newObject is an empty object of kind gvk: typed when the scheme knows the
+// kind (the informer cache holds typed objects), else unstructured.
+func newObject(gvk schema.GroupVersionKind) (client.Object, error) {
+	if !scheme.Recognizes(gvk) {
+		u := &unstructured.Unstructured{}
+		u.SetGroupVersionKind(gvk)
+		return u, nil
+	}
+	o, err := scheme.New(gvk)
+	if err != nil {
+		return nil, err
+	}
+	co, ok := o.(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("%v is not an object", gvk)
+	}
+	return co, nil
 }
 
 func (l *clientLookups) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
@@ -197,41 +200,27 @@ func toUnstructured(o runtime.Object) (*unstructured.Unstructured, error) {
 	return u, nil
 }
 
-// find converts the stored object of kind gk into out.
-func (l *objectLookups) find(gk schema.GroupKind, resource, namespace, name string, out any) error {
-	u, ok := l.objs[objectKey{gk: gk, namespace: namespace, name: name}]
+func (l *objectLookups) Get(_ context.Context, gvk schema.GroupVersionKind, namespace, name string) (client.Object, error) {
+	u, ok := l.objs[objectKey{gk: gvk.GroupKind(), namespace: namespace, name: name}]
 	if !ok {
-		return apierrors.NewNotFound(schema.GroupResource{Group: gk.Group, Resource: resource}, name)
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: strings.ToLower(gvk.Kind)}, name)
 	}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, out); err != nil {
-		return fmt.Errorf("decoding %s %s/%s: %w", gk.Kind, namespace, name, err)
+	o, err := newObject(gvk)
+	if err != nil {
+		return nil, err
 	}
-	return nil
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, o); err != nil {
+		return nil, fmt.Errorf("decoding %s %s/%s: %w", gvk.Kind, namespace, name, err)
+	}
+	return o, nil
 }
 
-func (l *objectLookups) TrainingRuntime(_ context.Context, namespace, name string) (*trainerv1alpha1.TrainingRuntime, error) {
-	var o trainerv1alpha1.TrainingRuntime
-	return &o, l.find(schema.GroupKind{Group: api.TrainerGroup, Kind: api.KindTrainingRuntime}, "trainingruntimes", namespace, name, &o)
-}
-
-func (l *objectLookups) ClusterTrainingRuntime(_ context.Context, name string) (*trainerv1alpha1.ClusterTrainingRuntime, error) {
-	var o trainerv1alpha1.ClusterTrainingRuntime
-	return &o, l.find(schema.GroupKind{Group: api.TrainerGroup, Kind: api.KindClusterTrainingRuntime}, "clustertrainingruntimes", "", name, &o)
-}
-
-func (l *objectLookups) TrainJob(_ context.Context, namespace, name string) (*trainerv1alpha1.TrainJob, error) {
-	var o trainerv1alpha1.TrainJob
-	return &o, l.find(schema.GroupKind{Group: api.TrainerGroup, Kind: api.KindTrainJob}, "trainjobs", namespace, name, &o)
-}
-
-func (l *objectLookups) PodCliqueSet(_ context.Context, namespace, name string) (*grovev1alpha1.PodCliqueSet, error) {
-	var o grovev1alpha1.PodCliqueSet
-	return &o, l.find(schema.GroupKind{Group: api.GroveGroup, Kind: api.KindPodCliqueSet}, "podcliquesets", namespace, name, &o)
-}
-
-func (l *objectLookups) Namespace(_ context.Context, name string) (*corev1.Namespace, error) {
-	var o corev1.Namespace
-	return &o, l.find(schema.GroupKind{Kind: "Namespace"}, "namespaces", "", name, &o)
+func (l *objectLookups) Namespace(ctx context.Context, name string) (*corev1.Namespace, error) {
+	o, err := l.Get(ctx, corev1.SchemeGroupVersion.WithKind("Namespace"), "", name)
+	if err != nil {
+		return &corev1.Namespace{}, err
+	}
+	return o.(*corev1.Namespace), nil
 }
 
 func (l *objectLookups) WorkloadAPIServed() bool { return l.served }

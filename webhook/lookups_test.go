@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 )
 
@@ -30,6 +31,8 @@ func (r *countingReader) Get(ctx context.Context, key client.ObjectKey, o client
 // TestClientLookupsAskTheAPIServerOnACacheMiss: an object the cache has not
 // seen yet (created a moment ago) is read from the apiserver; one the cache
 // holds is not; one absent from both is NotFound.
+var ctrGVK = trainerv1alpha1.GroupVersion.WithKind(api.KindClusterTrainingRuntime)
+
 func TestClientLookupsAskTheAPIServerOnACacheMiss(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := trainerv1alpha1.AddToScheme(scheme); err != nil {
@@ -56,10 +59,10 @@ func TestClientLookupsAskTheAPIServerOnACacheMiss(t *testing.T) {
 		{name: "missing", wantFound: false, wantLive: 1},
 	} {
 		live.gets = 0
-		rt, err := l.ClusterTrainingRuntime(ctx, tc.name)
+		rt, err := l.Get(ctx, ctrGVK, "", tc.name)
 		switch {
-		case tc.wantFound && (err != nil || rt.Name != tc.name):
-			t.Errorf("ClusterTrainingRuntime %q: got %q, %v; want it found", tc.name, rt.Name, err)
+		case tc.wantFound && (err != nil || rt.GetName() != tc.name):
+			t.Errorf("ClusterTrainingRuntime %q: got %v, %v; want it found", tc.name, rt, err)
 		case !tc.wantFound && !apierrors.IsNotFound(err):
 			t.Errorf("ClusterTrainingRuntime %q: err %v, want NotFound", tc.name, err)
 		}
@@ -75,7 +78,7 @@ func TestClientLookupsAskTheAPIServerOnACacheMiss(t *testing.T) {
 
 	// The background audit's lookups stay in the cache.
 	live.gets = 0
-	if _, err := l.ClusterTrainingRuntime(WithCachedLookups(ctx), "fresh"); !apierrors.IsNotFound(err) || live.gets != 0 {
+	if _, err := l.Get(WithCachedLookups(ctx), ctrGVK, "", "fresh"); !apierrors.IsNotFound(err) || live.gets != 0 {
 		t.Errorf("WithCachedLookups: err %v after %d apiserver reads, want NotFound after none", err, live.gets)
 	}
 
@@ -84,10 +87,10 @@ func TestClientLookupsAskTheAPIServerOnACacheMiss(t *testing.T) {
 	limited.limit = rate.NewLimiter(0, 1) // one read, then none
 	live.gets = 0
 	before := testutil.ToFloat64(liveReads.WithLabelValues(liveReadLimited))
-	if _, err := limited.ClusterTrainingRuntime(ctx, "fresh"); err != nil {
+	if _, err := limited.Get(ctx, ctrGVK, "", "fresh"); err != nil {
 		t.Errorf("the first miss within the bound: %v, want the runtime found", err)
 	}
-	if _, err := limited.ClusterTrainingRuntime(ctx, "fresh"); !apierrors.IsNotFound(err) || live.gets != 1 {
+	if _, err := limited.Get(ctx, ctrGVK, "", "fresh"); !apierrors.IsNotFound(err) || live.gets != 1 {
 		t.Errorf("a miss over the bound: err %v after %d apiserver reads, want NotFound after 1", err, live.gets)
 	}
 	if got := testutil.ToFloat64(liveReads.WithLabelValues(liveReadLimited)) - before; got != 1 {
@@ -95,7 +98,7 @@ func TestClientLookupsAskTheAPIServerOnACacheMiss(t *testing.T) {
 	}
 
 	// Without a live reader a miss is the cache's answer.
-	if _, err := NewClientLookups(cached, nil, nil).ClusterTrainingRuntime(ctx, "fresh"); !apierrors.IsNotFound(err) {
+	if _, err := NewClientLookups(cached, nil, nil).Get(ctx, ctrGVK, "", "fresh"); !apierrors.IsNotFound(err) {
 		t.Errorf("without a live reader: err %v, want NotFound", err)
 	}
 }

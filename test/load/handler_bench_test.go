@@ -14,40 +14,14 @@ import (
 	"github.com/shepherd-k8s/shepherd/test/seedcrds"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
-	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/test/proc"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
 )
-
-// noObjects answers every lookup NotFound: a typical PodCliqueSet needs
-// none, so the benchmark measures decoding, the chain and encoding only.
-type noObjects struct{}
-
-func notFound(kind, name string) error {
-	return apierrors.NewNotFound(schema.GroupResource{Resource: kind}, name)
-}
-
-func (noObjects) TrainingRuntime(_ context.Context, _, name string) (*trainerv1alpha1.TrainingRuntime, error) {
-	return nil, notFound("trainingruntimes", name)
-}
-func (noObjects) ClusterTrainingRuntime(_ context.Context, name string) (*trainerv1alpha1.ClusterTrainingRuntime, error) {
-	return nil, notFound("clustertrainingruntimes", name)
-}
-func (noObjects) TrainJob(_ context.Context, _, name string) (*trainerv1alpha1.TrainJob, error) {
-	return nil, notFound("trainjobs", name)
-}
-func (noObjects) PodCliqueSet(_ context.Context, _, name string) (*grovev1alpha1.PodCliqueSet, error) {
-	return nil, notFound("podcliquesets", name)
-}
-func (noObjects) WorkloadAPIServed() bool { return true }
 
 // BenchmarkHandlerPodCliqueSet admits a typical Training PodCliqueSet the
 // way the apiserver does: the mutating handler (decode, default, encode the
@@ -57,7 +31,7 @@ func (noObjects) WorkloadAPIServed() bool { return true }
 // target: what an admission costs end to end is the apiserver's two calls
 // over TLS, of which this is a small part.
 func BenchmarkHandlerPodCliqueSet(b *testing.B) {
-	chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: noObjects{}, Rules: seedcrds.Config(celrules.Config{})})
+	chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: webhook.NewObjectLookups(nil, true), Rules: seedcrds.Config(celrules.Config{})})
 	if err != nil {
 		b.Fatal(err)
 	}
