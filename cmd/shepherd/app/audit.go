@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/shepherd-k8s/shepherd/offline"
+	"github.com/shepherd-k8s/shepherd/printers"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
@@ -179,7 +180,7 @@ func runAudit(ctx context.Context, o *auditOptions, out io.Writer) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(list)
 	case outputYAML:
-		return writeYAML(out, list)
+		return printers.YAML(out, list)
 	}
 	return printAuditTable(out, list.Items)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/offline"
+	"github.com/shepherd-k8s/shepherd/printers"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
 )
@@ -107,7 +108,7 @@ func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
 		enc.SetIndent("", "  ")
 		err = enc.Encode(rep)
 	case outputYAML:
-		err = writeYAML(out, rep)
+		err = printers.YAML(out, rep)
 	default:
 		err = printImpact(out, rep)
 	}

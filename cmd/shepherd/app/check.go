@@ -1,26 +1,19 @@
 package app
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	yamlv3 "go.yaml.in/yaml/v3"
-	"gomodules.xyz/jsonpatch/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/offline"
+	"github.com/shepherd-k8s/shepherd/printers"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
@@ -45,36 +38,6 @@ type checkOptions struct {
 // defaultCheckTimeout is --timeout's default: far above what any object
 // of a sane policy set takes (milliseconds), far below "it hangs".
 const defaultCheckTimeout = 10 * time.Second
-
-// CheckViolation is one violation in `shepherd check` output.
-type CheckViolation struct {
-	Rule    string `json:"rule"`
-	Field   string `json:"field"`
-	Message string `json:"message"`
-	Action  string `json:"action"`
-	// FirstBy says which layer in front of shepherd answers first on a
-	// cluster serving the CRDs check judged against (celrules.RuleInfo.
-	// EnforcedUpstream): there `shepherd serve` leaves the rule to it.
-	FirstBy string `json:"firstBy,omitempty"`
-	// Exception is the PolicyException (of --policy) that exempts the
-	// violation (action Exempt), and ExceptionExpires when it stops.
-	Exception        string     `json:"exception,omitempty"`
-	ExceptionExpires *time.Time `json:"exceptionExpires,omitempty"`
-}
-
-// CheckResult is the verdict on one object in `shepherd check` output.
-type CheckResult struct {
-	APIVersion string                         `json:"apiVersion"`
-	Kind       string                         `json:"kind"`
-	Namespace  string                         `json:"namespace"`
-	Name       string                         `json:"name"`
-	Operation  string                         `json:"operation"`
-	Allowed    bool                           `json:"allowed"`
-	Violations []CheckViolation               `json:"violations"`
-	Warnings   []string                       `json:"warnings"`
-	Patch      []jsonpatch.JsonPatchOperation `json:"patch"`
-	Object     map[string]any                 `json:"object"`
-}
 
 func init() {
 	subcommands = append(subcommands, newCheckCommand)
@@ -226,81 +189,25 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	schemas := chainRules.Schemas
 	chain, err := offline.NewChain(chainRules, ctxObjs, policies, excs, !o.noWorkloadAPI)
 	if err != nil {
 		return err
 	}
 
-	// Pair every object with its stored version first: a wrong --old is
-	// a usage error, found before anything is judged.
-	for _, m := range objects {
-		offline.DefaultNamespace(schemas, m.Obj)
+	results, err := offline.Check(ctx, offline.CheckInput{
+		Chain: chain, Schemas: chainRules.Schemas, Operation: op, Objects: objects, Olds: olds,
+		FieldValidation: o.fieldValidation, Timeout: o.timeout, KeepObjects: o.output != outputText,
+	})
+	if err != nil {
+		return &ExitError{Code: 2, Err: err}
 	}
-	for _, m := range olds {
-		offline.DefaultNamespace(schemas, m.Obj)
-	}
-	pairs := make([]*unstructured.Unstructured, len(objects))
-	if o.old != "" {
-		for i, m := range objects {
-			if pairs[i], err = offline.MatchOld(m, olds, len(objects)); err != nil {
-				return &ExitError{Code: 2, Err: err}
-			}
-		}
-	}
-
-	upstream := map[string]string{}
-	for _, r := range chain.Rules() {
-		if r.EnforcedUpstream != "" {
-			upstream[r.ID] = r.EnforcedUpstream
-		}
-	}
-	results := make([]CheckResult, 0, len(objects))
-	anyDenied := false
-	for i, m := range objects {
-		old := pairs[i]
-		v, err := offline.Admit(ctx, chain, schemas, op, m.Obj, old, o.fieldValidation, o.timeout)
-		if err != nil {
-			return &ExitError{Code: 2, Err: fmt.Errorf("%s: %s %s: %w", m, m.Obj.GetKind(), offline.NamespacedName(m.Obj), err)}
-		}
-		subject := m.Obj
-		if op == "DELETE" && old != nil {
-			subject = old
-		}
-		r := CheckResult{
-			APIVersion: subject.GetAPIVersion(),
-			Kind:       subject.GetKind(),
-			Namespace:  subject.GetNamespace(),
-			Name:       subject.GetName(),
-			Operation:  op,
-			Allowed:    v.Allowed,
-			Violations: []CheckViolation{},
-			Warnings:   append([]string{}, v.Warnings...),
-			Patch:      append([]jsonpatch.JsonPatchOperation{}, v.Patch...),
-		}
-		// Text output does not print the object: keeping every admitted
-		// object to the end would hold a second copy of the input.
-		if o.output != outputText {
-			r.Object = v.Object
-		}
-		for _, viol := range v.Violations {
-			r.Violations = append(r.Violations, CheckViolation{Rule: viol.Rule, Field: viol.Field, Message: viol.Message, Action: string(viol.Action), FirstBy: upstream[viol.Rule]})
-		}
-		for _, e := range v.Exempted {
-			r.Violations = append(r.Violations, CheckViolation{Rule: e.Rule, Field: e.Field, Message: e.Message, Action: string(webhook.ActionExempt), Exception: e.Exception, ExceptionExpires: e.Expires})
-		}
-		anyDenied = anyDenied || !v.Allowed
-		results = append(results, r)
-		// Judged: the object read can go while the next are judged (the
-		// results hold what is printed).
-		objects[i], pairs[i] = offline.Manifest{}, nil
-	}
-
 	if err := writeCheckResults(out, o.output, results); err != nil {
 		return err
 	}
-	if anyDenied {
-		return &ExitError{Code: 1}
+	for _, r := range results {
+		if !r.Allowed {
+			return &ExitError{Code: 1}
+		}
 	}
 	return nil
 }
@@ -313,20 +220,12 @@ func parseFailure(err error) error {
 	return &ExitError{Code: 2, Err: err}
 }
 
-func writeCheckResults(out io.Writer, format string, results []CheckResult) error {
+func writeCheckResults(out io.Writer, format string, results []offline.CheckResult) error {
 	switch format {
 	case outputJSON:
-		b, err := json.Marshal(results)
-		if err != nil {
-			return err
-		}
-		var buf bytes.Buffer
-		indentJSON(&buf, b, maxIndentDepth)
-		buf.WriteByte('\n')
-		_, err = out.Write(buf.Bytes())
-		return err
+		return printers.JSON(out, results)
 	case outputYAML:
-		return writeYAML(out, results)
+		return printers.YAML(out, results)
 	}
 	var sb strings.Builder
 	for _, r := range results {
@@ -371,7 +270,7 @@ func writeCheckResults(out io.Writer, format string, results []CheckResult) erro
 
 // isViolationWarning reports whether warning w renders a Warn violation
 // that the text output already shows.
-func isViolationWarning(w string, vs []CheckViolation) bool {
+func isViolationWarning(w string, vs []offline.CheckViolation) bool {
 	for _, v := range vs {
 		if v.Action == string(webhook.ActionExempt) && strings.HasPrefix(w, webhook.ExemptWarningPrefix) {
 			return true // printed under the exempt violation
@@ -383,156 +282,9 @@ func isViolationWarning(w string, vs []CheckViolation) bool {
 	return false
 }
 
-// maxIndentDepth is how deep -o json and -o yaml indent. Down to it the
-// output is that of json.MarshalIndent and a block-style YAML document;
-// deeper values are written on one line (compact JSON, YAML flow style).
-// Indenting every level would make a deeply nested object's output grow
-// with the square of its depth (5,000 levels: 50 MB from 30 kB); real
-// objects are about 20 levels deep.
-const maxIndentDepth = 32
-
-// indentJSON appends compact JSON src to dst, indented by two spaces per
-// level down to maxDepth.
-func indentJSON(dst *bytes.Buffer, src []byte, maxDepth int) {
-	depth := 0
-	open := false // a container was just opened: newline before its first element
-	inString, escaped := false, false
-	newline := func(d int) {
-		dst.WriteByte('\n')
-		for range d {
-			dst.WriteString("  ")
-		}
-	}
-	for _, c := range src {
-		if inString {
-			dst.WriteByte(c)
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			continue
-		}
-		if open && c != '}' && c != ']' {
-			open = false
-			newline(depth)
-		}
-		switch c {
-		case '"':
-			inString = true
-			dst.WriteByte(c)
-		case '{', '[':
-			dst.WriteByte(c)
-			depth++
-			open = depth <= maxDepth
-		case '}', ']':
-			if open {
-				open = false // empty: {} or [], as json.Indent writes them
-			} else if depth <= maxDepth {
-				newline(depth - 1)
-			}
-			depth--
-			dst.WriteByte(c)
-		case ',':
-			dst.WriteByte(c)
-			if depth <= maxDepth {
-				newline(depth)
-			}
-		case ':':
-			dst.WriteByte(c)
-			if depth <= maxDepth {
-				dst.WriteByte(' ')
-			}
-		default:
-			dst.WriteByte(c)
-		}
-	}
-}
-
-// writeYAML writes v (its JSON form) as YAML: block style down to
-// maxIndentDepth, flow style below, keys sorted as sigs.k8s.io/yaml sorts
-// them, numbers as JSON wrote them.
-func writeYAML(out io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var generic any
-	if err := dec.Decode(&generic); err != nil {
-		return err
-	}
-	enc := yamlv3.NewEncoder(out)
-	enc.SetIndent(2)
-	enc.CompactSeqIndent()
-	if err := enc.Encode(yamlNode(generic, 0)); err != nil {
-		return err
-	}
-	return enc.Close()
-}
-
-// yamlNode builds the YAML node of a value decoded from JSON with
-// UseNumber, at depth.
-func yamlNode(v any, depth int) *yamlv3.Node {
-	var style yamlv3.Style
-	if depth >= maxIndentDepth {
-		style = yamlv3.FlowStyle
-	}
-	switch v := v.(type) {
-	case map[string]any:
-		n := &yamlv3.Node{Kind: yamlv3.MappingNode, Style: style}
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			key := &yamlv3.Node{}
-			key.SetString(k)
-			n.Content = append(n.Content, key, yamlNode(v[k], depth+1))
-		}
-		return n
-	case []any:
-		n := &yamlv3.Node{Kind: yamlv3.SequenceNode, Style: style}
-		for _, e := range v {
-			n.Content = append(n.Content, yamlNode(e, depth+1))
-		}
-		return n
-	case string:
-		n := &yamlv3.Node{}
-		n.SetString(v)
-		if yaml11Bool.MatchString(v) || yaml11Sexagesimal.MatchString(v) {
-			n.Style = yamlv3.DoubleQuotedStyle
-		}
-		return n
-	case json.Number:
-		tag := "!!int"
-		if strings.ContainsAny(string(v), ".eE") {
-			tag = "!!float"
-		}
-		return &yamlv3.Node{Kind: yamlv3.ScalarNode, Tag: tag, Value: string(v)}
-	case bool:
-		return &yamlv3.Node{Kind: yamlv3.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(v)}
-	default: // nil
-		return &yamlv3.Node{Kind: yamlv3.ScalarNode, Tag: "!!null", Value: "null"}
-	}
-}
-
-// Plain scalars that YAML 1.1 readers (sigs.k8s.io/yaml, kubectl) read as a
-// boolean or a base-60 number while YAML 1.2 reads them as strings: such a
-// string is quoted, so every reader gets the string back.
-var (
-	yaml11Bool        = regexp.MustCompile(`^(?:y|Y|yes|Yes|YES|n|N|no|No|NO|on|On|ON|off|Off|OFF)$`)
-	yaml11Sexagesimal = regexp.MustCompile(`^[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+(?:\.[0-9_]*)?$`)
-)
-
 // namedMessage is a violation's message as kubectl shows it, naming the
 // rule; a schema violation is the apiserver's own text, named "schema".
-func namedMessage(v CheckViolation) string {
+func namedMessage(v offline.CheckViolation) string {
 	if v.Rule == webhook.RuleSchema {
 		return v.Message + " [schema]"
 	}

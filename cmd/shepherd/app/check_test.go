@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/shepherd-k8s/shepherd/offline"
 )
 
 func writeFile(t *testing.T, dir, name, content string) string {
@@ -213,7 +214,7 @@ func TestCheckUnknownKindsAreAllowedUntouched(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	var results []CheckResult
+	var results []offline.CheckResult
 	if err := json.Unmarshal([]byte(out), &results); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +232,7 @@ func TestCheckUpdateWithOld(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
-	var results []CheckResult
+	var results []offline.CheckResult
 	if err := json.Unmarshal([]byte(out), &results); err != nil {
 		t.Fatal(err)
 	}
@@ -509,13 +510,13 @@ func TestCheckWrongTypeIsDeniedLikeTheAPIServer(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (denied); stderr %s", code, errOut)
 	}
-	var results []CheckResult
+	var results []offline.CheckResult
 	if err := json.Unmarshal([]byte(out), &results); err != nil {
 		t.Fatal(err)
 	}
 	// The apiserver's other error on this object comes with it: its answer
 	// is complete.
-	want := []CheckViolation{{
+	want := []offline.CheckViolation{{
 		Rule:    "schema",
 		Field:   "spec.activeDeadlineSeconds",
 		Message: "Invalid value: 0: spec.activeDeadlineSeconds in body should be greater than or equal to 1",
@@ -581,30 +582,6 @@ func TestCheckDeepDocumentOutputIsProportional(t *testing.T) {
 				t.Errorf("%s -o %s: %d bytes out for %d in (limit %d)", name, format, len(out), len(doc), limit)
 			}
 		}
-	}
-}
-
-// TestCheckJSONOutputIsIndentedLikeMarshalIndent: the depth-capped indenter
-// writes what json.MarshalIndent writes for objects of ordinary depth.
-func TestCheckJSONOutputIsIndentedLikeMarshalIndent(t *testing.T) {
-	v := []any{map[string]any{"a": []any{}, "b": map[string]any{}, "c": []any{1, "x\"y,{z}", map[string]any{"d": nil, "e": true}}, "f": "\\"}}
-	want, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	compact, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got bytes.Buffer
-	indentJSON(&got, compact, maxIndentDepth)
-	if diff := cmp.Diff(string(want), got.String()); diff != "" {
-		t.Errorf("(-MarshalIndent +indentJSON):\n%s", diff)
-	}
-	got.Reset()
-	indentJSON(&got, compact, 2)
-	if w := "[\n  {\n    \"a\": [],\n    \"b\": {},\n    \"c\": [1,\"x\\\"y,{z}\",{\"d\":null,\"e\":true}],\n    \"f\": \"\\\\\"\n  }\n]"; got.String() != w {
-		t.Errorf("capped at depth 2:\n%s\nwant\n%s", got.String(), w)
 	}
 }
 

@@ -125,21 +125,7 @@ func exportChain(o *exportOptions) (*webhook.Chain, error) {
 		return nil, err
 	}
 	cfg.Namespace = o.namespace
-	chain, err := webhook.NewChain(webhook.ChainOptions{Rules: cfg})
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range policies {
-		if errs := chain.SetPolicy(p); len(errs) > 0 {
-			return nil, &ExitError{Code: 2, Err: fmt.Errorf("WorkloadPolicy %q does not compile:\n%s", p.Name, offline.Indent(errs.ToAggregate().Error()))}
-		}
-	}
-	set, err := offline.ExceptionSet(excs, policies)
-	if err != nil {
-		return nil, err
-	}
-	chain.SetExceptions(set)
-	return chain, nil
+	return offline.NewChain(cfg, nil, policies, excs, true)
 }
 
 func runExportVAP(o *exportOptions, out, errOut io.Writer) error {

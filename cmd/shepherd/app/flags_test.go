@@ -80,7 +80,7 @@ func TestDeprecatedSpellingWarns(t *testing.T) {
 	if code != 0 || !strings.Contains(errOut, "--disable-rules has been deprecated, use --disable-rule") {
 		t.Errorf("check --disable-rules V-JS-5: exit %d, stderr %q; want 0 and a deprecation notice naming --disable-rule", code, errOut)
 	}
-	var results []CheckResult
+	var results []offline.CheckResult
 	if err := json.Unmarshal([]byte(out), &results); err != nil || len(results) != 1 {
 		t.Errorf("check -o json with the old spelling printed %q (%v): want one result, and no notice, on stdout", out, err)
 	}

@@ -2,15 +2,10 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
-	"github.com/shepherd-k8s/shepherd/integrations/pinned"
 	"github.com/shepherd-k8s/shepherd/offline"
 	"github.com/shepherd-k8s/shepherd/webhook"
 )
@@ -58,49 +53,8 @@ func (f *ruleConfigFlags) config() (celrules.Config, error) {
 		cfg.Schemas, err = celrules.PinnedSchemas()
 		return cfg, err
 	}
-	for _, p := range f.crds {
-		if err := checkCRDFileSizes(p, f.maxInput.bytes()); err != nil {
-			return cfg, usageError("--crd: %v", err)
-		}
-	}
-	crds, err := pinned.Read(f.crds...)
-	if err != nil {
+	if cfg.Schemas, err = offline.ReadSchemas(f.crds, f.maxInput.bytes(), "--crd "); err != nil {
 		return cfg, usageError("--crd: %v", err)
 	}
-	cfg.Schemas, err = celrules.NewSchemas(crds, "--crd "+strings.Join(f.crds, ", "))
-	return cfg, err
-}
-
-// checkCRDFileSizes refuses, by its size, a regular file larger than limit
-// among those pinned.Read reads for path (the file, or a directory's
-// *.yaml, *.yml and *.json, not recursively): pinned.Read reads each
-// whole, unbounded. A CRD streamed from a pipe (--crd <(kubectl get crd
-// ... -o yaml)) has no size to check and is read as before.
-func checkCRDFileSizes(path string, limit int64) error {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil // pinned.Read says what is wrong with it
-	}
-	files := []string{path}
-	if info.IsDir() {
-		entries, err := os.ReadDir(path)
-		if err != nil {
-			return nil
-		}
-		files = files[:0]
-		for _, e := range entries {
-			if name := e.Name(); !e.IsDir() && (strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || strings.HasSuffix(name, ".json")) {
-				files = append(files, filepath.Join(path, name))
-			}
-		}
-	}
-	for _, f := range files {
-		if _, err := offline.CheckFileSize(f, limit); err != nil {
-			var tooLarge *offline.InputTooLargeError
-			if errors.As(err, &tooLarge) {
-				return err
-			}
-		}
-	}
-	return nil
+	return cfg, nil
 }
