@@ -9,6 +9,12 @@ const (
 	SchedulingGroup = "scheduling.k8s.io"
 )
 
+// SchedulingVersions are the scheduling.k8s.io versions of the Workload API
+// (Workloads and PodGroups, KEP-4671) shepherd reads and writes, most
+// preferred first: V-TR-7's discovery and the Workload reconciler's agree
+// on them.
+var SchedulingVersions = []string{"v1beta1", "v1alpha3", "v1alpha2"}
+
 // Kinds, as they appear in ownerReferences and runtimeRefs.
 const (
 	KindTrainJob               = "TrainJob"

@@ -11,7 +11,7 @@ import (
 
 // Versions are the scheduling.k8s.io versions shepherd can write Workloads
 // and PodGroups in, most preferred first.
-var Versions = []string{"v1beta1", "v1alpha3", "v1alpha2"}
+var Versions = api.SchedulingVersions
 
 // ChooseVersion picks the most preferred of Versions that serves both
 // Workloads and PodGroups; ok is false when none does.

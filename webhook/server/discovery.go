@@ -15,11 +15,6 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 )
 
-// WorkloadAPIVersions are the scheduling.k8s.io versions that serve
-// Workloads, newest first; serving any of them satisfies V-TR-7
-// (docs/rules.md#v-tr-7).
-var WorkloadAPIVersions = []string{"v1beta1", "v1alpha3", "v1alpha2"}
-
 // WorkloadAPIProbe answers V-TR-7's question — does the cluster serve the
 // Workload API? — from a discovery check repeated every Interval, so that
 // admission never waits on discovery and a feature gate turned on (or off)
@@ -86,7 +81,7 @@ func (p *WorkloadAPIProbe) ReadyChecker(_ *http.Request) error {
 // WorkloadAPIServed reports whether the apiserver serves workloads in any
 // scheduling.k8s.io version shepherd supports.
 func WorkloadAPIServed(dc discovery.DiscoveryInterface) (bool, error) {
-	for _, v := range WorkloadAPIVersions {
+	for _, v := range api.SchedulingVersions { // any of them satisfies V-TR-7 (docs/rules.md#v-tr-7)
 		list, err := dc.ServerResourcesForGroupVersion(api.SchedulingGroup + "/" + v)
 		if apierrors.IsNotFound(err) {
 			continue
