@@ -24,6 +24,10 @@ type Options struct {
 	// Schemas answers which fields the served schemas have, which decides
 	// where knobs and status are carried (nil: the carrier annotations).
 	Schemas knob.FieldSchemas
+	// WorkloadAPI says which scheduling.k8s.io version serves Workloads and
+	// PodGroups (serve's integrations.WorkloadAPIProbe); nil asks discovery
+	// at every reconcile that needs it.
+	WorkloadAPI func() (version string, ok bool, err error)
 }
 
 // Controller is one controller's registration.
@@ -45,7 +49,7 @@ func Controllers() []Controller {
 			setup: func(mgr ctrl.Manager, o Options) error { return trainjob.Setup(mgr, o.Clock, o.Enforcement) }},
 		// TrainJobs and their runtimes only; the Workload API is discovered.
 		{Name: "workload", Frameworks: []string{integrations.Trainer},
-			setup: func(mgr ctrl.Manager, o Options) error { return workload.Setup(mgr, o.Clock) }},
+			setup: func(mgr ctrl.Manager, o Options) error { return workload.Setup(mgr, o.Clock, o.WorkloadAPI) }},
 		{Name: "gang", Frameworks: []string{integrations.Grove},
 			setup: func(mgr ctrl.Manager, o Options) error { return gang.Setup(mgr, o.Clock, o.Enforcement) }},
 		{Name: "training", Frameworks: []string{integrations.Grove},

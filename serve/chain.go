@@ -40,7 +40,7 @@ type admissionChain interface {
 
 // newChain builds the admission chain over the manager's cached lookups
 // (a miss asks the apiserver), of the active frameworks only.
-func newChain(mgr ctrl.Manager, probe *server.WorkloadAPIProbe, frameworks *integrations.Watcher, rules celrules.Config) (admissionChain, error) {
+func newChain(mgr ctrl.Manager, probe *integrations.WorkloadAPIProbe, frameworks *integrations.Watcher, rules celrules.Config) (admissionChain, error) {
 	chain, err := webhook.NewChain(webhook.ChainOptions{
 		Lookups: gateLookups(webhook.NewClientLookups(mgr.GetClient(), mgr.GetAPIReader(), probe.Served), frameworks.Active),
 		Rules:   rules,

@@ -55,6 +55,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 	"github.com/shepherd-k8s/shepherd/webhook/auditsink"
@@ -100,7 +101,7 @@ func (n *nativeOptions) validate() error {
 }
 
 // registerAdmission is server.Register, then the admission mode's wiring.
-func registerAdmission(mgr manager.Manager, n *nativeOptions, chain admissionChain, rec *audit.Recorder, probe *server.WorkloadAPIProbe, opts server.Options) error {
+func registerAdmission(mgr manager.Manager, n *nativeOptions, chain admissionChain, rec *audit.Recorder, probe *integrations.WorkloadAPIProbe, opts server.Options) error {
 	if err := server.Register(mgr, chain, rec, probe, opts); err != nil {
 		return err
 	}

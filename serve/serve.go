@@ -352,7 +352,7 @@ func Run(ctx context.Context, o *Options) error {
 		return fmt.Errorf("adding the certificates readiness check: %w", err)
 	}
 
-	probe, err := server.NewWorkloadAPIProbe(mgr, o.discoveryInterval)
+	probe, err := integrations.NewWorkloadAPIProbe(mgr, o.discoveryInterval)
 	if err != nil {
 		return err
 	}
@@ -375,7 +375,7 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		return nil
 	})
-	reconcileOpts := reconcile.Options{Clock: clock.RealClock{}, Enforcement: enforcement, Schemas: live}
+	reconcileOpts := reconcile.Options{Clock: clock.RealClock{}, Enforcement: enforcement, Schemas: live, WorkloadAPI: probe.Answer}
 	frameworks, err := setupFrameworks(ctx, mgr, o, terms, reconcileOpts)
 	if err != nil {
 		return err

@@ -30,6 +30,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/reconcile/record"
 	"github.com/shepherd-k8s/shepherd/reconcile/runtimes"
 )
@@ -47,9 +48,11 @@ type Reconciler struct {
 	// APIReader reads Workloads uncached: the Workload API may not be
 	// served, and an informer for an unserved kind would never sync.
 	APIReader client.Reader
-	Discovery discovery.DiscoveryInterface
-	Clock     clock.PassiveClock
-	Recorder  events.EventRecorder
+	// WorkloadAPI says which scheduling.k8s.io version to write in; ok is
+	// false when the cluster serves none with both Workloads and PodGroups.
+	WorkloadAPI func() (version string, ok bool, err error)
+	Clock       clock.PassiveClock
+	Recorder    events.EventRecorder
 
 	// watcher starts the watches on Workloads and PodGroups once a
 	// reconcile has discovered the version served (nil in unit tests).
@@ -105,20 +108,28 @@ func (w *ownedWatcher) ensure(version string) error {
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Setup registers the controller with mgr.
-func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
+func Setup(mgr ctrl.Manager, clk clock.PassiveClock, workloadAPI func() (string, bool, error)) error {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
-	if err != nil {
-		return fmt.Errorf("creating a discovery client: %w", err)
+	if workloadAPI == nil {
+		// Without serve's probe (integrations.WorkloadAPIProbe), discovery
+		// is asked at every reconcile that needs it.
+		dc, err := discovery.NewDiscoveryClientForConfig(mgr.GetConfig())
+		if err != nil {
+			return fmt.Errorf("creating a discovery client: %w", err)
+		}
+		workloadAPI = func() (string, bool, error) {
+			w, err := integrations.DiscoverWorkloadAPI(dc)
+			return w.Version, w.Version != "", err
+		}
 	}
 	r := &Reconciler{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
-		Discovery: dc,
-		Clock:     clk,
-		Recorder:  mgr.GetEventRecorder(ControllerName),
+		Client:      mgr.GetClient(),
+		APIReader:   mgr.GetAPIReader(),
+		WorkloadAPI: workloadAPI,
+		Clock:       clk,
+		Recorder:    mgr.GetEventRecorder(ControllerName),
 	}
 	if err := runtimes.Index(mgr); err != nil {
 		return err
@@ -163,14 +174,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !ok {
 		return ctrl.Result{}, nil
 	}
-	version, served, err := discoverVersion(r.Discovery)
+	version, served, err := r.WorkloadAPI()
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	if !served {
 		msg := fmt.Sprintf("the runtime uses podGroupPolicy.workload but the cluster serves no Workload API "+
 			"(%s %s): enable the GenericWorkload feature gate and the API, or use another podGroupPolicy",
-			api.SchedulingGroup, strings.Join(Versions, ", "))
+			api.SchedulingGroup, strings.Join(api.SchedulingVersions, ", "))
 		changed, err := r.setCondition(ctx, &tj, metav1.ConditionFalse, api.ReasonWorkloadAPIUnavailable, msg, nil)
 		if err != nil {
 			return ctrl.Result{}, err

@@ -162,33 +162,6 @@ func TestPlanForNamespacedRuntimeAndNonRuntimes(t *testing.T) {
 	}
 }
 
-func TestChooseVersion(t *testing.T) {
-	cases := []struct {
-		served []string
-		want   string
-		wantOK bool
-	}{
-		{served: []string{"v1beta1", "v1alpha3", "v1alpha2"}, want: "v1beta1", wantOK: true},
-		{served: []string{"v1alpha3", "v1alpha2"}, want: "v1alpha3", wantOK: true},
-		{served: []string{"v1alpha2"}, want: "v1alpha2", wantOK: true},
-		{served: []string{"v1alpha1"}},
-		{served: nil},
-	}
-	for _, tc := range cases {
-		got, ok := ChooseVersion(func(v string) bool {
-			for _, s := range tc.served {
-				if s == v {
-					return true
-				}
-			}
-			return false
-		})
-		if got != tc.want || ok != tc.wantOK {
-			t.Errorf("ChooseVersion(%v) = %q, %v; want %q, %v", tc.served, got, ok, tc.want, tc.wantOK)
-		}
-	}
-}
-
 func TestBuildWorkload(t *testing.T) {
 	tj := trainJob(ptr.To[int32](8))
 	plan := Plan{Templates: []GroupTemplate{{Name: "initializer"}, {Name: "trainer", Gang: true, MinCount: 8}}}

@@ -328,7 +328,7 @@ func TestNoWorkloadAPI(t *testing.T) {
 	tj := f.trainJob(t, ns, "no-api", rt, 2)
 	f.recordCondition(t, tj, metav1.ConditionFalse, api.ReasonWorkloadAPIUnavailable)
 	f.hasEvent(t, tj, api.EventWorkloadAPIMissing, corev1.EventTypeWarning)
-	for _, v := range workload.Versions {
+	for _, v := range api.SchedulingVersions {
 		for _, r := range []string{"workloads", "podgroups"} {
 			served, err := f.Cluster.Serves(api.SchedulingGroup+"/"+v, r)
 			if err != nil {

@@ -8,10 +8,8 @@ import (
 	"net/http"
 	"runtime"
 	"sync/atomic"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/discovery"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -42,15 +40,6 @@ func TLSOptions(enableHTTP2 bool) []func(*tls.Config) {
 			c.NextProtos = []string{"http/1.1"}
 		}
 	}}
-}
-
-// NewWorkloadAPIProbe returns a probe that checks discovery every interval.
-func NewWorkloadAPIProbe(mgr manager.Manager, interval time.Duration) (*WorkloadAPIProbe, error) {
-	dc, err := discovery.NewDiscoveryClientForConfigAndClient(mgr.GetConfig(), mgr.GetHTTPClient())
-	if err != nil {
-		return nil, fmt.Errorf("creating a discovery client: %w", err)
-	}
-	return &WorkloadAPIProbe{Discovery: dc, Interval: interval}, nil
 }
 
 // LookupObjects are the kinds the chain's Go lookups read (a TrainJob's
@@ -105,7 +94,7 @@ type Options struct {
 // Limits, the audit ring at /audit on its metrics server, runs the
 // Workload API probe, and adds the readiness checks: webhook server
 // listening with its certificate loaded, caches synced, discovery done.
-func Register(mgr manager.Manager, admitter webhook.Admitter, rec *audit.Recorder, probe *WorkloadAPIProbe, opts Options) error {
+func Register(mgr manager.Manager, admitter webhook.Admitter, rec *audit.Recorder, probe *integrations.WorkloadAPIProbe, opts Options) error {
 	log := mgr.GetLogger().WithName("admission")
 	ws := mgr.GetWebhookServer()
 	limits := NewLimits(opts.MaxInFlight, opts.MaxBufferedBytes, opts.MaxBodyBytes)

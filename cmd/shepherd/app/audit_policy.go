@@ -18,10 +18,10 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/offline"
 	"github.com/shepherd-k8s/shepherd/printers"
 	"github.com/shepherd-k8s/shepherd/webhook"
-	"github.com/shepherd-k8s/shepherd/webhook/server"
 )
 
 // impactOptions are the flags of `shepherd audit --policy`: the dry run of
@@ -154,9 +154,11 @@ func readCluster(ctx context.Context, o *auditOptions) (objs []*unstructured.Uns
 	if err != nil {
 		return nil, nil, "", false, err
 	}
-	if workloadAPI, err = server.WorkloadAPIServed(dc); err != nil {
+	found, err := integrations.DiscoverWorkloadAPI(dc)
+	if err != nil {
 		return nil, nil, "", false, err
 	}
+	workloadAPI = found.Served
 	var nsList corev1.NamespaceList
 	if err := c.List(ctx, &nsList); err != nil && !apierrors.IsForbidden(err) {
 		return nil, nil, "", false, fmt.Errorf("listing namespaces on %s: %w", restCfg.Host, err)
