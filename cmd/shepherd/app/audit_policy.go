@@ -8,17 +8,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/celrules"
-	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/offline"
 	"github.com/shepherd-k8s/shepherd/printers"
 	"github.com/shepherd-k8s/shepherd/webhook"
@@ -121,83 +113,18 @@ func runImpact(ctx context.Context, o *auditOptions, out io.Writer) error {
 	return nil
 }
 
-// readCluster reads, once, everything the rules and lookups look at from
-// the kubeconfig's cluster: the CRDs of the frameworks (the schemas the
-// policies are type-checked against), every object of the kinds shepherd
-// admits and the namespaces, and whether it serves the Workload API. Lists
-// are paged; nothing is watched.
+// readCluster reads the stored objects, schemas and Workload API of the
+// kubeconfig's cluster (offline.ReadCluster).
 func readCluster(ctx context.Context, o *auditOptions) (objs []*unstructured.Unstructured, schemas *celrules.Schemas, source string, workloadAPI bool, err error) {
-	c, restCfg, err := clusterClient(o.kubeconfig, o.timeout)
+	c, restCfg, err := offline.Connect(o.kubeconfig, o.timeout)
 	if err != nil {
 		return nil, nil, "", false, &ExitError{Code: 2, Err: fmt.Errorf("audit --policy reads the cluster of a kubeconfig (--kubeconfig, $KUBECONFIG or ~/.kube/config), or the manifests of -f: %w", err)}
 	}
-	schemas, storage, err := servedSchemas(ctx, c, restCfg.Host)
+	st, err := offline.ReadCluster(ctx, c, restCfg, o.namespace)
 	if err != nil {
 		return nil, nil, "", false, err
 	}
-
-	for _, sk := range celrules.WebhookKinds {
-		v, ok := storage[sk.GroupKind]
-		if !ok {
-			continue // the framework is not installed: nothing stored
-		}
-		items, err := listAll(ctx, c, sk.GroupKind.WithVersion(v), o.namespace)
-		if err != nil {
-			return nil, nil, "", false, fmt.Errorf("listing %s on %s: %w", sk.Resource, restCfg.Host, err)
-		}
-		objs = append(objs, items...)
-	}
-	// ClusterTrainingRuntimes are cluster-scoped, and lookups need them
-	// even under -n; listAll ignores the namespace for them.
-
-	dc, err := discovery.NewDiscoveryClientForConfig(restCfg)
-	if err != nil {
-		return nil, nil, "", false, err
-	}
-	found, err := integrations.DiscoverWorkloadAPI(dc)
-	if err != nil {
-		return nil, nil, "", false, err
-	}
-	workloadAPI = found.Served
-	var nsList corev1.NamespaceList
-	if err := c.List(ctx, &nsList); err != nil && !apierrors.IsForbidden(err) {
-		return nil, nil, "", false, fmt.Errorf("listing namespaces on %s: %w", restCfg.Host, err)
-	}
-	for i := range nsList.Items {
-		u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&nsList.Items[i])
-		if err != nil {
-			return nil, nil, "", false, err
-		}
-		ns := &unstructured.Unstructured{Object: u}
-		ns.SetAPIVersion("v1")
-		ns.SetKind("Namespace")
-		objs = append(objs, ns)
-	}
-	return objs, schemas, restCfg.Host, workloadAPI, nil
-}
-
-// listAll lists every object of gvk (in namespace, if it is namespaced and
-// one is given), a page of 500 at a time.
-func listAll(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, namespace string) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	opts := []client.ListOption{client.Limit(500)}
-	if namespace != "" && gvk.Kind != api.KindClusterTrainingRuntime {
-		opts = append(opts, client.InNamespace(namespace))
-	}
-	cont := ""
-	for {
-		var list unstructured.UnstructuredList
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := c.List(ctx, &list, append(opts, client.Continue(cont))...); err != nil {
-			return nil, err
-		}
-		for i := range list.Items {
-			out = append(out, &list.Items[i])
-		}
-		if cont = list.GetContinue(); cont == "" {
-			return out, nil
-		}
-	}
+	return st.Objects, st.Schemas, restCfg.Host, st.WorkloadAPI, nil
 }
 
 func printImpact(out io.Writer, rep *offline.ImpactReport) error {

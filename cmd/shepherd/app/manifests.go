@@ -42,11 +42,11 @@ func (f *ruleConfigFlags) config() (celrules.Config, error) {
 		if len(f.crds) > 0 {
 			return cfg, usageError("give --crd or --kubeconfig, not both: both name the schemas to type-check against")
 		}
-		c, restCfg, err := clusterClient(f.kubeconfig, 30*time.Second)
+		c, restCfg, err := offline.Connect(f.kubeconfig, 30*time.Second)
 		if err != nil {
 			return cfg, &ExitError{Code: 2, Err: fmt.Errorf("--kubeconfig %s: %w", f.kubeconfig, err)}
 		}
-		cfg.Schemas, _, err = servedSchemas(context.Background(), c, restCfg.Host)
+		cfg.Schemas, _, err = offline.ServedSchemas(context.Background(), c, restCfg.Host)
 		return cfg, err
 	}
 	if len(f.crds) == 0 {
