@@ -176,7 +176,7 @@ var defaultRules = []defaultRule{
 		// never for a stored object that still has a startupPolicy: the
 		// rewrite would change immutable fields.
 		if c.cfg.DisableStartupPolicyRewrite {
-			return mapBody{}, "the rewrite is switched off (--disable-startup-policy-rewrite): D-JS-2 only warns then, which a MutatingAdmissionPolicy cannot (V-JS-5's policy warns of startupPolicy)"
+			return mapBody{}, "the rewrite is switched off (--disable-startup-policy-rewrite): D-JS-2 does nothing then, and V-JS-5 warns of InOrder"
 		}
 		return mapBody{
 			matchConditions: []admissionregistrationv1.MatchCondition{cond("in-order",

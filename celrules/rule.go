@@ -68,7 +68,7 @@ type RuleInfo struct {
 type Config struct {
 	// DisabledRules are rule IDs (V-*, D-*) that are switched off.
 	DisabledRules []string `json:"disabledRules,omitempty"`
-	// DisableStartupPolicyRewrite turns D-JS-2 into a warning only: an
+	// DisableStartupPolicyRewrite switches D-JS-2 off: an
 	// InOrder startupPolicy is left as it is (V-JS-5 still warns).
 	DisableStartupPolicyRewrite bool `json:"disableStartupPolicyRewrite,omitempty"`
 	// InferenceTerminationDelay is D-PCS-5's default for Inference

@@ -201,7 +201,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.disableReconcile, "disable-reconcilers", o.disableReconcile, "Serve admission only, without the lifecycle reconcilers.")
 
 	webhook.AddDisableRuleFlag(fs, &o.disabledRules, "Built-in rule IDs to switch off (repeatable or comma-separated), e.g. V-JS-5,D-PCS-6; an unknown ID is an error (shepherd export rules lists them). The same flag as check, test, export and audit take.")
-	fs.BoolVar(&o.disableStartupPolicyRewrite, "disable-startup-policy-rewrite", o.disableStartupPolicyRewrite, "Switch D-JS-2 to a warning only: a JobSet's startupPolicy InOrder is no longer rewritten into dependsOn.")
+	fs.BoolVar(&o.disableStartupPolicyRewrite, "disable-startup-policy-rewrite", o.disableStartupPolicyRewrite, "Switch D-JS-2 off: a JobSet's startupPolicy InOrder is no longer rewritten into dependsOn (V-JS-5 still warns of it).")
 	fs.BoolVar(&o.deferToUpstream, "defer-to-upstream", true, "Leave a built-in rule to the layer that already enforces all of it on this cluster: the served CRD (its minimum, enum or CEL rule, which the apiserver checks before any webhook) or a registered upstream validating webhook with failurePolicy Fail (Trainer's validator.trainjob.trainer.kubeflow.org for V-TJ-3). "+
 		"Such a rule is inactive, with the reason in /status and shepherd export rules, and re-decided when CRDs or webhook configurations change. Set false to judge every rule anyway.")
 	fs.DurationVar(&o.inferenceTerminationDelay, "inference-termination-delay", o.inferenceTerminationDelay, "D-PCS-5: terminationDelay given to Inference PodCliqueSets that set none. 0 leaves it unset (gang termination stays opt-in).")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -132,9 +131,6 @@ func runAudit(ctx context.Context, o *auditOptions, out io.Writer) error {
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--server %q: want a URL such as https://localhost:8443", o.server)}
 	}
-	u := base.JoinPath("audit")
-	u.RawQuery = q.Values().Encode()
-
 	httpClient, token, err := o.client()
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
@@ -144,41 +140,13 @@ func runAudit(ctx context.Context, o *auditOptions, out io.Writer) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	list, err := audit.Fetch(ctx, httpClient, base, token, q)
 	if err != nil {
 		return err
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", u.Redacted(), err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", u.Redacted(), err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		hint := ""
-		switch resp.StatusCode {
-		case http.StatusUnauthorized:
-			hint = " (pass a bearer token: --token, --token-file or a kubeconfig user with a token)"
-		case http.StatusForbidden:
-			hint = ` (the token's user needs RBAC "get" on the non-resource URL /audit)`
-		}
-		return fmt.Errorf("%s answered %s: %s%s", u.Redacted(), resp.Status, strings.TrimSpace(string(body)), hint)
-	}
-	var list audit.List
-	if err := json.Unmarshal(body, &list); err != nil {
-		return fmt.Errorf("%s did not answer with an audit list: %w", u.Redacted(), err)
-	}
 	switch o.output {
 	case outputJSON:
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(list)
+		return printers.JSON(out, list)
 	case outputYAML:
 		return printers.YAML(out, list)
 	}

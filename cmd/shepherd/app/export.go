@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/offline"
 	"github.com/shepherd-k8s/shepherd/webhook"
-	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
 
 type exportOptions struct {
@@ -93,7 +91,7 @@ export again after it.`,
 			return runExportMAP(o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
-	mapCmd.Flags().BoolVar(&o.disableStartupPolicyRewrite, "disable-startup-policy-rewrite", false, "as serve's flag: D-JS-2 only warns, so no policy is written for it")
+	mapCmd.Flags().BoolVar(&o.disableStartupPolicyRewrite, "disable-startup-policy-rewrite", false, "as serve's flag: D-JS-2 is off (V-JS-5 still warns of InOrder), so no policy is written for it")
 	mapCmd.Flags().DurationVar(&o.inferenceTerminationDelay, "inference-termination-delay", 0, "as serve's flag: D-PCS-5's terminationDelay for Inference PodCliqueSets that set none; 0 writes no D-PCS-5 policy")
 	rules := &cobra.Command{
 		Use:   "rules",
@@ -133,40 +131,12 @@ func runExportVAP(o *exportOptions, out, errOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	vaps, bindings := chain.Engine().Export()
-	exemptVAPs(chain.Exceptions(), vaps, time.Now())
-	if o.audit {
-		for _, b := range bindings {
-			b.Spec.ValidationActions = celrules.WithAudit(b.Spec.ValidationActions)
-		}
-	}
+	vaps, bindings, notes := offline.ExportVAPs(chain, o.audit, time.Now())
 	if err := writePolicies(out, vaps, bindings); err != nil {
 		return err
 	}
-	for _, r := range chain.Rules() {
-		if r.Inactive != "" && r.Enabled {
-			fmt.Fprintf(errOut, "inactive: %s (%s): %s\n", r.ID, strings.Join(r.Kinds, ", "), r.Inactive)
-			continue
-		}
-		if r.Enabled && (!r.Exportable || r.Action == actionDefault) {
-			reason := r.Reason
-			if r.Exportable {
-				reason += "; `shepherd export map` writes it as a MutatingAdmissionPolicy"
-			}
-			fmt.Fprintf(errOut, "not exported: %s (%s): %s\n", r.ID, strings.Join(r.Kinds, ", "), reason)
-		}
-	}
-	return nil
-}
-
-// exemptVAPs rewrites the exported policies the exceptions in force at now
-// name (exceptions.Set.ExemptVAP).
-func exemptVAPs(set *exceptions.Set, vaps []*admissionregistrationv1.ValidatingAdmissionPolicy, now time.Time) {
-	for _, v := range vaps {
-		if rule := set.RuleOf(v.Name); rule != "" {
-			set.ExemptVAP(rule, v, now)
-		}
-	}
+	_, err = io.WriteString(errOut, strings.Join(notes, ""))
+	return err
 }
 
 // writePolicies writes each policy followed by its binding, as
@@ -203,45 +173,20 @@ func runExportMAP(o *exportOptions, out, errOut io.Writer) error {
 	if o.inferenceTerminationDelay > 0 {
 		cfg.InferenceTerminationDelay = &metav1.Duration{Duration: o.inferenceTerminationDelay}
 	}
-	policies, bindings, skipped, err := celrules.ExportDefaults(cfg)
-	if err != nil {
-		return err
-	}
 	// Of --policy, only the PolicyExceptions: WorkloadPolicies validate.
 	wps, excs, err := offline.ReadPolicies(o.policies, nil, o.rules.maxInput.bytes())
 	if err != nil {
 		return parseFailure(err)
 	}
-	set, err := offline.ExceptionSet(excs, wps)
+	policies, bindings, notes, err := offline.ExportMAPs(cfg, wps, excs, time.Now())
 	if err != nil {
 		return err
-	}
-	now := time.Now()
-	for _, p := range policies {
-		if rule := set.RuleOf(p.Name); rule != "" {
-			if _, err := set.ExemptMAP(rule, p, now); err != nil {
-				return err
-			}
-		}
 	}
 	if err := writePolicies(out, policies, bindings); err != nil {
 		return err
 	}
-	// The defaulters a policy cannot express (the listing's), then the
-	// ones this configuration and these schemas leave nothing to do.
-	chain, err := webhook.NewChain(webhook.ChainOptions{Rules: cfg})
-	if err != nil {
-		return err
-	}
-	for _, r := range chain.Rules() {
-		if r.Action == actionDefault && r.Enabled && !r.Exportable {
-			fmt.Fprintf(errOut, "not exported: %s (%s): %s\n", r.ID, strings.Join(r.Kinds, ", "), r.Reason)
-		}
-	}
-	for _, n := range skipped {
-		fmt.Fprintf(errOut, "not exported: %s (%s): %s\n", n.ID, strings.Join(n.Kinds, ", "), n.Reason)
-	}
-	return nil
+	_, err = io.WriteString(errOut, strings.Join(notes, ""))
+	return err
 }
 
 func runExportRules(o *exportOptions, out io.Writer) error {
