@@ -1,8 +1,10 @@
-// Package printers writes shepherd's command reports as JSON and YAML:
-// indented like json.MarshalIndent and block-style YAML down to a depth,
-// and on one line below it, so a deeply nested object in a report (check
-// prints the objects it judged) cannot make the output grow with the
-// square of its depth.
+// Package printers renders the reports of shepherd's commands: check's
+// verdicts, audit's ring and audit --policy's impact, export rules' list,
+// as text tables for people and as JSON or YAML for scripts. JSON and YAML
+// are indented like json.MarshalIndent and block-style YAML down to a
+// depth, and written on one line below it, so a deeply nested object in a
+// report (check prints the objects it judged) cannot make the output grow
+// with the square of its depth.
 package printers
 
 import (

@@ -10,7 +10,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -20,7 +19,6 @@ import (
 	"github.com/shepherd-k8s/shepherd/printers"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
-	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
 
 type auditOptions struct {
@@ -150,7 +148,7 @@ func runAudit(ctx context.Context, o *auditOptions, out io.Writer) error {
 	case outputYAML:
 		return printers.YAML(out, list)
 	}
-	return printAuditTable(out, list.Items)
+	return printers.AuditTable(out, list.Items)
 }
 
 // client builds the HTTP client and finds the bearer token.
@@ -202,35 +200,3 @@ func (o *auditOptions) kubeconfigToken() string {
 	}
 	return ""
 }
-
-func printAuditTable(out io.Writer, items []audit.Record) error {
-	if len(items) == 0 {
-		_, err := fmt.Fprintln(out, "No verdicts recorded.")
-		return err
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tACTION\tRULE\tOPERATION\tKIND\tOBJECT\tUSER\tDRY-RUN\tFIELD\tMESSAGE")
-	for _, r := range items {
-		obj := r.Name
-		if r.Namespace != "" {
-			obj = r.Namespace + "/" + r.Name
-		}
-		msg := oneLine(r.Message)
-		if r.Exception != "" {
-			// Who exempted it and until when, where the verdict is read.
-			msg += " [exempt by PolicyException " + r.Exception + ", " + exceptions.Exemption{Expires: r.ExceptionExpires}.Until() + "]"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%t\t%s\t%s\n",
-			r.Time.UTC().Format(time.RFC3339), r.Action, r.Rule, r.Operation, r.Kind, obj, r.User, r.DryRun, dash(r.Field), msg)
-	}
-	return tw.Flush()
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
-}
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }

@@ -1,11 +1,9 @@
 package app
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +13,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/offline"
+	"github.com/shepherd-k8s/shepherd/printers"
 	"github.com/shepherd-k8s/shepherd/webhook"
 )
 
@@ -157,9 +156,6 @@ func writePolicies[P, B any](out io.Writer, policies []P, bindings []B) error {
 	return err
 }
 
-// actionDefault is the action of the defaulting rules in listings.
-const actionDefault = "Default"
-
 func runExportMAP(o *exportOptions, out, errOut io.Writer) error {
 	if o.inferenceTerminationDelay < 0 {
 		return usageError("--inference-termination-delay must not be negative, got %v", o.inferenceTerminationDelay)
@@ -200,12 +196,7 @@ func runExportRules(o *exportOptions, out io.Writer) error {
 	}
 	switch o.output {
 	case outputJSON:
-		b, err := json.MarshalIndent(rules, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(out, "%s\n", b)
-		return err
+		return printers.JSON(out, rules)
 	case outputYAML:
 		b, err := yaml.Marshal(rules)
 		if err != nil {
@@ -214,29 +205,5 @@ func runExportRules(o *exportOptions, out io.Writer) error {
 		_, err = out.Write(b)
 		return err
 	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tKINDS\tACTION\tEXPORTABLE\tENABLED\tJUDGES AN UPDATE OF\tDESCRIPTION")
-	for _, r := range rules {
-		exportable := "yes"
-		if r.Exportable && r.Action == actionDefault {
-			exportable = "yes (MAP)"
-		}
-		if !r.Exportable {
-			exportable = "no: " + shortReason(r.Reason)
-		}
-		enabled := "yes"
-		if !r.Enabled {
-			enabled = "no"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.ID, strings.Join(r.Kinds, ","), r.Action, exportable, enabled, r.OnUpdate, r.Description)
-	}
-	return tw.Flush()
-}
-
-// shortReason keeps the first clause of a reason for the table.
-func shortReason(r string) string {
-	if i := strings.IndexAny(r, ";("); i > 0 {
-		return strings.TrimSpace(r[:i])
-	}
-	return r
+	return printers.RulesTable(out, rules)
 }

@@ -124,7 +124,7 @@ func TestExportableDefaultersAreTheExportedOnes(t *testing.T) {
 	}
 	var listed []string
 	for _, r := range chain.Rules() {
-		if r.Action == actionDefault && r.Exportable {
+		if r.Action == "Default" && r.Exportable {
 			listed = append(listed, r.ID)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/shepherd-k8s/shepherd/offline"
+	"github.com/shepherd-k8s/shepherd/printers"
 	"github.com/shepherd-k8s/shepherd/webhook"
 )
 
@@ -223,7 +224,7 @@ func TestCRDFlagHelp(t *testing.T) {
 func TestImpactSingular(t *testing.T) {
 	for n, want := range map[int]string{1: "Judged 1 stored object from x as creates.", 2: "Judged 2 stored objects from x as creates."} {
 		var b bytes.Buffer
-		if err := printImpact(&b, &offline.ImpactReport{Source: "x", Evaluated: n}); err != nil {
+		if err := printers.Impact(&b, &offline.ImpactReport{Source: "x", Evaluated: n}); err != nil {
 			t.Fatal(err)
 		}
 		if got := strings.SplitN(b.String(), "\n", 2)[0]; got != want {
