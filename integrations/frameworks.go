@@ -1,6 +1,9 @@
 // Package integrations holds one integration per framework shepherd works
 // beside (Kubeflow Trainer, JobSet, Grove) and the detection of which
-// frameworks' CRDs the cluster serves.
+// frameworks' CRDs the cluster serves, and whether it serves the Workload
+// API (WorkloadAPIProbe). Each framework's integration package
+// (integrations/trainer, integrations/grove) holds its knobs, accessors
+// and Go checks; Frameworks and Checks register them in one place.
 //
 // Frameworks come and go: a framework whose CRDs are not established is
 // skipped — its reconcilers and lookup informers do not start and readiness
@@ -15,8 +18,10 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
@@ -42,16 +47,36 @@ type Framework struct {
 	// that version, and an informer of an unserved version never syncs.
 	Version string
 	Kinds   []string
+	// LookedUp are the objects of its kinds the Go checks look up (a
+	// TrainJob's runtime, a JobSet's TrainJob, a PodClique's
+	// PodCliqueSet): their informers start once the framework is active.
+	LookedUp []client.Object
 }
 
 // Frameworks are the frameworks shepherd integrates with, in a fixed order.
 var Frameworks = []Framework{
 	{Name: Trainer, Group: api.TrainerGroup, Version: trainerv1alpha1.GroupVersion.Version,
-		Kinds: []string{api.KindTrainJob, api.KindTrainingRuntime, api.KindClusterTrainingRuntime}},
+		Kinds:    []string{api.KindTrainJob, api.KindTrainingRuntime, api.KindClusterTrainingRuntime},
+		LookedUp: []client.Object{&trainerv1alpha1.TrainingRuntime{}, &trainerv1alpha1.ClusterTrainingRuntime{}, &trainerv1alpha1.TrainJob{}}},
 	{Name: JobSet, Group: api.JobSetGroup, Version: jobsetv1alpha2.GroupVersion.Version,
 		Kinds: []string{api.KindJobSet}},
 	{Name: Grove, Group: api.GroveGroup, Version: grovev1alpha1.GroupVersion.Version,
-		Kinds: []string{api.KindPodCliqueSet, api.KindPodClique, api.KindPodCliqueScalingGroup}},
+		Kinds:    []string{api.KindPodCliqueSet, api.KindPodClique, api.KindPodCliqueScalingGroup},
+		LookedUp: []client.Object{&grovev1alpha1.PodCliqueSet{}}},
+}
+
+// LookupObjects are the kinds the Go checks look up, by the framework that
+// serves them (Framework.LookedUp); "" holds the built-in kinds, always
+// served: the request's Namespace, for WorkloadPolicies'
+// namespaceSelector.
+func LookupObjects() map[string][]client.Object {
+	out := map[string][]client.Object{"": {&corev1.Namespace{}}}
+	for _, f := range Frameworks {
+		if len(f.LookedUp) > 0 {
+			out[f.Name] = f.LookedUp
+		}
+	}
+	return out
 }
 
 // Lookup returns the framework named name.

@@ -64,7 +64,7 @@ func setupFrameworks(ctx context.Context, mgr ctrl.Manager, o *Options, terms *l
 	if err != nil {
 		return nil, err
 	}
-	lookups := server.LookupObjects()
+	lookups := integrations.LookupObjects()
 	if err := server.WatchLookupObjects(ctx, mgr, lookups[""]...); err != nil {
 		return nil, err
 	}

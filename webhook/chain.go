@@ -18,10 +18,11 @@ import (
 	"k8s.io/utils/clock"
 	kjson "sigs.k8s.io/json"
 
-	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/api/install"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/gocheck"
 	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
 
@@ -168,14 +169,21 @@ func (c *Chain) Version() uint64 { return c.engine.Version() + c.goChanges.Load(
 // (celrules.Engine.UpdateReads).
 func (c *Chain) UpdateReads() celrules.Reads { return c.engine.UpdateReads() }
 
-// goOperations are the operations a Go check judges (goChecks); a
-// defaulter works on CREATE and UPDATE.
-var goOperations = map[string][]string{
-	"V-TJ-3":   {"CREATE"},
-	"V-TJ-4":   {"UPDATE"},
-	"V-TR-7":   {"CREATE", "UPDATE"},
-	"V-PCLQ-1": {"CREATE", "UPDATE"},
-}
+// goChecks are the rules the integrations write in Go
+// (integrations.Checks), and goOperations the operations each judges; a
+// defaulting rule works on CREATE and UPDATE.
+var (
+	goChecks     = integrations.Checks()
+	goOperations = func() map[string][]string {
+		out := map[string][]string{}
+		for _, g := range goChecks {
+			if g.Validate != nil {
+				out[g.ID] = g.Operations
+			}
+		}
+		return out
+	}()
+)
 
 // HasWork reports whether shepherd's mutating (or validating) webhook has
 // anything to do for an op request on gr: an enabled defaulter for its
@@ -210,19 +218,30 @@ func (c *Chain) HasWork(mutating bool, gr schema.GroupResource, op string) bool 
 }
 
 // goUpstream is the evidence that an upstream layer enforces a Go check
-// (celrules.Upstream, as the built-in rules carry it in their files).
-var goUpstream = map[string]struct {
+// (celrules.Upstream, as the built-in rules carry it in their files): the
+// upstream webhook its integration names (gocheck.Check.UpstreamWebhook).
+var goUpstream = func() map[string]struct {
 	kind     schema.GroupKind
 	evidence []celrules.Upstream
-}{
-	// Trainer's validating webhook (v2.3.0 pkg/webhooks/trainjob_webhook.go,
-	// through the runtime's ValidateObjects) gets the runtime a TrainJob
-	// names and denies the create when it is missing or of a kind Trainer
-	// does not know; it is called with shepherd's, so the user sees its
-	// denial or shepherd's, never anything new from shepherd.
-	"V-TJ-3": {schema.GroupKind{Group: api.TrainerGroup, Kind: api.KindTrainJob},
-		[]celrules.Upstream{{Webhook: &celrules.WebhookEvidence{Name: "validator.trainjob.trainer.kubeflow.org", Operation: "CREATE"}}}},
-}
+} {
+	out := map[string]struct {
+		kind     schema.GroupKind
+		evidence []celrules.Upstream
+	}{}
+	for _, g := range goChecks {
+		if g.UpstreamWebhook == "" {
+			continue
+		}
+		for _, k := range g.Kinds {
+			out[g.ID] = struct {
+				kind     schema.GroupKind
+				evidence []celrules.Upstream
+			}{schema.GroupKind{Group: g.Group, Kind: k},
+				[]celrules.Upstream{{Webhook: &celrules.WebhookEvidence{Name: g.UpstreamWebhook, Operation: g.UpstreamOperation}}}}
+		}
+	}
+	return out
+}()
 
 // goStandDowns lists the Go checks an upstream layer enforces on the
 // cluster, where the chain stands down (celrules.Config.StandDown); it is
@@ -310,15 +329,19 @@ const (
 // goRules are the rules the chain runs beside the CEL validation rules:
 // the defaulting rules, which are MutatingAdmissionPolicies run in-process
 // (celrules.Engine.Default) and exported by `shepherd export map`, then
-// what only Go can do — D-WL-1 and the checks, which need lookups or
-// discovery and are not exportable (Reason says why).
-var goRules = append(celrules.DefaultRuleInfos(), []celrules.RuleInfo{
-	{ID: "D-WL-1", Kinds: []string{api.KindJobSet}, Action: "Default", Reason: "needs lookups of the owning TrainJob and its runtime; an admission policy (ValidatingAdmissionPolicy or MutatingAdmissionPolicy) sees only the request", Source: celrules.SourceGo, Description: "JobSet of a TrainJob whose runtime uses podGroupPolicy.workload: inject spec.schedulingGroup.podGroupName into pod templates"},
-	{ID: "V-TJ-3", Kinds: []string{api.KindTrainJob}, Action: "Deny", Reason: reasonLookup, Source: celrules.SourceGo, Description: "runtimeRef resolves to an existing TrainingRuntime (same namespace) or ClusterTrainingRuntime (CREATE)"},
-	{ID: "V-TJ-4", Kinds: []string{api.KindTrainJob}, Action: "Deny", Reason: reasonLookup, Source: celrules.SourceGo, Description: "trainer.numNodes is immutable when the runtime uses podGroupPolicy.workload"},
-	{ID: "V-TR-7", Kinds: []string{api.KindTrainingRuntime, api.KindClusterTrainingRuntime}, Action: "Deny", Reason: reasonDiscovery, Source: celrules.SourceGo, Description: "podGroupPolicy.workload needs a cluster that serves the Workload API"},
-	{ID: "V-PCLQ-1", Kinds: []string{api.KindPodClique, api.KindPodCliqueScalingGroup}, Action: "Deny", Reason: reasonLookup, Source: celrules.SourceGo, Description: "when the owning PodCliqueSet is Training: replicas immutable (a scale to 0, which stops it, is allowed), no autoscaling config"},
-}...)
+// the integrations' Go checks (goChecks), which need lookups or discovery
+// and are not exportable (Reason says why).
+var goRules = func() []celrules.RuleInfo {
+	out := celrules.DefaultRuleInfos()
+	for _, g := range goChecks {
+		action := "Deny"
+		if g.Default != nil {
+			action = "Default"
+		}
+		out = append(out, celrules.RuleInfo{ID: g.ID, Kinds: g.Kinds, Action: action, Reason: g.Reason, Source: celrules.SourceGo, Description: g.Description})
+	}
+	return out
+}()
 
 // decode parses a request object. The error names what is wrong and where
 // (a syntax error's byte offset, or what the value is instead of an
@@ -436,16 +459,20 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 			v.Warnings = append(v.Warnings, celrules.Named(w.Rule, w.Message))
 		}
 	}
-	if (req.Kind.Group == api.JobSetGroup && req.Kind.Kind == api.KindJobSet) && (cfg.Enabled("D-WL-1") || !c.cfg.Enabled("D-WL-1")) {
-		if !changed {
-			cur = runtime.DeepCopyJSON(obj) // D-WL-1 writes in place
+	for i := range goChecks {
+		g := &goChecks[i]
+		if g.Default == nil || !g.Judges(req.Kind.Group, req.Kind.Kind, string(req.Operation)) || !cfg.Enabled(g.ID) {
+			continue
 		}
-		wl, wlWarnings, viol := c.defaultSchedulingGroup(ctx, cur, req.Namespace)
-		changed = changed || wl
-		v.Warnings = append(v.Warnings, namedWarnings("D-WL-1", wlWarnings)...)
-		if viol != nil {
+		if !changed {
+			cur, changed = runtime.DeepCopyJSON(obj), true // the check writes in place
+		}
+		_, warnings, deny := g.Default(ctx, c.lookups, &gocheck.Request{Operation: string(req.Operation), Namespace: req.Namespace,
+			Kind: schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}, Object: cur, OldObject: old})
+		v.Warnings = append(v.Warnings, namedWarnings(g.ID, warnings)...)
+		if deny != nil {
 			v.Allowed = false
-			v.Violations = append(v.Violations, named([]Violation{*viol})...)
+			v.Violations = append(v.Violations, named([]Violation{{Rule: g.ID, Action: ActionDeny, Field: deny.Field, Message: deny.Message, Reason: deny.Reason}})...)
 		}
 	}
 	if changed {
@@ -500,7 +527,7 @@ func (c *Chain) Validate(ctx context.Context, req *Request) *Verdict {
 	if req.Operation != admissionv1.Update || celrules.GoReadsChanged(obj, old) {
 		// Like the rules' UPDATE conditions: an UPDATE that changes
 		// nothing the Go checks read is not judged again.
-		v.Violations = append(v.Violations, named(c.goChecks(ctx, req, obj, old))...)
+		v.Violations = append(v.Violations, named(c.runGoChecks(ctx, req, obj, old))...)
 	}
 	v.Violations, v.Exempted = c.exempt(ctx, req, obj, old, v.Violations)
 	for _, e := range v.Exempted {
@@ -544,4 +571,32 @@ func (c *Chain) Admit(ctx context.Context, req *Request) *Verdict {
 		v.Object = d.Object
 	}
 	return v
+}
+
+// runGoChecks runs the integrations' validating Go checks that judge req,
+// but those switched off or that an upstream layer enforces.
+func (c *Chain) runGoChecks(ctx context.Context, req *Request, o, old map[string]any) []Violation {
+	if o == nil {
+		return nil
+	}
+	var out []Violation
+	down := c.goStandDowns()
+	var r *gocheck.Request
+	for i := range goChecks {
+		g := &goChecks[i]
+		if g.Validate == nil || !g.Judges(req.Kind.Group, req.Kind.Kind, string(req.Operation)) || !c.cfg.Enabled(g.ID) {
+			continue
+		}
+		if _, upstream := down[g.ID]; upstream {
+			continue
+		}
+		if r == nil {
+			r = &gocheck.Request{Operation: string(req.Operation), Namespace: req.Namespace,
+				Kind: schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}, Object: o, OldObject: old}
+		}
+		for _, f := range g.Validate(ctx, c.lookups, r) {
+			out = append(out, Violation{Rule: g.ID, Action: ActionDeny, Field: f.Field, Message: f.Message, Reason: f.Reason})
+		}
+	}
+	return out
 }

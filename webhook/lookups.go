@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shepherd-k8s/shepherd/integrations/gocheck"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,17 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// Lookups is everything the admission chain needs beyond the request: the
-// other objects the Go checks read (V-TJ-3, V-TJ-4, V-PCLQ-1, D-WL-1) and
-// discovery (V-TR-7). Absent objects are apierrors NotFound. The objects
-// returned may be the informer cache's own (NewClientLookups): read them,
-// never modify them.
-type Lookups interface {
-	// Get returns the object of kind gvk (the typed object when the
-	// scheme knows the kind) named namespace/name.
-	Get(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (client.Object, error)
-	WorkloadAPIServed() bool
-}
+// Lookups is everything the Go checks need beyond the request: other
+// objects and discovery (gocheck.Lookups).
+type Lookups = gocheck.Lookups
 
 // NamespaceLookup is implemented by Lookups that can also return the
 // request's Namespace, for WorkloadPolicies with a namespaceSelector or that

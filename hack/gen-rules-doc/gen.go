@@ -474,9 +474,9 @@ func writeRule(b *strings.Builder, r celrules.RuleInfo, lib map[string]celrules.
 	case r.Source == celrules.SourceBuiltin && r.Action == "Default":
 		b.WriteString("- Source: a built-in MutatingAdmissionPolicy in [celrules/defaults.go](../celrules/defaults.go), which the webhook and `shepherd check` run in-process\n")
 	case r.Source == celrules.SourceGo && r.Action == "Default":
-		b.WriteString("- Source: a defaulter written in Go, in package [webhook](../webhook)\n")
+		b.WriteString("- Source: a default written in Go by its integration, under [integrations](../integrations) (it needs lookups)\n")
 	case r.Source == celrules.SourceGo:
-		b.WriteString("- Source: a check written in Go, in package [webhook](../webhook)\n")
+		b.WriteString("- Source: a check written in Go by its integration, under [integrations](../integrations) (it needs lookups or discovery)\n")
 	default:
 		fmt.Fprintf(b, "- Source: %s\n", r.Source)
 	}

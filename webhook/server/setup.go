@@ -9,14 +9,11 @@ import (
 	"runtime"
 	"sync/atomic"
 
-	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
-	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
@@ -42,24 +39,8 @@ func TLSOptions(enableHTTP2 bool) []func(*tls.Config) {
 	}}
 }
 
-// LookupObjects are the kinds the chain's Go lookups read (a TrainJob's
-// runtime, a JobSet's TrainJob, a PodClique's PodCliqueSet, and the
-// request's Namespace for WorkloadPolicies' namespaceSelector), by the
-// framework that serves them; "" holds the built-in kinds, always served.
-func LookupObjects() map[string][]client.Object {
-	return map[string][]client.Object{
-		"": {&corev1.Namespace{}},
-		integrations.Trainer: {
-			&trainerv1alpha1.TrainingRuntime{},
-			&trainerv1alpha1.ClusterTrainingRuntime{},
-			&trainerv1alpha1.TrainJob{},
-		},
-		integrations.Grove: {&grovev1alpha1.PodCliqueSet{}},
-	}
-}
-
 // WatchLookupObjects registers the informers of objs (some of
-// LookupObjects) with the manager's cache, so they start and sync before
+// integrations.LookupObjects) with the manager's cache, so they start and sync before
 // the first admission request needs them, which would otherwise wait for a
 // full list. Before the manager starts it only registers them (they start
 // and sync with the cache, and /readyz waits for them); once it runs, it

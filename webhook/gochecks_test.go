@@ -196,7 +196,10 @@ func TestCheckWorkloadAPIForms(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got []string
-			for _, v := range c.checkWorkloadAPI(o) {
+			u := &unstructured.Unstructured{Object: o}
+			req := &Request{Operation: admissionv1.Create, Namespace: u.GetNamespace(),
+				Kind: metav1.GroupVersionKind{Group: api.TrainerGroup, Version: "v1alpha1", Kind: api.KindClusterTrainingRuntime}}
+			for _, v := range c.runGoChecks(context.Background(), req, o, nil) {
 				if v.Rule != "V-TR-7" || v.Action != ActionDeny {
 					t.Errorf("violation %+v, want a V-TR-7 Deny", v)
 				}
