@@ -268,7 +268,7 @@ func DefaultRuleInfos() []RuleInfo {
 	out := make([]RuleInfo, len(defaultRules))
 	for i, r := range defaultRules {
 		out[i] = RuleInfo{ID: r.ID, Kinds: []string{r.Kind.Kind}, Action: "Default", Exportable: true, Source: SourceBuiltin, Description: r.Description,
-			Reason: "defaulting: runs as a MutatingAdmissionPolicy (shepherd export map); a ValidatingAdmissionPolicy cannot mutate"}
+			Reason: "defaulting (mutating webhook); a ValidatingAdmissionPolicy cannot mutate"}
 	}
 	return out
 }
