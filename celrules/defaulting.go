@@ -188,6 +188,8 @@ func (e *Engine) Default(ctx context.Context, in *Input, enabled func(id string)
 	e.mu.RUnlock()
 	var r *request
 	var va *admission.VersionedAttributes
+	var areq *admissionv1.AdmissionRequest
+	mr := schema.GroupVersionResource{Group: in.Group, Version: in.Version, Resource: in.Resource}
 	for _, d := range defaults {
 		if d.kind.Group != in.Group || d.kind.Kind != in.Kind || !enabled(d.id) || out.Object == nil {
 			continue
@@ -195,6 +197,9 @@ func (e *Engine) Default(ctx context.Context, in *Input, enabled func(id string)
 		if r == nil {
 			r = newRequest(ctx, in)
 			va = r.versionedAttributes(schema.GroupVersionKind{Group: in.Group, Version: in.Version, Kind: in.Kind})
+			// The request variable is built from the attributes, not the
+			// object, so one serves every policy.
+			areq = plugincel.CreateAdmissionRequest(va.Attributes, metav1.GroupVersionResource(mr), metav1.GroupVersionKind(va.VersionedKind))
 		}
 		pctx := d.compiler.CreateContext(ctx)
 		m := d.matcher.Match(pctx, va, nil, nil)
@@ -206,8 +211,6 @@ func (e *Engine) Default(ctx context.Context, in *Input, enabled func(id string)
 		}
 		before := va.VersionedObject.Object()
 		for _, mu := range d.mutations {
-			mr := schema.GroupVersionResource{Group: in.Group, Version: in.Version, Resource: in.Resource}
-			areq := plugincel.CreateAdmissionRequest(va.Attributes, metav1.GroupVersionResource(mr), metav1.GroupVersionKind(va.VersionedKind))
 			res, remaining, err := mu.expr.MutatingEvaluator.ForInput(pctx, va, areq, plugincel.OptionalVariableBindings{}, nil, celconfig.RuntimeCELCostBudget)
 			if err == nil && res.Error != nil {
 				err = res.Error

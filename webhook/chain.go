@@ -220,28 +220,24 @@ func (c *Chain) HasWork(mutating bool, gr schema.GroupResource, op string) bool 
 // goUpstream is the evidence that an upstream layer enforces a Go check
 // (celrules.Upstream, as the built-in rules carry it in their files): the
 // upstream webhook its integration names (gocheck.Check.UpstreamWebhook).
-var goUpstream = func() map[string]struct {
-	kind     schema.GroupKind
-	evidence []celrules.Upstream
-} {
-	out := map[string]struct {
-		kind     schema.GroupKind
-		evidence []celrules.Upstream
-	}{}
+var goUpstream = func() map[string]upstreamEvidence {
+	out := map[string]upstreamEvidence{}
 	for _, g := range goChecks {
-		if g.UpstreamWebhook == "" {
-			continue
-		}
 		for _, k := range g.Kinds {
-			out[g.ID] = struct {
-				kind     schema.GroupKind
-				evidence []celrules.Upstream
-			}{schema.GroupKind{Group: g.Group, Kind: k},
-				[]celrules.Upstream{{Webhook: &celrules.WebhookEvidence{Name: g.UpstreamWebhook, Operation: g.UpstreamOperation}}}}
+			if g.UpstreamWebhook != "" {
+				out[g.ID] = upstreamEvidence{schema.GroupKind{Group: g.Group, Kind: k},
+					[]celrules.Upstream{{Webhook: &celrules.WebhookEvidence{Name: g.UpstreamWebhook, Operation: g.UpstreamOperation}}}}
+			}
 		}
 	}
 	return out
 }()
+
+// upstreamEvidence is what would enforce a Go check on a kind upstream.
+type upstreamEvidence struct {
+	kind     schema.GroupKind
+	evidence []celrules.Upstream
+}
 
 // goStandDowns lists the Go checks an upstream layer enforces on the
 // cluster, where the chain stands down (celrules.Config.StandDown); it is
@@ -459,16 +455,18 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 			v.Warnings = append(v.Warnings, celrules.Named(w.Rule, w.Message))
 		}
 	}
+	copied := changed // cur is already the chain's own object
 	for i := range goChecks {
 		g := &goChecks[i]
 		if g.Default == nil || !g.Judges(req.Kind.Group, req.Kind.Kind, string(req.Operation)) || !cfg.Enabled(g.ID) {
 			continue
 		}
-		if !changed {
-			cur, changed = runtime.DeepCopyJSON(obj), true // the check writes in place
+		if !copied {
+			cur, copied = runtime.DeepCopyJSON(obj), true // the check writes in place
 		}
-		_, warnings, deny := g.Default(ctx, c.lookups, &gocheck.Request{Operation: string(req.Operation), Namespace: req.Namespace,
+		wrote, warnings, deny := g.Default(ctx, c.lookups, &gocheck.Request{Operation: string(req.Operation), Namespace: req.Namespace,
 			Kind: schema.GroupKind{Group: req.Kind.Group, Kind: req.Kind.Kind}, Object: cur, OldObject: old})
+		changed = changed || wrote
 		v.Warnings = append(v.Warnings, namedWarnings(g.ID, warnings)...)
 		if deny != nil {
 			v.Allowed = false

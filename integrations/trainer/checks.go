@@ -107,19 +107,15 @@ func defaultSchedulingGroup(ctx context.Context, l gocheck.Lookups, r *gocheck.R
 			}
 		}
 		name := api.PodGroupName(owner.name, uid, api.PodGroupTemplateFor(gocheck.Str(rj, "name"), labels))
-		js := gocheck.Ensure(jobTemplate, "spec")
-		if js == nil {
-			continue
+		// spec.template.spec.schedulingGroup of the Job template, created
+		// as needed; a field on the way that is not an object is left for
+		// validation to report.
+		sg := jobTemplate
+		for _, k := range []string{"spec", "template", "spec", "schedulingGroup"} {
+			if sg = gocheck.Ensure(sg, k); sg == nil {
+				break
+			}
 		}
-		pt := gocheck.Ensure(js, "template")
-		if pt == nil {
-			continue
-		}
-		ps := gocheck.Ensure(pt, "spec")
-		if ps == nil {
-			continue
-		}
-		sg := gocheck.Ensure(ps, "schedulingGroup")
 		if sg == nil {
 			continue
 		}
