@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -158,14 +159,54 @@ func (s *Serving) Stop() error {
 	}
 }
 
-// FreeAddr is a free 127.0.0.1 port, for a server a test starts.
+// FreeAddr is a free 127.0.0.1 port, for a server a test starts. It is
+// picked below the kernel's ephemeral range (ip_local_port_range): a port
+// the kernel hands out for ":0" is also one it hands to outgoing
+// connections, so between this probe and the server's bind a busy client
+// (test/faults' 100 creates a second) could take it, and the server would
+// exit with "address already in use" (the stop 42 CI failure).
 func FreeAddr() string {
+	low := ephemeralLow()
+	if low > freeAddrFloor+1000 {
+		for range 200 {
+			port := freeAddrFloor + rand.IntN(low-freeAddrFloor)
+			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+			if err != nil {
+				continue
+			}
+			addr := l.Addr().String()
+			l.Close()
+			return addr
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		panic(err)
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// freeAddrFloor is the lowest port FreeAddr picks: above the well-known
+// and most registered services' ports.
+const freeAddrFloor = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range, 0 where
+// it cannot be read (FreeAddr then falls back to ":0").
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // SyncBuffer is a log sink written from many goroutines.
