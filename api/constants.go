@@ -127,7 +127,7 @@ const (
 	EventInvalidKnob = "InvalidKnob"
 )
 
-// Training restarts (reconcile/training).
+// Training restarts (integrations/grove/training).
 const (
 	// AnnotationRestart marks a PodClique of a Training replica whose restart
 	// shepherd has begun: the restart number and the UIDs of the pods it

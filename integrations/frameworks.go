@@ -1,9 +1,13 @@
-// Package integrations holds one integration per framework shepherd works
-// beside (Kubeflow Trainer, JobSet, Grove) and the detection of which
-// frameworks' CRDs the cluster serves, and whether it serves the Workload
-// API (WorkloadAPIProbe). Each framework's integration package
-// (integrations/trainer, integrations/grove) holds its knobs, accessors
-// and Go checks; Frameworks and Checks register them in one place.
+// Package integrations is the integration interface, the way Kueue's
+// jobframework is: a Framework (its group, the kinds whose CRDs must be
+// served, the objects its Go checks look up, the checks) and a Controller
+// (its reconciler and the frameworks it needs), registered from the init of
+// each framework's package beneath this one (integrations/trainer,
+// integrations/jobset, integrations/grove, and their controllers'
+// packages); integrations/all imports them, one line each. webhook,
+// celrules, reconcile and serve iterate the registry and name no framework.
+// It also detects which frameworks' CRDs the cluster serves (Decide,
+// Watcher) and whether it serves the Workload API (WorkloadAPIProbe).
 //
 // Frameworks come and go: a framework whose CRDs are not established is
 // skipped — its reconcilers and lookup informers do not start and readiness
@@ -23,10 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
-	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
-	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/gocheck"
 )
 
 // Framework names: the --framework-<name> flags, the framework label of
@@ -51,18 +52,9 @@ type Framework struct {
 	// TrainJob's runtime, a JobSet's TrainJob, a PodClique's
 	// PodCliqueSet): their informers start once the framework is active.
 	LookedUp []client.Object
-}
-
-// Frameworks are the frameworks shepherd integrates with, in a fixed order.
-var Frameworks = []Framework{
-	{Name: Trainer, Group: api.TrainerGroup, Version: trainerv1alpha1.GroupVersion.Version,
-		Kinds:    []string{api.KindTrainJob, api.KindTrainingRuntime, api.KindClusterTrainingRuntime},
-		LookedUp: []client.Object{&trainerv1alpha1.TrainingRuntime{}, &trainerv1alpha1.ClusterTrainingRuntime{}, &trainerv1alpha1.TrainJob{}}},
-	{Name: JobSet, Group: api.JobSetGroup, Version: jobsetv1alpha2.GroupVersion.Version,
-		Kinds: []string{api.KindJobSet}},
-	{Name: Grove, Group: api.GroveGroup, Version: grovev1alpha1.GroupVersion.Version,
-		Kinds:    []string{api.KindPodCliqueSet, api.KindPodClique, api.KindPodCliqueScalingGroup},
-		LookedUp: []client.Object{&grovev1alpha1.PodCliqueSet{}}},
+	// Checks are the rules the integration writes in Go (gocheck): the
+	// admission chain runs them without naming a framework.
+	Checks []gocheck.Check
 }
 
 // LookupObjects are the kinds the Go checks look up, by the framework that

@@ -1,6 +1,8 @@
-package integrations
+package integrations_test
 
 import (
+	. "github.com/shepherd-k8s/shepherd/integrations"
+	_ "github.com/shepherd-k8s/shepherd/integrations/all"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"

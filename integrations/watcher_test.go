@@ -1,6 +1,8 @@
-package integrations
+package integrations_test
 
 import (
+	. "github.com/shepherd-k8s/shepherd/integrations"
+	_ "github.com/shepherd-k8s/shepherd/integrations/all"
 	"context"
 	"errors"
 	"strings"
@@ -49,7 +51,7 @@ func TestWatcherActivates(t *testing.T) {
 	ctx := context.Background()
 	reader := &crdReader{}
 	mapper := meta.NewDefaultRESTMapper(nil)
-	w := newWatcher(reader, mapper, map[string]Mode{Grove: ModeOff})
+	w := NewWatcherForTest(reader, mapper, map[string]Mode{Grove: ModeOff})
 
 	ran := map[string]int{}
 	hook := func(name string) func(context.Context) error {
@@ -69,7 +71,7 @@ func TestWatcherActivates(t *testing.T) {
 
 	step := func(what string, wantRan map[string]int, wantActive []string, wantDelivered [][]string) {
 		t.Helper()
-		if err := w.look(ctx, false); err != nil {
+		if err := w.LookForTest(ctx, false); err != nil {
 			t.Fatalf("%s: look: %v", what, err)
 		}
 		if diff := cmp.Diff(wantRan, ran); diff != "" {
@@ -115,8 +117,8 @@ func TestWatcherRequiredFrameworkMissingFailsAtStart(t *testing.T) {
 	mapper := meta.NewDefaultRESTMapper(nil)
 	discover(mapper, Trainer)
 	discover(mapper, JobSet)
-	w := newWatcher(reader, mapper, map[string]Mode{Trainer: ModeOn, Grove: ModeOn})
-	err := w.look(context.Background(), true)
+	w := NewWatcherForTest(reader, mapper, map[string]Mode{Trainer: ModeOn, Grove: ModeOn})
+	err := w.LookForTest(context.Background(), true)
 	if err == nil {
 		t.Fatal("look succeeded with grove on and its CRDs absent")
 	}
@@ -130,7 +132,7 @@ func TestWatcherRequiredFrameworkMissingFailsAtStart(t *testing.T) {
 	}
 	// Later, a required framework that goes away is logged, not fatal.
 	reader.crds = frameworkCRDs(JobSet)
-	if err := w.look(context.Background(), false); err != nil {
+	if err := w.LookForTest(context.Background(), false); err != nil {
 		t.Errorf("a later look failed: %v", err)
 	}
 }
@@ -138,9 +140,9 @@ func TestWatcherRequiredFrameworkMissingFailsAtStart(t *testing.T) {
 func TestWatcherHookErrorStops(t *testing.T) {
 	mapper := meta.NewDefaultRESTMapper(nil)
 	discover(mapper, JobSet)
-	w := newWatcher(&crdReader{crds: frameworkCRDs(JobSet)}, mapper, nil)
+	w := NewWatcherForTest(&crdReader{crds: frameworkCRDs(JobSet)}, mapper, nil)
 	w.OnActivate(JobSet, func(context.Context) error { return errors.New("boom") })
-	if err := w.look(context.Background(), true); err == nil || !strings.Contains(err.Error(), "boom") {
+	if err := w.LookForTest(context.Background(), true); err == nil || !strings.Contains(err.Error(), "boom") {
 		t.Errorf("look = %v, want the hook's error", err)
 	}
 }

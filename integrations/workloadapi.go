@@ -55,7 +55,7 @@ func (p *WorkloadAPIProbe) Version() (version string, ok bool) {
 	return w.Version, true
 }
 
-// Answer is Version for the Workload reconciler (reconcile.Options), an
+// Answer is Version for the Workload reconciler (integrations.ControllerOptions), an
 // error until the first check has succeeded: a reconcile must not record
 // that the API is missing on a guess.
 func (p *WorkloadAPIProbe) Answer() (version string, ok bool, err error) {

@@ -16,7 +16,6 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/leader"
-	"github.com/shepherd-k8s/shepherd/reconcile"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
 )
@@ -59,7 +58,7 @@ func (m frameworkModes) modes() map[string]integrations.Mode {
 // registers what each framework starts once active: the informers of its
 // admission lookups and, unless reconcilers are disabled, every controller
 // whose frameworks are all active (in the leader's terms).
-func setupFrameworks(ctx context.Context, mgr ctrl.Manager, o *Options, terms *leader.Terms, opts reconcile.Options) (*integrations.Watcher, error) {
+func setupFrameworks(ctx context.Context, mgr ctrl.Manager, o *Options, terms *leader.Terms, opts integrations.ControllerOptions) (*integrations.Watcher, error) {
 	w, err := integrations.NewWatcher(mgr, o.frameworks.modes())
 	if err != nil {
 		return nil, err
@@ -81,7 +80,7 @@ func setupFrameworks(ctx context.Context, mgr ctrl.Manager, o *Options, terms *l
 		}
 	}
 	if !o.disableReconcile {
-		for _, c := range reconcile.Controllers() {
+		for _, c := range integrations.Controllers() {
 			w.OnActivateAll(c.Frameworks, func(context.Context) error {
 				terms.Activate(leader.Controller{Name: c.Name, Setup: func(m manager.Manager) error { return c.Setup(m, opts) }})
 				return nil

@@ -42,7 +42,6 @@ import (
 	"github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/leader"
-	"github.com/shepherd-k8s/shepherd/reconcile"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 	"github.com/shepherd-k8s/shepherd/webhook/auditsink"
@@ -375,7 +374,7 @@ func Run(ctx context.Context, o *Options) error {
 		}
 		return nil
 	})
-	reconcileOpts := reconcile.Options{Clock: clock.RealClock{}, Enforcement: enforcement, Schemas: live, WorkloadAPI: probe.Answer}
+	reconcileOpts := integrations.ControllerOptions{Clock: clock.RealClock{}, Enforcement: enforcement, Schemas: live, WorkloadAPI: probe.Answer}
 	frameworks, err := setupFrameworks(ctx, mgr, o, terms, reconcileOpts)
 	if err != nil {
 		return err

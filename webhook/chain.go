@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync"
 	"strings"
 	"sync/atomic"
 
@@ -22,6 +23,9 @@ import (
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/integrations"
+	// The chain runs what the integrations register: every chain — serve's,
+	// offline's, a test's — has every integration.
+	_ "github.com/shepherd-k8s/shepherd/integrations/all"
 	"github.com/shepherd-k8s/shepherd/integrations/gocheck"
 	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
@@ -173,16 +177,16 @@ func (c *Chain) UpdateReads() celrules.Reads { return c.engine.UpdateReads() }
 // (integrations.Checks), and goOperations the operations each judges; a
 // defaulting rule works on CREATE and UPDATE.
 var (
-	goChecks     = integrations.Checks()
-	goOperations = func() map[string][]string {
+	goChecks     = sync.OnceValue(integrations.Checks)
+	goOperations = sync.OnceValue(func() map[string][]string {
 		out := map[string][]string{}
-		for _, g := range goChecks {
+		for _, g := range goChecks() {
 			if g.Validate != nil {
 				out[g.ID] = g.Operations
 			}
 		}
 		return out
-	}()
+	})
 )
 
 // HasWork reports whether shepherd's mutating (or validating) webhook has
@@ -198,7 +202,7 @@ func (c *Chain) HasWork(mutating bool, gr schema.GroupResource, op string) bool 
 	}
 	native := c.native.Load()
 	down := c.goStandDowns()
-	for _, g := range goRules {
+	for _, g := range goRules() {
 		defaulter := g.Action == "Default"
 		if defaulter != mutating || !slices.Contains(g.Kinds, kind) || !c.cfg.Enabled(g.ID) {
 			continue
@@ -206,7 +210,7 @@ func (c *Chain) HasWork(mutating bool, gr schema.GroupResource, op string) bool 
 		if _, upstream := down[g.ID]; upstream || (native && g.Exportable) {
 			continue
 		}
-		if ops, ok := goOperations[g.ID]; ok && !slices.Contains(ops, op) {
+		if ops, ok := goOperations()[g.ID]; ok && !slices.Contains(ops, op) {
 			continue
 		}
 		if defaulter && op != "CREATE" && op != "UPDATE" {
@@ -220,9 +224,9 @@ func (c *Chain) HasWork(mutating bool, gr schema.GroupResource, op string) bool 
 // goUpstream is the evidence that an upstream layer enforces a Go check
 // (celrules.Upstream, as the built-in rules carry it in their files): the
 // upstream webhook its integration names (gocheck.Check.UpstreamWebhook).
-var goUpstream = func() map[string]upstreamEvidence {
+var goUpstream = sync.OnceValue(func() map[string]upstreamEvidence {
 	out := map[string]upstreamEvidence{}
-	for _, g := range goChecks {
+	for _, g := range goChecks() {
 		for _, k := range g.Kinds {
 			if g.UpstreamWebhook != "" {
 				out[g.ID] = upstreamEvidence{schema.GroupKind{Group: g.Group, Kind: k},
@@ -231,7 +235,7 @@ var goUpstream = func() map[string]upstreamEvidence {
 		}
 	}
 	return out
-}()
+})
 
 // upstreamEvidence is what would enforce a Go check on a kind upstream.
 type upstreamEvidence struct {
@@ -256,7 +260,7 @@ func (c *Chain) refreshGoStandDowns() {
 		return
 	}
 	up := c.engine.Upstream()
-	for id, g := range goUpstream {
+	for id, g := range goUpstream() {
 		if by, ok := up.Enforced(g.kind, g.evidence); ok && c.cfg.Enabled(id) {
 			out[id] = "enforced by " + by
 		}
@@ -291,10 +295,10 @@ func (c *Chain) Engine() *celrules.Engine { return c.engine }
 func (c *Chain) Rules() []celrules.RuleInfo {
 	out := c.engine.Rules()
 	down := c.goStandDowns()
-	for _, g := range goRules {
+	for _, g := range goRules() {
 		g.Enabled = c.cfg.Enabled(g.ID)
 		g.OnUpdate = strings.Join(celrules.GoReads, ", ")
-		if up, ok := goUpstream[g.ID]; ok {
+		if up, ok := goUpstream()[g.ID]; ok {
 			g.EnforcedUpstream = describeUpstream(up.evidence)
 		}
 		if why, ok := down[g.ID]; ok {
@@ -327,9 +331,9 @@ const (
 // (celrules.Engine.Default) and exported by `shepherd export map`, then
 // the integrations' Go checks (goChecks), which need lookups or discovery
 // and are not exportable (Reason says why).
-var goRules = func() []celrules.RuleInfo {
+var goRules = sync.OnceValue(func() []celrules.RuleInfo {
 	out := celrules.DefaultRuleInfos()
-	for _, g := range goChecks {
+	for _, g := range goChecks() {
 		action := "Deny"
 		if g.Default != nil {
 			action = "Default"
@@ -337,7 +341,7 @@ var goRules = func() []celrules.RuleInfo {
 		out = append(out, celrules.RuleInfo{ID: g.ID, Kinds: g.Kinds, Action: action, Reason: g.Reason, Source: celrules.SourceGo, Description: g.Description})
 	}
 	return out
-}()
+})
 
 // decode parses a request object. The error names what is wrong and where
 // (a syntax error's byte offset, or what the value is instead of an
@@ -456,8 +460,8 @@ func (c *Chain) Default(ctx context.Context, req *Request) *Verdict {
 		}
 	}
 	copied := changed // cur is already the chain's own object
-	for i := range goChecks {
-		g := &goChecks[i]
+	for i := range goChecks() {
+		g := &goChecks()[i]
 		if g.Default == nil || !g.Judges(req.Kind.Group, req.Kind.Kind, string(req.Operation)) || !cfg.Enabled(g.ID) {
 			continue
 		}
@@ -580,8 +584,8 @@ func (c *Chain) runGoChecks(ctx context.Context, req *Request, o, old map[string
 	var out []Violation
 	down := c.goStandDowns()
 	var r *gocheck.Request
-	for i := range goChecks {
-		g := &goChecks[i]
+	for i := range goChecks() {
+		g := &goChecks()[i]
 		if g.Validate == nil || !g.Judges(req.Kind.Group, req.Kind.Kind, string(req.Operation)) || !c.cfg.Enabled(g.ID) {
 			continue
 		}

@@ -75,7 +75,7 @@ func (c *Chain) exemptDefaulters(ctx context.Context, req *Request, obj, old map
 	}
 	now := c.clock.Now()
 	var ids []string
-	for _, g := range goRules {
+	for _, g := range goRules() {
 		if g.Action == "Default" && slices.Contains(g.Kinds, kind) && set.Names(g.ID, now) {
 			ids = append(ids, g.ID)
 		}

@@ -17,11 +17,11 @@ func BuiltinRuleIDs() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]string, 0, len(rules)+len(goRules))
+	ids := make([]string, 0, len(rules)+len(goRules()))
 	for _, r := range rules {
 		ids = append(ids, r.ID)
 	}
-	for _, g := range goRules {
+	for _, g := range goRules() {
 		ids = append(ids, g.ID)
 	}
 	slices.Sort(ids)

@@ -1,7 +1,7 @@
 // Package gocheck is the shape of a rule an integration writes in Go because
 // no admission policy can express it: it looks up another object, or asks
 // discovery. An integration (integrations/trainer, integrations/grove) lists
-// its checks; integrations.Checks registers them all in one place, and the
+// its checks in the Framework it registers (integrations.Register), and the
 // admission chain (package webhook) runs whatever is registered without
 // naming a framework. Everything a policy can express is a built-in CEL
 // rule or a default in package celrules instead.

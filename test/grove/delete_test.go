@@ -12,7 +12,7 @@ import (
 
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/api/install"
-	"github.com/shepherd-k8s/shepherd/reconcile/gang"
+	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
 )
 
 // TestDeleterSparesRecreatedObjects deletes through the metadata API with a

@@ -29,8 +29,8 @@ import (
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/integrations"
-	"github.com/shepherd-k8s/shepherd/reconcile/gang"
-	"github.com/shepherd-k8s/shepherd/reconcile/training"
+	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
+	"github.com/shepherd-k8s/shepherd/integrations/grove/training"
 )
 
 // pollTimeout is generous: the machine is shared by several engineers.

@@ -1,5 +1,5 @@
 // Package grove tests shepherd's Grove reconcilers — gang termination
-// (reconcile/gang, R-GT) and Training workloads (reconcile/training, R-TR) —
+// (integrations/grove/gang, R-GT) and Training workloads (integrations/grove/training, R-TR) —
 // against a real kube-apiserver. The test plays Grove's controllers and the
 // kubelet: it creates PodCliqueSets, PodCliqueScalingGroups, PodCliques and
 // Pods with Grove's labels and ownerReferences, flips Pod readiness, sets

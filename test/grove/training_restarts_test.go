@@ -15,7 +15,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
-	"github.com/shepherd-k8s/shepherd/reconcile/gang"
+	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
 )
 
 // ownedPods lists the pods a PodClique controls (by controller UID, not

@@ -34,7 +34,7 @@ import (
 	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/events"
-	"github.com/shepherd-k8s/shepherd/reconcile/trainjob"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer/trainjob"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/proc"
 )

@@ -296,11 +296,11 @@ func TestShippedRBACGrantsEveryMarker(t *testing.T) {
 	for _, want := range []struct {
 		file, verb, resource string
 	}{
-		{"reconcile/training/", "patch", "podcliques"},
-		{"reconcile/training/", "create", "workloadrecords"},
-		{"reconcile/gang/", "delete", "podcliques"},
-		{"reconcile/trainjob/", "delete", "trainjobs"},
-		{"reconcile/workload/", "create", "podgroups"},
+		{"integrations/grove/training/", "patch", "podcliques"},
+		{"integrations/grove/training/", "create", "workloadrecords"},
+		{"integrations/grove/gang/", "delete", "podcliques"},
+		{"integrations/trainer/trainjob/", "delete", "trainjobs"},
+		{"integrations/workload/", "create", "podgroups"},
 		{"certs/", "patch", "secrets"},
 		{"serve/native.go", "create", "validatingadmissionpolicies"},
 		{"leader/", "update", "leases"},

@@ -12,7 +12,7 @@
 // process (SIGSTOP) just before the deadline — Trainer lagging behind — and
 // reads from the apiserver's audit log that the writes were shepherd's,
 // then lets Trainer go on and checks that nothing is written twice. The
-// decision's every branch is table-tested in reconcile/trainjob; this suite
+// decision's every branch is table-tested in integrations/trainer/trainjob; this suite
 // tests the loop among the real parts. Tests that pause Trainer (which
 // pauses its webhooks for everyone) or restart serve run one at a time;
 // the others run in parallel after them. Deadlines and TTLs are a few

@@ -16,7 +16,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
-	"github.com/shepherd-k8s/shepherd/reconcile/workload"
+	"github.com/shepherd-k8s/shepherd/integrations/workload"
 	"github.com/shepherd-k8s/shepherd/test/bed"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 )

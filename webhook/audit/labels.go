@@ -1,13 +1,18 @@
 package audit
 
-import "github.com/shepherd-k8s/shepherd/integrations"
+import (
+	"sync"
+
+	"github.com/shepherd-k8s/shepherd/integrations"
+)
 
 // OtherLabel is the metric label value of a kind or operation outside the
 // known set.
 const OtherLabel = "other"
 
-// knownKinds are the kinds shepherd admits: every framework's.
-var knownKinds = func() map[string]bool {
+// knownKinds are the kinds shepherd admits: every registered framework's
+// (read at first use, after the frameworks' init has registered them).
+var knownKinds = sync.OnceValue(func() map[string]bool {
 	m := map[string]bool{}
 	for _, f := range integrations.Frameworks {
 		for _, k := range f.Kinds {
@@ -15,7 +20,7 @@ var knownKinds = func() map[string]bool {
 		}
 	}
 	return m
-}()
+})
 
 // KindLabel is the metric label value of a request's kind: the kind if
 // shepherd admits it, OtherLabel otherwise. The kind comes from the request
@@ -23,7 +28,7 @@ var knownKinds = func() map[string]bool {
 // taken from it verbatim would let it grow /metrics, and the heap, without
 // bound.
 func KindLabel(kind string) string {
-	if knownKinds[kind] {
+	if knownKinds()[kind] {
 		return kind
 	}
 	return OtherLabel

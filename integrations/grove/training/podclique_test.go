@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/shepherd-k8s/shepherd/reconcile/gang"
+	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
 )
 
 func exitedPod(uid string, code int32) corev1.Pod {

@@ -32,7 +32,7 @@ import (
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/reconcile/record"
-	"github.com/shepherd-k8s/shepherd/reconcile/runtimes"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer/runtimes"
 )
 
 // ControllerName names the controller, its event source and its logger.

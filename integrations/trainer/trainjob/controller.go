@@ -29,7 +29,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 	"github.com/shepherd-k8s/shepherd/reconcile/record"
-	"github.com/shepherd-k8s/shepherd/reconcile/runtimes"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer/runtimes"
 )
 
 // ControllerName names the controller, its event source and its logger.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
-	"github.com/shepherd-k8s/shepherd/reconcile/gang"
+	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
 )
 
 // outcome is the part of a Decision the issue 19 cases compare.

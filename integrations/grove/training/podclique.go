@@ -4,7 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
-	"github.com/shepherd-k8s/shepherd/reconcile/gang"
+	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
 )
 
 // CliqueSucceeded reports whether a PodClique's pods all exited 0 — at

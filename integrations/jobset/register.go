@@ -1,0 +1,19 @@
+// Package jobset is shepherd's JobSet integration. JobSet has no knobs,
+// Go checks or controllers of its own: its rules are CEL (celrules/rules),
+// and the TrainJob controller (integrations/trainer/trainjob), which needs
+// it, watches the JobSets Trainer creates. Registering it lets serve start
+// that controller only once the cluster serves JobSets.
+package jobset
+
+import (
+	"github.com/shepherd-k8s/shepherd/api"
+	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
+	"github.com/shepherd-k8s/shepherd/integrations"
+)
+
+func init() {
+	integrations.Register(integrations.Framework{
+		Name: integrations.JobSet, Group: api.JobSetGroup, Version: jobsetv1alpha2.GroupVersion.Version,
+		Kinds: []string{api.KindJobSet},
+	})
+}

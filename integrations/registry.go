@@ -1,0 +1,105 @@
+package integrations
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/shepherd-k8s/shepherd/integrations/gocheck"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
+)
+
+// Frameworks are the registered frameworks, in names order (Trainer,
+// JobSet, Grove): the order of flags, metrics and readiness messages. The
+// registry is filled by the frameworks' init functions and read only after
+// them; it is not guarded.
+var Frameworks []Framework
+
+// controllers are the registered controllers, by name.
+var controllers []Controller
+
+// names fixes the frameworks' order whatever order their packages are
+// initialised in.
+var names = []string{Trainer, JobSet, Grove}
+
+// Register adds f to Frameworks. Each framework's package calls it from
+// init; a second registration of one name is a programming error.
+func Register(f Framework) {
+	if _, ok := Lookup(f.Name); ok {
+		panic(fmt.Sprintf("integrations: framework %q registered twice", f.Name))
+	}
+	Frameworks = append(Frameworks, f)
+	slices.SortStableFunc(Frameworks, func(a, b Framework) int { return rank(a.Name) - rank(b.Name) })
+}
+
+func rank(name string) int {
+	if i := slices.Index(names, name); i >= 0 {
+		return i
+	}
+	return len(names)
+}
+
+// ControllerOptions configures every controller.
+type ControllerOptions struct {
+	// Clock is the clock every decision is made with; tests inject a fake.
+	Clock clock.PassiveClock
+	// Enforcement decides which lifecycle features the upstream operators
+	// enforce themselves (nil: shepherd enforces every one).
+	Enforcement *Enforcement
+	// Schemas answers which fields the served schemas have, which decides
+	// where knobs and status are carried (nil: the carrier annotations).
+	Schemas knob.FieldSchemas
+	// WorkloadAPI says which scheduling.k8s.io version serves Workloads and
+	// PodGroups (serve's WorkloadAPIProbe); nil asks discovery at every
+	// reconcile that needs it.
+	WorkloadAPI func() (version string, ok bool, err error)
+}
+
+// Controller is one controller's registration.
+type Controller struct {
+	Name string
+	// Frameworks are the integrations whose kinds the controller watches:
+	// it can start only once all of them are active, since an informer of
+	// a kind the apiserver does not serve never syncs.
+	Frameworks []string
+	// New registers the controller with a manager, which may already be
+	// running: the controller then starts at once.
+	New func(mgr ctrl.Manager, opts ControllerOptions) error
+}
+
+// RegisterController adds c to Controllers; its package calls it from
+// init.
+func RegisterController(c Controller) {
+	if slices.ContainsFunc(controllers, func(o Controller) bool { return o.Name == c.Name }) {
+		panic(fmt.Sprintf("integrations: controller %q registered twice", c.Name))
+	}
+	controllers = append(controllers, c)
+	slices.SortFunc(controllers, func(a, b Controller) int { return strings.Compare(a.Name, b.Name) })
+}
+
+// Controllers lists the registered controllers by name.
+func Controllers() []Controller { return slices.Clone(controllers) }
+
+// Setup registers c with mgr, which may already be running: the controller
+// then starts at once, or when this replica becomes the leader.
+func (c Controller) Setup(mgr ctrl.Manager, opts ControllerOptions) error {
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	if err := c.New(mgr, opts); err != nil {
+		return fmt.Errorf("setting up the %s controller: %w", c.Name, err)
+	}
+	return nil
+}
+
+// Checks are the registered frameworks' Go checks.
+func Checks() []gocheck.Check {
+	var out []gocheck.Check
+	for _, f := range Frameworks {
+		out = append(out, f.Checks...)
+	}
+	return out
+}
