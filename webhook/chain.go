@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	admissionv1 "k8s.io/api/admission/v1"

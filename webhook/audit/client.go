@@ -2,12 +2,17 @@ package audit
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
+
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // maxListBytes bounds an answer of /audit read by Fetch: far above a full
@@ -52,4 +57,64 @@ func Fetch(ctx context.Context, c *http.Client, base *url.URL, token string, q Q
 		return nil, fmt.Errorf("%s did not answer with an audit list: %w", u.Redacted(), err)
 	}
 	return &list, nil
+}
+
+// ClientOptions are how `shepherd audit` reaches a metrics server's
+// /audit: its flags --token, --token-file, --kubeconfig,
+// --certificate-authority and --insecure-skip-tls-verify.
+type ClientOptions struct {
+	Token, TokenFile, Kubeconfig, CAFile string
+	Insecure                             bool
+}
+
+// Client builds the HTTP client for Fetch and finds the bearer token: the
+// token given, else the token file's, else the kubeconfig user's, else
+// none (a server run with --metrics-secure=false needs none).
+func (o ClientOptions) Client() (*http.Client, string, error) {
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: o.Insecure} //nolint:gosec // opt-in flag for self-signed metrics certificates
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("--certificate-authority: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, "", fmt.Errorf("--certificate-authority %s holds no PEM certificate", o.CAFile)
+		}
+		tlsCfg.RootCAs = pool
+	}
+	token := o.Token
+	if token == "" && o.TokenFile != "" {
+		b, err := os.ReadFile(o.TokenFile)
+		if err != nil {
+			return nil, "", fmt.Errorf("--token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(b))
+	}
+	if token == "" {
+		token = o.kubeconfigToken()
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment}}, token, nil
+}
+
+// kubeconfigToken is the bearer token of the kubeconfig's current user, if
+// any; without a kubeconfig the request goes out unauthenticated.
+func (o ClientOptions) kubeconfigToken() string {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if o.Kubeconfig != "" {
+		rules.ExplicitPath = o.Kubeconfig
+	}
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return ""
+	}
+	if cfg.BearerToken != "" {
+		return cfg.BearerToken
+	}
+	if cfg.BearerTokenFile != "" {
+		if b, err := os.ReadFile(cfg.BearerTokenFile); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	return ""
 }

@@ -2,18 +2,12 @@ package app
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/shepherd-k8s/shepherd/offline"
 	"github.com/shepherd-k8s/shepherd/printers"
@@ -129,7 +123,7 @@ func runAudit(ctx context.Context, o *auditOptions, out io.Writer) error {
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return &ExitError{Code: 2, Err: fmt.Errorf("--server %q: want a URL such as https://localhost:8443", o.server)}
 	}
-	httpClient, token, err := o.client()
+	httpClient, token, err := audit.ClientOptions{Token: o.token, TokenFile: o.tokenFile, Kubeconfig: o.kubeconfig, CAFile: o.caFile, Insecure: o.insecure}.Client()
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
 	}
@@ -149,54 +143,4 @@ func runAudit(ctx context.Context, o *auditOptions, out io.Writer) error {
 		return printers.YAML(out, list)
 	}
 	return printers.AuditTable(out, list.Items)
-}
-
-// client builds the HTTP client and finds the bearer token.
-func (o *auditOptions) client() (*http.Client, string, error) {
-	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: o.insecure} //nolint:gosec // opt-in flag for self-signed metrics certificates
-	if o.caFile != "" {
-		pem, err := os.ReadFile(o.caFile)
-		if err != nil {
-			return nil, "", fmt.Errorf("--certificate-authority: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, "", fmt.Errorf("--certificate-authority %s holds no PEM certificate", o.caFile)
-		}
-		tlsCfg.RootCAs = pool
-	}
-	token := o.token
-	if token == "" && o.tokenFile != "" {
-		b, err := os.ReadFile(o.tokenFile)
-		if err != nil {
-			return nil, "", fmt.Errorf("--token-file: %w", err)
-		}
-		token = strings.TrimSpace(string(b))
-	}
-	if token == "" {
-		token = o.kubeconfigToken()
-	}
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: tlsCfg, Proxy: http.ProxyFromEnvironment}}, token, nil
-}
-
-// kubeconfigToken is the bearer token of the kubeconfig's current user, if
-// any; without a kubeconfig the request goes out unauthenticated.
-func (o *auditOptions) kubeconfigToken() string {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if o.kubeconfig != "" {
-		rules.ExplicitPath = o.kubeconfig
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return ""
-	}
-	if cfg.BearerToken != "" {
-		return cfg.BearerToken
-	}
-	if cfg.BearerTokenFile != "" {
-		if b, err := os.ReadFile(cfg.BearerTokenFile); err == nil {
-			return strings.TrimSpace(string(b))
-		}
-	}
-	return ""
 }

@@ -2,10 +2,8 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -109,92 +107,14 @@ func usageError(format string, args ...any) error {
 }
 
 func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	if len(o.files) == 0 {
-		return usageError("check needs at least one -f FILE|DIR")
-	}
-	switch o.fieldValidation {
-	case metav1.FieldValidationStrict, metav1.FieldValidationWarn:
-	case "":
-		o.fieldValidation = metav1.FieldValidationStrict
-	default:
-		return usageError("--field-validation must be Strict or Warn, got %q", o.fieldValidation)
-	}
-	op := strings.ToUpper(o.operation)
-	if op == "" {
-		op = "CREATE"
-		if o.old != "" {
-			op = "UPDATE"
-		}
-	}
-	switch op {
-	case "CREATE":
-		if o.old != "" {
-			return usageError("--old goes with --operation UPDATE or DELETE")
-		}
-	case "UPDATE", "DELETE":
-	default:
-		return usageError("--operation must be CREATE, UPDATE or DELETE, got %q", o.operation)
-	}
-	if op == "UPDATE" && o.old == "" {
-		return usageError("--operation UPDATE needs --old FILE with the stored object")
-	}
-	if o.timeout <= 0 {
-		return usageError("--timeout must be positive, got %v", o.timeout)
-	}
-	readsStdin := 0
-	for _, paths := range [][]string{o.files, {o.old}, o.context, o.policies} {
-		for _, p := range paths {
-			if p == offline.StdinPath {
-				readsStdin++
-			}
-		}
-	}
-	if readsStdin > 1 {
-		return usageError("standard input (-) can be read only once: give it to one of -f, --old, --context, --policy")
-	}
-
-	limit := o.rules.maxInput.bytes()
-	objects, err := offline.ReadManifests(o.files, o.stdin, limit)
-	if err != nil {
-		return parseFailure(err)
-	}
-	var olds []offline.Manifest
-	if o.old != "" {
-		if olds, err = offline.ReadManifests([]string{o.old}, o.stdin, limit); err != nil {
-			return parseFailure(err)
-		}
-	}
-	ctxObjs, err := offline.ReadManifests(o.context, o.stdin, limit)
-	if err != nil {
-		return parseFailure(err)
-	}
-	if op == "CREATE" {
-		// Created together, as by kubectl apply -f of the same files: a
-		// TrainJob's runtime in the same directory exists for V-TJ-3.
-		for _, m := range objects {
-			ctxObjs = append(ctxObjs, offline.Manifest{Obj: m.Obj.DeepCopy(), File: m.File, Line: m.Line})
-		}
-	}
-	policies, excs, err := offline.ReadPolicies(o.policies, o.stdin, limit)
-	if err != nil {
-		return parseFailure(err)
-	}
-
 	chainRules, err := o.rules.config()
 	if err != nil {
 		return err
 	}
-	chain, err := offline.NewChain(chainRules, ctxObjs, policies, excs, !o.noWorkloadAPI)
-	if err != nil {
-		return err
-	}
-
-	results, err := offline.Check(ctx, offline.CheckInput{
-		Chain: chain, Schemas: chainRules.Schemas, Operation: op, Objects: objects, Olds: olds,
-		FieldValidation: o.fieldValidation, Timeout: o.timeout, KeepObjects: o.output != outputText,
+	results, err := offline.CheckFiles(ctx, offline.CheckFilesInput{
+		Files: o.files, Old: o.old, Context: o.context, Policies: o.policies, Stdin: o.stdin, MaxInput: o.rules.maxInput.bytes(),
+		Operation: o.operation, FieldValidation: o.fieldValidation, Timeout: o.timeout, WorkloadAPI: !o.noWorkloadAPI,
+		Rules: chainRules, KeepObjects: o.output != outputText,
 	})
 	if err != nil {
 		return &ExitError{Code: 2, Err: err}
@@ -210,10 +130,5 @@ func runCheck(ctx context.Context, o *checkOptions, out io.Writer) error {
 	return nil
 }
 
-func parseFailure(err error) error {
-	var pe *offline.ParseError
-	if errors.As(err, &pe) {
-		return &ExitError{Code: 2, Err: pe}
-	}
-	return &ExitError{Code: 2, Err: err}
-}
+// parseFailure is a file that cannot be read or parsed: a usage error.
+func parseFailure(err error) error { return &ExitError{Code: 2, Err: err} }

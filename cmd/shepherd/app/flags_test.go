@@ -179,18 +179,18 @@ func TestVersionOutput(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("version -o json: exit %d, %s", code, errOut)
 	}
-	var v VersionInfo
+	var v printers.VersionInfo
 	if err := json.Unmarshal([]byte(out), &v); err != nil {
 		t.Fatalf("version -o json printed %q: %v", out, err)
 	}
-	if want := versionInfo(); v != want {
+	if want := printers.NewVersionInfo(Version()); v != want {
 		t.Errorf("version -o json = %+v, want %+v", v, want)
 	}
-	if v.Version != Version() || v.TestedWith.Kubernetes != kubernetesTested || v.TestedWith.Trainer.Module == "" {
+	if v.Version != Version() || v.TestedWith.Kubernetes != printers.KubernetesTested || v.TestedWith.Trainer.Module == "" {
 		t.Errorf("version -o json = %+v", v)
 	}
 	code, out, _ = runMain("version", "-o", "yaml")
-	if code != 0 || !strings.Contains(out, "version: "+Version()) || !strings.Contains(out, "kubernetes: "+kubernetesTested) {
+	if code != 0 || !strings.Contains(out, "version: "+Version()) || !strings.Contains(out, "kubernetes: "+printers.KubernetesTested) {
 		t.Errorf("version -o yaml: exit %d, %q", code, out)
 	}
 	code, out, _ = runMain("version")
