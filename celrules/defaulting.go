@@ -21,6 +21,9 @@ import (
 	"k8s.io/apiserver/pkg/admission/plugin/webhook/matchconditions"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/mapdefault"
 )
 
 // The defaulting rules run in-process as the MutatingAdmissionPolicies
@@ -89,8 +92,8 @@ func compileDefaults(cfg Config) ([]*compiledDefault, error) {
 	if err != nil {
 		return nil, err
 	}
-	byID := map[string]defaultRule{}
-	for _, r := range defaultRules {
+	byID := map[string]mapdefault.Rule{}
+	for _, r := range integrations.Defaults() {
 		byID[r.ID] = r
 	}
 	out := make([]*compiledDefault, 0, len(policies))

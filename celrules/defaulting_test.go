@@ -8,6 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/mapdefault"
 )
 
 // decodeObject decodes as apimachinery does (integers as int64).
@@ -120,15 +123,15 @@ func TestEngineDefaultAppliesTheExportedPolicies(t *testing.T) {
 	}
 }
 
-func defaultRuleByID(t *testing.T, id string) defaultRule {
+func defaultRuleByID(t *testing.T, id string) mapdefault.Rule {
 	t.Helper()
-	for _, r := range defaultRules {
+	for _, r := range integrations.Defaults() {
 		if r.ID == id {
 			return r
 		}
 	}
 	t.Fatalf("no defaulting rule %s", id)
-	return defaultRule{}
+	return mapdefault.Rule{}
 }
 
 // groupVersionOf is the group and version of a document's apiVersion.

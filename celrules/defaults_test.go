@@ -15,6 +15,8 @@ import (
 	"k8s.io/apiserver/pkg/cel/environment"
 
 	"github.com/shepherd-k8s/shepherd/api"
+	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/mapdefault"
 )
 
 var fourHours = &metav1.Duration{Duration: 4 * time.Hour}
@@ -121,32 +123,32 @@ func TestDefaultsCompileAsTheApiserverCompilesThem(t *testing.T) {
 // matchCondition or a patch fails it, with the expression's path.
 func TestDefaultsTypeCheckFindsAMisspelledField(t *testing.T) {
 	s := seedSchemas(t)
-	var d6 defaultRule
-	for _, r := range defaultRules {
+	var d6 mapdefault.Rule
+	for _, r := range integrations.Defaults() {
 		if r.ID == "D-PCS-6" {
 			d6 = r
 		}
 	}
-	body, _ := d6.build(defaultContext{s: s})
+	body, _ := d6.Build(mapdefault.Context{Schemas: s, Enabled: Config{}.Enabled})
 	if p, _ := exportDefault(d6, body, s, ""); len(typeCheckMAP(p, d6.Kind, s)) > 0 {
 		t.Fatalf("D-PCS-6 as exported does not type-check: %v", typeCheckMAP(p, d6.Kind, s))
 	}
 	for _, tc := range []struct {
 		path string
-		edit func(*mapBody)
+		edit func(*mapdefault.Body)
 	}{
-		{"spec.mutations[0].jsonPatch.expression", func(b *mapBody) {
-			b.patches[0] = strings.Replace(b.patches[0], "c.spec.?minAvailable", "c.spec.?minAvailabel", 1)
+		{"spec.mutations[0].jsonPatch.expression", func(b *mapdefault.Body) {
+			b.Patches[0] = strings.Replace(b.Patches[0], "c.spec.?minAvailable", "c.spec.?minAvailabel", 1)
 		}},
-		{"spec.matchConditions[1].expression", func(b *mapBody) {
-			b.matchConditions = append(b.matchConditions, cond("typo", "has(object.spec.templat)"))
+		{"spec.matchConditions[1].expression", func(b *mapdefault.Body) {
+			b.MatchConditions = append(b.MatchConditions, mapdefault.Cond("typo", "has(object.spec.templat)"))
 		}},
-		{"spec.variables[0].expression", func(b *mapBody) {
-			b.variables = append(b.variables, admissionregistrationv1.Variable{Name: "typo", Expression: "object.spec.replica"})
+		{"spec.variables[0].expression", func(b *mapdefault.Body) {
+			b.Variables = append(b.Variables, admissionregistrationv1.Variable{Name: "typo", Expression: "object.spec.replica"})
 		}},
 	} {
-		b, _ := d6.build(defaultContext{s: s})
-		b.patches = slices.Clone(b.patches)
+		b, _ := d6.Build(mapdefault.Context{Schemas: s, Enabled: Config{}.Enabled})
+		b.Patches = slices.Clone(b.Patches)
 		tc.edit(&b)
 		p, _ := exportDefault(d6, b, s, "")
 		errs := typeCheckMAP(p, d6.Kind, s)

@@ -4,12 +4,11 @@ import (
 	"fmt"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
+	"sync"
 
-	"github.com/shepherd-k8s/shepherd/integrations/grove"
+	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/integrations/knob"
-	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 )
 
 // Built-in rules read seed knobs through tokens that compileBuiltins
@@ -29,35 +28,15 @@ import (
 //	$(K:g)         scalingGroupDelay only: optional<string> override of the group bound to variable g
 //	$(trainingSpec)        a PodCliqueSet's trainingSpec is set (the seed object, or either carrier)
 //	$(trainingSpec.paths)  where, for fieldPathsExpression: spec.trainingSpec, or the carrier set
-var knobTokens = map[string]knob.Knob{
-	"runtimeTTL":        trainer.RuntimeTTL,
-	"runtimeWorkload":   trainer.RuntimeWorkload,
-	"workloadType":      grove.WorkloadType,
-	"maxRestarts":       grove.MaxRestarts,
-	"maxRuntime":        grove.MaxRuntime,
-	"scalingGroupDelay": grove.ScalingGroupTerminationDelay,
-}
+//
+// The knobs and multi-knob tokens are those the integrations register
+// (integrations.Knobs, integrations.Tokens).
+var (
+	knobTokens  = sync.OnceValue(integrations.Knobs)
+	multiTokens = sync.OnceValue(integrations.Tokens)
+)
 
 var knobToken = regexp.MustCompile(`\$\(([A-Za-z]+)(\.(?:raw|text|valid|paths|path|name|expect))?(@old|:[a-z]+)?\)`)
-
-// trainingSpecToken is the seed trainingSpec object as a whole: a field in
-// the seed form, two carrier annotations (maxRestarts, maxRuntime) in
-// Grove's. V-PCS-2 reports a trainingSpec where it is not allowed at the
-// trainingSpec itself, not at the workloadType that disallows it.
-func trainingSpecToken(suffix, obj string, s knob.FieldSchemas) string {
-	mr, rt := grove.MaxRestarts, grove.MaxRuntime
-	fr, ft := mr.Form(s), rt.Form(s)
-	if fr == knob.Field && ft == knob.Field {
-		if suffix == ".paths" {
-			return "[" + strconv.Quote(strings.Join(grove.TrainingSpec, ".")) + "]"
-		}
-		return obj + ".?" + strings.Join(grove.TrainingSpec, ".?") + ".hasValue()"
-	}
-	if suffix == ".paths" {
-		return fmt.Sprintf("%s.hasValue() ? [%s] : [%s]", mr.CELRaw(fr, obj), strconv.Quote(mr.FieldPath(fr)), strconv.Quote(rt.FieldPath(ft)))
-	}
-	return fmt.Sprintf("(%s.hasValue() || %s.hasValue())", mr.CELRaw(fr, obj), rt.CELRaw(ft, obj))
-}
 
 // expandKnobs returns r with every knob token replaced by its form on s.
 func expandKnobs(r Rule, s knob.FieldSchemas) (Rule, error) {
@@ -65,10 +44,11 @@ func expandKnobs(r Rule, s knob.FieldSchemas) (Rule, error) {
 	expand := func(in string) string {
 		return knobToken.ReplaceAllStringFunc(in, func(tok string) string {
 			m := knobToken.FindStringSubmatch(tok)
-			if m[1] == "trainingSpec" && (m[2] == "" || m[2] == ".paths") && m[3] == "" {
-				return trainingSpecToken(m[2], "object", s)
+			if t, ok := multiTokens()[m[1]]; ok && (m[2] == "" || m[2] == ".paths") && m[3] == "" {
+				return t(m[2], "object", s)
 			}
-			k, ok := knobTokens[m[1]]
+			kt, ok := knobTokens()[m[1]]
+			k := kt.Knob
 			if !ok {
 				if firstErr == nil {
 					firstErr = fmt.Errorf("rule %s: unknown knob %q in %s", r.ID, m[1], tok)
@@ -86,8 +66,8 @@ func expandKnobs(r Rule, s knob.FieldSchemas) (Rule, error) {
 			case ".text":
 				return k.CELText(f, obj)
 			case ".valid":
-				if k.Name == grove.ScalingGroupTerminationDelay.Name {
-					return grove.CELScalingGroupDelaysValid(f, obj)
+				if kt.Valid != nil {
+					return kt.Valid(f, obj)
 				}
 				return k.CELValid(f, obj)
 			case ".path":
@@ -101,7 +81,13 @@ func expandKnobs(r Rule, s knob.FieldSchemas) (Rule, error) {
 				return k.ValidDescription()
 			}
 			if len(m[3]) > 1 && m[3][0] == ':' {
-				return grove.CELScalingGroupDelay(f, obj, m[3][1:])
+				if kt.Item == nil {
+					if firstErr == nil {
+						firstErr = fmt.Errorf("rule %s: knob %q is not set per list item, in %s", r.ID, m[1], tok)
+					}
+					return tok
+				}
+				return kt.Item(f, obj, m[3][1:])
 			}
 			return k.CELValue(f, obj)
 		})
@@ -133,7 +119,7 @@ var _ knob.FieldSchemas = (*Schemas)(nil)
 func CarrierHint(fieldPath string) string {
 	var hints []string
 	for _, name := range knobNames() {
-		k := knobTokens[name]
+		k := knobTokens()[name].Knob
 		seed := k.FieldPath(knob.Field)
 		if seed == fieldPath || strings.HasPrefix(seed, fieldPath+".") {
 			hints = append(hints, fmt.Sprintf("annotation %s for %s", k.Annotation, seed))
@@ -146,8 +132,8 @@ func CarrierHint(fieldPath string) string {
 }
 
 func knobNames() []string {
-	out := make([]string, 0, len(knobTokens))
-	for n := range knobTokens {
+	out := make([]string, 0, len(knobTokens()))
+	for n := range knobTokens() {
 		out = append(out, n)
 	}
 	sort.Strings(out)

@@ -28,6 +28,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/integrations/gocheck"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
+	"github.com/shepherd-k8s/shepherd/integrations/mapdefault"
 )
 
 // Framework names: the --framework-<name> flags, the framework label of
@@ -55,6 +57,27 @@ type Framework struct {
 	// Checks are the rules the integration writes in Go (gocheck): the
 	// admission chain runs them without naming a framework.
 	Checks []gocheck.Check
+	// Defaults are its defaulting rules, each defined once as the
+	// MutatingAdmissionPolicy it exports as (mapdefault).
+	Defaults []mapdefault.Rule
+	// Knobs are the seed knobs its built-in rules read, by the token that
+	// names each in the rule files ($(name), celrules/knobs.go).
+	Knobs map[string]KnobToken
+	// Tokens are the rule files' tokens that stand for more than one knob
+	// ($(name) and $(name.paths)): given the suffix ("" or ".paths"), the
+	// object's CEL name and the schemas, the CEL it expands to.
+	Tokens map[string]func(suffix, obj string, s knob.FieldSchemas) string
+}
+
+// KnobToken is a knob as the built-in rules read it.
+type KnobToken struct {
+	Knob knob.Knob
+	// Valid replaces Knob.CELValid for $(name.valid) when set: a knob whose
+	// carrier holds several entries.
+	Valid func(f knob.Form, obj string) string
+	// Item is $(name:v) when set: the raw value (optional<string>) of the
+	// list item bound to the CEL variable v, for a knob set per item.
+	Item func(f knob.Form, obj, item string) string
 }
 
 // LookupObjects are the kinds the Go checks look up, by the framework that

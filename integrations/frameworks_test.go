@@ -1,8 +1,6 @@
 package integrations_test
 
 import (
-	. "github.com/shepherd-k8s/shepherd/integrations"
-	_ "github.com/shepherd-k8s/shepherd/integrations/all"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -10,6 +8,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	. "github.com/shepherd-k8s/shepherd/integrations"
+	_ "github.com/shepherd-k8s/shepherd/integrations/all"
 )
 
 func TestParseMode(t *testing.T) {

@@ -2,6 +2,7 @@ package integrations
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/integrations/gocheck"
 	"github.com/shepherd-k8s/shepherd/integrations/knob"
+	"github.com/shepherd-k8s/shepherd/integrations/mapdefault"
 )
 
 // Frameworks are the registered frameworks, in names order (Trainer,
@@ -100,6 +102,34 @@ func Checks() []gocheck.Check {
 	var out []gocheck.Check
 	for _, f := range Frameworks {
 		out = append(out, f.Checks...)
+	}
+	return out
+}
+
+// Defaults are the registered frameworks' defaulting rules, in framework
+// order.
+func Defaults() []mapdefault.Rule {
+	var out []mapdefault.Rule
+	for _, f := range Frameworks {
+		out = append(out, f.Defaults...)
+	}
+	return out
+}
+
+// Knobs are the registered frameworks' knob tokens, by name.
+func Knobs() map[string]KnobToken {
+	out := map[string]KnobToken{}
+	for _, f := range Frameworks {
+		maps.Copy(out, f.Knobs)
+	}
+	return out
+}
+
+// Tokens are the registered frameworks' multi-knob tokens, by name.
+func Tokens() map[string]func(suffix, obj string, s knob.FieldSchemas) string {
+	out := map[string]func(suffix, obj string, s knob.FieldSchemas) string{}
+	for _, f := range Frameworks {
+		maps.Copy(out, f.Tokens)
 	}
 	return out
 }

@@ -1,11 +1,12 @@
 package integrations_test
 
 import (
-	. "github.com/shepherd-k8s/shepherd/integrations"
-	_ "github.com/shepherd-k8s/shepherd/integrations/all"
 	"testing"
 
 	"github.com/shepherd-k8s/shepherd/api"
+
+	. "github.com/shepherd-k8s/shepherd/integrations"
+	_ "github.com/shepherd-k8s/shepherd/integrations/all"
 )
 
 // Every registered check is well formed: a unique ID, a group and kinds it

@@ -1,8 +1,6 @@
 package integrations_test
 
 import (
-	. "github.com/shepherd-k8s/shepherd/integrations"
-	_ "github.com/shepherd-k8s/shepherd/integrations/all"
 	"context"
 	"errors"
 	"strings"
@@ -13,6 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	. "github.com/shepherd-k8s/shepherd/integrations"
+	_ "github.com/shepherd-k8s/shepherd/integrations/all"
 )
 
 // crdReader lists a fixed set of CRDs, as the manager's cache would.

@@ -6,6 +6,7 @@ package grove
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -167,4 +168,23 @@ func CELScalingGroupDelaysValid(f knob.Form, obj string) string {
 	body := strings.TrimSuffix(strings.TrimPrefix(knob.DurationRegex, "^"), "$")
 	return fmt.Sprintf("%s.metadata.?annotations[?'%s'].orValue('').split(',').filter(e, e.trim() != '').all(e, e.trim().matches(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?=%s$'))",
 		obj, api.AnnotationTerminationDelay, body)
+}
+
+// celTrainingSpec is the rule files' $(trainingSpec) and $(trainingSpec.paths): the seed trainingSpec object as a whole: a field in
+// the seed form, two carrier annotations (maxRestarts, maxRuntime) in
+// Grove's. V-PCS-2 reports a trainingSpec where it is not allowed at the
+// trainingSpec itself, not at the workloadType that disallows it.
+func celTrainingSpec(suffix, obj string, s knob.FieldSchemas) string {
+	mr, rt := MaxRestarts, MaxRuntime
+	fr, ft := mr.Form(s), rt.Form(s)
+	if fr == knob.Field && ft == knob.Field {
+		if suffix == ".paths" {
+			return "[" + strconv.Quote(strings.Join(TrainingSpec, ".")) + "]"
+		}
+		return obj + ".?" + strings.Join(TrainingSpec, ".?") + ".hasValue()"
+	}
+	if suffix == ".paths" {
+		return fmt.Sprintf("%s.hasValue() ? [%s] : [%s]", mr.CELRaw(fr, obj), strconv.Quote(mr.FieldPath(fr)), strconv.Quote(rt.FieldPath(ft)))
+	}
+	return fmt.Sprintf("(%s.hasValue() || %s.hasValue())", mr.CELRaw(fr, obj), rt.CELRaw(ft, obj))
 }

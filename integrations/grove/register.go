@@ -6,6 +6,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
 )
 
 func init() {
@@ -14,5 +15,13 @@ func init() {
 		Kinds:    []string{api.KindPodCliqueSet, api.KindPodClique, api.KindPodCliqueScalingGroup},
 		LookedUp: []client.Object{&grovev1alpha1.PodCliqueSet{}},
 		Checks:   Checks,
+		Defaults: Defaults,
+		Knobs: map[string]integrations.KnobToken{
+			"workloadType":      {Knob: WorkloadType},
+			"maxRestarts":       {Knob: MaxRestarts},
+			"maxRuntime":        {Knob: MaxRuntime},
+			"scalingGroupDelay": {Knob: ScalingGroupTerminationDelay, Valid: CELScalingGroupDelaysValid, Item: CELScalingGroupDelay},
+		},
+		Tokens: map[string]func(suffix, obj string, s knob.FieldSchemas) string{"trainingSpec": celTrainingSpec},
 	})
 }

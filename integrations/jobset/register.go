@@ -1,7 +1,8 @@
-// Package jobset is shepherd's JobSet integration. JobSet has no knobs,
-// Go checks or controllers of its own: its rules are CEL (celrules/rules),
-// and the TrainJob controller (integrations/trainer/trainjob), which needs
-// it, watches the JobSets Trainer creates. Registering it lets serve start
+// Package jobset is shepherd's JobSet integration: its defaults (D-JS-1,
+// D-JS-2, as MutatingAdmissionPolicies). It has no knobs, Go checks or
+// controllers of its own: its rules are CEL (celrules/rules), and the
+// TrainJob controller (integrations/trainer/trainjob), which needs it,
+// watches the JobSets Trainer creates; registering JobSet lets serve start
 // that controller only once the cluster serves JobSets.
 package jobset
 
@@ -14,6 +15,7 @@ import (
 func init() {
 	integrations.Register(integrations.Framework{
 		Name: integrations.JobSet, Group: api.JobSetGroup, Version: jobsetv1alpha2.GroupVersion.Version,
-		Kinds: []string{api.KindJobSet},
+		Kinds:    []string{api.KindJobSet},
+		Defaults: Defaults,
 	})
 }

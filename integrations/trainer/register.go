@@ -14,5 +14,9 @@ func init() {
 		Kinds:    []string{api.KindTrainJob, api.KindTrainingRuntime, api.KindClusterTrainingRuntime},
 		LookedUp: []client.Object{&trainerv1alpha1.TrainingRuntime{}, &trainerv1alpha1.ClusterTrainingRuntime{}, &trainerv1alpha1.TrainJob{}},
 		Checks:   Checks,
+		Knobs: map[string]integrations.KnobToken{
+			"runtimeTTL":      {Knob: RuntimeTTL},
+			"runtimeWorkload": {Knob: RuntimeWorkload},
+		},
 	})
 }

@@ -31,8 +31,8 @@ import (
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
-	"github.com/shepherd-k8s/shepherd/reconcile/record"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer/runtimes"
+	"github.com/shepherd-k8s/shepherd/reconcile/record"
 )
 
 // ControllerName names the controller, its event source and its logger.

@@ -10,5 +10,7 @@ import (
 // (integrations.WorkloadAPIProbe).
 func init() {
 	integrations.RegisterController(integrations.Controller{Name: "workload", Frameworks: []string{integrations.Trainer},
-		New: func(mgr ctrl.Manager, o integrations.ControllerOptions) error { return Setup(mgr, o.Clock, o.WorkloadAPI) }})
+		New: func(mgr ctrl.Manager, o integrations.ControllerOptions) error {
+			return Setup(mgr, o.Clock, o.WorkloadAPI)
+		}})
 }

@@ -8,5 +8,7 @@ import (
 
 func init() {
 	integrations.RegisterController(integrations.Controller{Name: "gang", Frameworks: []string{integrations.Grove},
-		New: func(mgr ctrl.Manager, o integrations.ControllerOptions) error { return Setup(mgr, o.Clock, o.Enforcement) }})
+		New: func(mgr ctrl.Manager, o integrations.ControllerOptions) error {
+			return Setup(mgr, o.Clock, o.Enforcement)
+		}})
 }

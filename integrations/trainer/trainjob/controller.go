@@ -28,8 +28,8 @@ import (
 	shepherdevents "github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer"
-	"github.com/shepherd-k8s/shepherd/reconcile/record"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer/runtimes"
+	"github.com/shepherd-k8s/shepherd/reconcile/record"
 )
 
 // ControllerName names the controller, its event source and its logger.
