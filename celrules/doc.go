@@ -2,8 +2,9 @@
 // WorkloadPolicy spec: the shape of a ValidatingAdmissionPolicy plus an
 // action and field paths), the built-in rule library (one embedded YAML file
 // per rule family), and the export of rules as native
-// ValidatingAdmissionPolicies — and the defaults (D-*), defined once as the
-// MutatingAdmissionPolicies they export as (defaults.go) and applied
+// ValidatingAdmissionPolicies — and the defaults (D-*), defined once by
+// their integrations as the MutatingAdmissionPolicies they export as
+// (integrations/mapdefault; defaults.go exports them) and applied
 // in-process by the apiserver's own mutating code (defaulting.go).
 //
 // The engine is the apiserver's admission-policy machinery, not a copy of

@@ -472,7 +472,7 @@ func writeRule(b *strings.Builder, r celrules.RuleInfo, lib map[string]celrules.
 	case r.Source == celrules.SourceBuiltin && files[r.ID] != "":
 		fmt.Fprintf(b, "- Source: a built-in CEL rule in [%s](%s)\n", files[r.ID], rel(files[r.ID]))
 	case r.Source == celrules.SourceBuiltin && r.Action == "Default":
-		b.WriteString("- Source: a built-in MutatingAdmissionPolicy in [celrules/defaults.go](../celrules/defaults.go), which the webhook and `shepherd check` run in-process\n")
+		b.WriteString("- Source: a built-in MutatingAdmissionPolicy its integration defines (`Defaults`, under [integrations](../integrations)), which the webhook and `shepherd check` run in-process ([celrules/defaulting.go](../celrules/defaulting.go))\n")
 	case r.Source == celrules.SourceGo && r.Action == "Default":
 		b.WriteString("- Source: a default written in Go by its integration, under [integrations](../integrations) (it needs lookups)\n")
 	case r.Source == celrules.SourceGo:
