@@ -30,6 +30,7 @@ import (
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/background"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 	webhookaudit "github.com/shepherd-k8s/shepherd/webhook/audit"
 )
 
@@ -73,13 +74,7 @@ func apply(t *testing.T, manifest string) *unstructured.Unstructured {
 }
 
 func trainJob(ns, name string, nodes int) string {
-	return fmt.Sprintf(`apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata: {name: %s, namespace: %s}
-spec:
-  runtimeRef: {name: audit-torch}
-  trainer: {numNodes: %d}
-`, name, ns, nodes)
+	return testkit.TrainJob(ns, name, "audit-torch", int64(nodes)).YAML()
 }
 
 func podCliqueSet(ns, name string) string {

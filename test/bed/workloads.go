@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // The builders and waits the suites share: workloads are unstructured, in
@@ -62,19 +63,8 @@ func (s *Suite) Consistently(t testing.TB, within time.Duration, what string, co
 // and the given spec fields on top; its pods run until deleted
 // (RunForeverImage) unless spec gives a trainer of its own.
 func TrainJobObject(ns, name string, numNodes int64, spec map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(TrainJobGVK)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	sp := map[string]any{
-		"runtimeRef": map[string]any{"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime", "name": TorchRuntime},
-		"trainer":    map[string]any{"image": RunForeverImage, "numNodes": numNodes},
-	}
-	for k, v := range spec {
-		sp[k] = v
-	}
-	u.Object["spec"] = sp
-	return u
+	return testkit.TrainJob(ns, name, TorchRuntime, 0).Set(numNodes, "spec", "trainer", "numNodes").Image(RunForeverImage).
+		Merge(spec, "spec").Obj()
 }
 
 // OnRuntime is a TrainJob spec on the named runtime of kind

@@ -49,15 +49,6 @@ func readyCondition(t *testing.T, name string, status metav1.ConditionStatus) *m
 	return cond
 }
 
-func trainJob(ns, name string, spec map[string]any) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-		"metadata": map[string]any{"name": name, "namespace": ns},
-		"spec":     spec,
-	}}
-	return u
-}
-
 // TestPoliciesOnUpstreamFields: a WorkloadPolicy on a field only the
 // upstream schema has (TrainJob spec.managedBy, a PodCliqueSet's
 // spec.template.topologyConstraint) compiles and is enforced; one on a field
@@ -111,14 +102,14 @@ func TestPoliciesOnUpstreamFields(t *testing.T) {
 		}
 		return s
 	}
-	err := env.Client.Create(ctx, trainJob(ns, "multikueue", spec("kueue.x-k8s.io/multikueue")))
+	err := env.Client.Create(ctx, testkit.Object("trainer.kubeflow.org/v1alpha1", "TrainJob", ns, "multikueue").Set(spec("kueue.x-k8s.io/multikueue"), "spec").Obj())
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "MultiKueue is not enabled") {
 		t.Errorf("TrainJob managed by MultiKueue: want the policy's denial, got %v", err)
 	}
 	// shepherd's lookup of the runtime (V-TJ-3) reads its cache, which
 	// sees the new runtime a moment after it was created.
 	testkit.Eventually(t, timeout, "TrainJob without managedBy admitted", func() (bool, string) {
-		err := env.Client.Create(ctx, trainJob(ns, "plain", spec("")))
+		err := env.Client.Create(ctx, testkit.Object("trainer.kubeflow.org/v1alpha1", "TrainJob", ns, "plain").Set(spec(""), "spec").Obj())
 		return err == nil, fmt.Sprint(err)
 	})
 	// The policy on the missing field is not enforced: a runtime it would

@@ -317,24 +317,7 @@ func policyStatus(t *testing.T, name string) (*metav1.Condition, *shepherdv1alph
 // trainJob is a TrainJob on the suite's runtime with numNodes nodes and
 // labels given as "key=value" pairs; name and namespace are set per request.
 func trainJob(nodes int64, labels ...string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "trainer.kubeflow.org/v1alpha1",
-		"kind":       "TrainJob",
-		"metadata":   map[string]any{},
-		"spec": map[string]any{
-			"runtimeRef": map[string]any{"name": runtimeName},
-			"trainer":    map[string]any{"image": "docker.io/pytorch/pytorch", "numNodes": nodes},
-		},
-	}}
-	if len(labels) > 0 {
-		m := map[string]string{}
-		for _, kv := range labels {
-			k, v, _ := strings.Cut(kv, "=")
-			m[k] = v
-		}
-		u.SetLabels(m)
-	}
-	return u
+	return testkit.TrainJob("", "", runtimeName, nodes).Image("docker.io/pytorch/pytorch").Labels(labels...).Obj()
 }
 
 // clusterRuntime is the runtime every TrainJob of the suite names.

@@ -1,0 +1,127 @@
+package testkit
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	"github.com/shepherd-k8s/shepherd/api"
+)
+
+// Builder builds one object of a kind, the way Kueue's testing wrappers
+// do: a constructor per kind with the fields every test needs, then
+// setters; Obj returns the object. Objects are unstructured, so one
+// builder serves the seed-shaped and the upstream CRDs alike.
+type Builder struct{ u *unstructured.Unstructured }
+
+// Object starts an object of apiVersion and kind named ns/name (ns "" for
+// a cluster-scoped one, name "" to set it later).
+func Object(apiVersion, kind, ns, name string) *Builder {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": apiVersion, "kind": kind, "metadata": map[string]any{}}}
+	if ns != "" {
+		u.SetNamespace(ns)
+	}
+	if name != "" {
+		u.SetName(name)
+	}
+	return &Builder{u: u}
+}
+
+// TrainJob is a TrainJob on ClusterTrainingRuntime runtime with numNodes
+// nodes (0 leaves numNodes to the runtime).
+func TrainJob(ns, name, runtime string, numNodes int64) *Builder {
+	b := Object(trainerAPIVersion, api.KindTrainJob, ns, name).
+		Set(map[string]any{"apiGroup": api.TrainerGroup, "kind": api.KindClusterTrainingRuntime, "name": runtime}, "spec", "runtimeRef")
+	if numNodes != 0 {
+		b.Set(numNodes, "spec", "trainer", "numNodes")
+	}
+	return b
+}
+
+// ClusterTrainingRuntime is a ClusterTrainingRuntime whose JobSet has one
+// replicatedJob, "node", of one container running image.
+func ClusterTrainingRuntime(name, image string) *Builder {
+	return runtimeObject(api.KindClusterTrainingRuntime, "", name, image)
+}
+
+// TrainingRuntime is ClusterTrainingRuntime's namespaced twin.
+func TrainingRuntime(ns, name, image string) *Builder {
+	return runtimeObject(api.KindTrainingRuntime, ns, name, image)
+}
+
+func runtimeObject(kind, ns, name, image string) *Builder {
+	return Object(trainerAPIVersion, kind, ns, name).Set([]any{map[string]any{
+		"name": "node",
+		"template": map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"containers": []any{map[string]any{"name": "node", "image": image}},
+		}}}},
+	}}, "spec", "template", "spec", "replicatedJobs")
+}
+
+const trainerAPIVersion = api.TrainerGroup + "/v1alpha1"
+
+// Set sets the field at path to v (a map, slice or scalar as
+// unstructured holds them; int is stored as int64).
+func (b *Builder) Set(v any, path ...string) *Builder {
+	if i, ok := v.(int); ok {
+		v = int64(i)
+	}
+	if err := unstructured.SetNestedField(b.u.Object, v, path...); err != nil {
+		panic(fmt.Sprintf("testkit: setting %s: %v", strings.Join(path, "."), err))
+	}
+	return b
+}
+
+// Merge sets each of fields under the map at path (creating it), leaving
+// the fields it does not name.
+func (b *Builder) Merge(fields map[string]any, path ...string) *Builder {
+	for k, v := range fields {
+		b.Set(v, append(append([]string{}, path...), k)...)
+	}
+	return b
+}
+
+// Image sets a TrainJob's trainer image.
+func (b *Builder) Image(image string) *Builder { return b.Set(image, "spec", "trainer", "image") }
+
+// Labels adds labels given as "key=value".
+func (b *Builder) Labels(kv ...string) *Builder {
+	m := b.u.GetLabels()
+	if m == nil {
+		m = map[string]string{}
+	}
+	for _, p := range kv {
+		k, v, _ := strings.Cut(p, "=")
+		m[k] = v
+	}
+	b.u.SetLabels(m)
+	return b
+}
+
+// Annotations adds annotations given as "key=value".
+func (b *Builder) Annotations(kv ...string) *Builder {
+	m := b.u.GetAnnotations()
+	if m == nil {
+		m = map[string]string{}
+	}
+	for _, p := range kv {
+		k, v, _ := strings.Cut(p, "=")
+		m[k] = v
+	}
+	b.u.SetAnnotations(m)
+	return b
+}
+
+// Obj returns a copy of the object built so far.
+func (b *Builder) Obj() *unstructured.Unstructured { return b.u.DeepCopy() }
+
+// YAML is the object as a manifest.
+func (b *Builder) YAML() string {
+	out, err := yaml.Marshal(b.u.Object)
+	if err != nil {
+		panic(fmt.Sprintf("testkit: %v", err))
+	}
+	return string(out)
+}
