@@ -1,7 +1,6 @@
 package celrules
 
 import (
-	"embed"
 	"fmt"
 	"io/fs"
 	"path"
@@ -9,45 +8,56 @@ import (
 
 	"k8s.io/apiserver/pkg/cel/environment"
 	"sigs.k8s.io/yaml"
+
+	"github.com/shepherd-k8s/shepherd/integrations"
 )
 
-// The built-in library: one YAML file per rule family under rules/, each a
-// list of rules in the WorkloadPolicy format plus an id.
-//
-//go:embed rules/*.yaml
-var builtinFS embed.FS
-
-type ruleFile struct {
-	Rules []Rule `json:"rules"`
-}
-
-// BuiltinRules parses the embedded library, in file then rule order.
+// BuiltinRules parses the built-in library: the rule files each
+// integration keeps beside it (integrations.Framework.Rules, rules/*.yaml,
+// one per kind), in file-name then rule order.
 func BuiltinRules() ([]Rule, error) {
-	files, err := fs.Glob(builtinFS, "rules/*.yaml")
-	if err != nil {
-		return nil, err
+	type file struct {
+		name string
+		body []byte
 	}
-	sort.Strings(files)
-	var out []Rule
-	seen := map[string]string{}
-	for _, f := range files {
-		b, err := builtinFS.ReadFile(f)
+	var files []file
+	for _, f := range integrations.Frameworks {
+		if f.Rules == nil {
+			continue
+		}
+		names, err := fs.Glob(f.Rules, "rules/*.yaml")
 		if err != nil {
 			return nil, err
 		}
+		for _, n := range names {
+			b, err := fs.ReadFile(f.Rules, n)
+			if err != nil {
+				return nil, err
+			}
+			files = append(files, file{name: path.Base(n), body: b})
+		}
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].name < files[j].name })
+	var out []Rule
+	seen := map[string]string{}
+	for _, f := range files {
 		var rf ruleFile
-		if err := yaml.UnmarshalStrict(b, &rf); err != nil {
-			return nil, fmt.Errorf("built-in rules %s: %w", path.Base(f), err)
+		if err := yaml.UnmarshalStrict(f.body, &rf); err != nil {
+			return nil, fmt.Errorf("built-in rules %s: %w", f.name, err)
 		}
 		for _, r := range rf.Rules {
 			if prev, dup := seen[r.ID]; dup {
-				return nil, fmt.Errorf("built-in rule %s is defined in both %s and %s", r.ID, prev, path.Base(f))
+				return nil, fmt.Errorf("built-in rule %s is defined in both %s and %s", r.ID, prev, f.name)
 			}
-			seen[r.ID] = path.Base(f)
+			seen[r.ID] = f.name
 			out = append(out, r)
 		}
 	}
 	return out, nil
+}
+
+type ruleFile struct {
+	Rules []Rule `json:"rules"`
 }
 
 // CompileBuiltins compiles and type-checks the whole built-in library

@@ -1,7 +1,7 @@
 // Package celrules is shepherd's CEL policy engine: the rule model (a
 // WorkloadPolicy spec: the shape of a ValidatingAdmissionPolicy plus an
-// action and field paths), the built-in rule library (one embedded YAML file
-// per rule family), and the export of rules as native
+// action and field paths), the built-in rule library (one YAML file per
+// kind, which each integration embeds beside it: BuiltinRules), and the export of rules as native
 // ValidatingAdmissionPolicies — and the defaults (D-*), defined once by
 // their integrations as the MutatingAdmissionPolicies they export as
 // (integrations/mapdefault; defaults.go exports them) and applied

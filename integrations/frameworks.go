@@ -19,6 +19,7 @@ package integrations
 
 import (
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 
@@ -60,6 +61,10 @@ type Framework struct {
 	// Defaults are its defaulting rules, each defined once as the
 	// MutatingAdmissionPolicy it exports as (mapdefault).
 	Defaults []mapdefault.Rule
+	// Rules holds its built-in CEL rules: rules/*.yaml, one file per kind,
+	// each a list of rules in the WorkloadPolicy format plus an id
+	// (celrules.BuiltinRules reads them).
+	Rules fs.FS
 	// Knobs are the seed knobs its built-in rules read, by the token that
 	// names each in the rule files ($(name), celrules/knobs.go).
 	Knobs map[string]KnobToken

@@ -7,7 +7,7 @@
 //   - the rules: `shepherd export rules -o json`, run in process
 //     (cmd/shepherd/app), so the reference lists exactly what the binary
 //     lists (built-in CEL rules, Go checks and defaulters);
-//   - the CEL rules' bodies: celrules.BuiltinRules (celrules/rules/*.yaml),
+//   - the CEL rules' bodies: celrules.BuiltinRules (integrations/*/rules/*.yaml),
 //     for the operations each rule judges and the file it lives in;
 //   - an object each rule denies, warns on or defaults: the first fitting
 //     case of the rules' own test suites (celrules/rules/tests), run in

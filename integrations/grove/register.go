@@ -1,6 +1,8 @@
 package grove
 
 import (
+	"embed"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
@@ -9,10 +11,16 @@ import (
 	"github.com/shepherd-k8s/shepherd/integrations/knob"
 )
 
+// rules are the framework's built-in CEL rules, beside it.
+//
+//go:embed rules/*.yaml
+var rules embed.FS
+
 func init() {
 	integrations.Register(integrations.Framework{
 		Name: integrations.Grove, Group: api.GroveGroup, Version: grovev1alpha1.GroupVersion.Version,
 		Kinds:    []string{api.KindPodCliqueSet, api.KindPodClique, api.KindPodCliqueScalingGroup},
+		Rules:    rules,
 		LookedUp: []client.Object{&grovev1alpha1.PodCliqueSet{}},
 		Checks:   Checks,
 		Defaults: Defaults,

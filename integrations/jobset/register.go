@@ -1,21 +1,30 @@
-// Package jobset is shepherd's JobSet integration: its defaults (D-JS-1,
-// D-JS-2, as MutatingAdmissionPolicies). It has no knobs, Go checks or
-// controllers of its own: its rules are CEL (celrules/rules), and the
+// Package jobset is shepherd's JobSet integration: its CEL rules
+// (rules/jobset.yaml) and defaults (D-JS-1, D-JS-2, as
+// MutatingAdmissionPolicies). It has no knobs, Go checks or controllers
+// of its own: the
 // TrainJob controller (integrations/trainer/trainjob), which needs it,
 // watches the JobSets Trainer creates; registering JobSet lets serve start
 // that controller only once the cluster serves JobSets.
 package jobset
 
 import (
+	"embed"
+
 	"github.com/shepherd-k8s/shepherd/api"
 	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	"github.com/shepherd-k8s/shepherd/integrations"
 )
 
+// rules are the framework's built-in CEL rules, beside it.
+//
+//go:embed rules/*.yaml
+var rules embed.FS
+
 func init() {
 	integrations.Register(integrations.Framework{
 		Name: integrations.JobSet, Group: api.JobSetGroup, Version: jobsetv1alpha2.GroupVersion.Version,
 		Kinds:    []string{api.KindJobSet},
+		Rules:    rules,
 		Defaults: Defaults,
 	})
 }

@@ -1,6 +1,8 @@
 package trainer
 
 import (
+	"embed"
+
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
@@ -8,10 +10,16 @@ import (
 	"github.com/shepherd-k8s/shepherd/integrations"
 )
 
+// rules are the framework's built-in CEL rules, beside it.
+//
+//go:embed rules/*.yaml
+var rules embed.FS
+
 func init() {
 	integrations.Register(integrations.Framework{
 		Name: integrations.Trainer, Group: api.TrainerGroup, Version: trainerv1alpha1.GroupVersion.Version,
 		Kinds:    []string{api.KindTrainJob, api.KindTrainingRuntime, api.KindClusterTrainingRuntime},
+		Rules:    rules,
 		LookedUp: []client.Object{&trainerv1alpha1.TrainingRuntime{}, &trainerv1alpha1.ClusterTrainingRuntime{}, &trainerv1alpha1.TrainJob{}},
 		Checks:   Checks,
 		Knobs: map[string]integrations.KnobToken{
