@@ -61,6 +61,15 @@ type Framework struct {
 	// Defaults are its defaulting rules, each defined once as the
 	// MutatingAdmissionPolicy it exports as (mapdefault).
 	Defaults []mapdefault.Rule
+	// UpstreamEnforces decides, from the schemas the cluster serves,
+	// whether the framework's own operator enforces a lifecycle feature
+	// (and why): shepherd then stands down (Enforcement.SetUpstream). A
+	// feature decided per object (gang termination) is not here.
+	UpstreamEnforces map[Feature]func(s knob.FieldSchemas) (bool, string)
+	// KeepManagedFields are the kinds whose managedFields a controller's
+	// decision reads: the cache keeps them on these (and drops them on
+	// every other kind, where nothing reads them).
+	KeepManagedFields []client.Object
 	// Rules holds its built-in CEL rules: rules/*.yaml, one file per kind,
 	// each a list of rules in the WorkloadPolicy format plus an id
 	// (celrules.BuiltinRules reads them).

@@ -3,6 +3,7 @@ package integrations
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 
@@ -132,4 +133,29 @@ func Tokens() map[string]func(suffix, obj string, s knob.FieldSchemas) string {
 		maps.Copy(out, f.Tokens)
 	}
 	return out
+}
+
+// KeepsManagedFields reports whether obj is of a kind whose managedFields
+// a registered framework's controller reads (Framework.KeepManagedFields).
+func KeepsManagedFields(obj any) bool {
+	t := reflect.TypeOf(obj)
+	for _, f := range Frameworks {
+		for _, k := range f.KeepManagedFields {
+			if reflect.TypeOf(k) == t {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// SetUpstreamFrom takes every registered framework's "does upstream enforce
+// it" decision again from the schemas the cluster serves.
+func (e *Enforcement) SetUpstreamFrom(s knob.FieldSchemas) {
+	for _, f := range Frameworks {
+		for feature, decide := range f.UpstreamEnforces {
+			upstream, why := decide(s)
+			e.SetUpstream(feature, upstream, why)
+		}
+	}
 }

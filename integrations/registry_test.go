@@ -1,10 +1,16 @@
 package integrations_test
 
 import (
+	"io/fs"
+	"slices"
 	"testing"
 
-	"github.com/shepherd-k8s/shepherd/api"
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 
+	"github.com/shepherd-k8s/shepherd/api"
+	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	. "github.com/shepherd-k8s/shepherd/integrations"
 	_ "github.com/shepherd-k8s/shepherd/integrations/all"
 )
@@ -51,6 +57,69 @@ func TestCheckJudgesItsGroupKindsAndOperations(t *testing.T) {
 	} {
 		if got := v3.Judges(tc.group, tc.kind, tc.op); got != tc.want {
 			t.Errorf("V-TJ-3 judges %s %s.%s = %v, want %v", tc.op, tc.kind, tc.group, got, tc.want)
+		}
+	}
+}
+
+// integrations/all registers every framework with what it owns — rule
+// files, defaults, knobs, controllers — and the registry answers for them
+// without the caller naming one.
+func TestTheRegistryHoldsEveryIntegration(t *testing.T) {
+	var names []string
+	for _, f := range Frameworks {
+		names = append(names, f.Name)
+		if f.Rules != nil {
+			files, err := fs.Glob(f.Rules, "rules/*.yaml")
+			if err != nil || len(files) == 0 {
+				t.Errorf("framework %s: rule files %v (%v), want at least one", f.Name, files, err)
+			}
+		}
+	}
+	if diff := cmp.Diff([]string{Trainer, JobSet, Grove}, names); diff != "" {
+		t.Errorf("frameworks (-want +got):\n%s", diff)
+	}
+	var defaults []string
+	for _, d := range Defaults() {
+		defaults = append(defaults, d.ID)
+	}
+	if diff := cmp.Diff([]string{"D-JS-1", "D-JS-2", "D-PCS-1", "D-PCS-2", "D-PCS-3", "D-PCS-4", "D-PCS-5", "D-PCS-6"}, defaults); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+	var knobs []string
+	for name, k := range Knobs() {
+		if k.Knob.Annotation == "" {
+			t.Errorf("knob token %s has no carrier annotation", name)
+		}
+		knobs = append(knobs, name)
+	}
+	slices.Sort(knobs)
+	if diff := cmp.Diff([]string{"maxRestarts", "maxRuntime", "runtimeTTL", "runtimeWorkload", "scalingGroupDelay", "workloadType"}, knobs); diff != "" {
+		t.Errorf("knob tokens (-want +got):\n%s", diff)
+	}
+	var ctrls []string
+	for _, c := range Controllers() {
+		ctrls = append(ctrls, c.Name)
+	}
+	if diff := cmp.Diff([]string{"gang", "training", "trainjob", "workload"}, ctrls); diff != "" {
+		t.Errorf("controllers (-want +got):\n%s", diff)
+	}
+}
+
+// The cache keeps managedFields on the kinds a framework registers as
+// read (a runtime's, a PodClique's) and on no other.
+func TestKeepsManagedFields(t *testing.T) {
+	for _, tc := range []struct {
+		obj  any
+		want bool
+	}{
+		{&trainerv1alpha1.ClusterTrainingRuntime{}, true},
+		{&grovev1alpha1.PodClique{}, true},
+		{&trainerv1alpha1.TrainJob{}, false},
+		{&corev1.Pod{}, false},
+		{"not an object", false},
+	} {
+		if got := KeepsManagedFields(tc.obj); got != tc.want {
+			t.Errorf("KeepsManagedFields(%T) = %v, want %v", tc.obj, got, tc.want)
 		}
 	}
 }

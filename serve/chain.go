@@ -21,7 +21,6 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/integrations"
-	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 	"github.com/shepherd-k8s/shepherd/webhook/policies"
@@ -89,8 +88,7 @@ func followSchemas(mgr ctrl.Manager, w *integrations.Watcher, r *policies.Reconc
 			return
 		}
 		live.store(s)
-		upstream, why := trainer.EnforcesDeadline(live)
-		enf.SetUpstream(integrations.FeatureDeadline, upstream, why)
+		enf.SetUpstreamFrom(live)
 	})
 	return mgr.AddReadyzCheck("schemas", r.SchemasReadyChecker)
 }

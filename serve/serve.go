@@ -34,9 +34,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/api/install"
-	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/certs"
 	"github.com/shepherd-k8s/shepherd/events"
@@ -473,16 +471,13 @@ func cacheOptions() cache.Options {
 // stripManagedFields is the cache's transform: objects are held without
 // managedFields, often the largest part of an object and, across 10,000
 // TrainJobs, megabytes nothing reads. The kinds whose managedFields a
-// decision reads keep them: the Trainer runtimes (when a runtime's TTL
-// was set, trainjob.TTLSince) and the Grove PodCliques and scaling
-// groups (who writes MinAvailableBreached, gang.Sign). The background
+// decision reads keep them (integrations.Framework.KeepManagedFields: the
+// Trainer runtimes, Grove's PodCliques and scaling groups). The background
 // audit runs informers of its own, which drop them too
 // (background.NewObject).
 func stripManagedFields() toolscache.TransformFunc {
 	return func(in any) (any, error) {
-		switch in.(type) {
-		case *trainerv1alpha1.TrainingRuntime, *trainerv1alpha1.ClusterTrainingRuntime,
-			*grovev1alpha1.PodClique, *grovev1alpha1.PodCliqueScalingGroup:
+		if integrations.KeepsManagedFields(in) {
 			return in, nil
 		}
 		if o, ok := in.(metav1.Object); ok && o.GetManagedFields() != nil {

@@ -23,7 +23,9 @@ func init() {
 		Rules:    rules,
 		LookedUp: []client.Object{&grovev1alpha1.PodCliqueSet{}},
 		Checks:   Checks,
-		Defaults: Defaults,
+		// Who writes MinAvailableBreached (gang.Sign).
+		KeepManagedFields: []client.Object{&grovev1alpha1.PodClique{}, &grovev1alpha1.PodCliqueScalingGroup{}},
+		Defaults:          Defaults,
 		Knobs: map[string]integrations.KnobToken{
 			"workloadType":      {Knob: WorkloadType},
 			"maxRestarts":       {Knob: MaxRestarts},

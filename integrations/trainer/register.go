@@ -8,6 +8,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/knob"
 )
 
 // rules are the framework's built-in CEL rules, beside it.
@@ -22,6 +23,11 @@ func init() {
 		Rules:    rules,
 		LookedUp: []client.Object{&trainerv1alpha1.TrainingRuntime{}, &trainerv1alpha1.ClusterTrainingRuntime{}, &trainerv1alpha1.TrainJob{}},
 		Checks:   Checks,
+		UpstreamEnforces: map[integrations.Feature]func(knob.FieldSchemas) (bool, string){
+			integrations.FeatureDeadline: EnforcesDeadline,
+		},
+		// When a runtime's TTL was set (trainjob.TTLSince).
+		KeepManagedFields: []client.Object{&trainerv1alpha1.TrainingRuntime{}, &trainerv1alpha1.ClusterTrainingRuntime{}},
 		Knobs: map[string]integrations.KnobToken{
 			"runtimeTTL":      {Knob: RuntimeTTL},
 			"runtimeWorkload": {Knob: RuntimeWorkload},
