@@ -40,7 +40,6 @@ var env *cluster.Cluster
 const timeout = 90 * time.Second
 
 func TestMain(m *testing.M) {
-	cluster.RunReplicaIfChild()
 	cluster.RunMain(m, cluster.Options{
 		// shepherd's webhooks, registered and served by the replica, as in
 		// a cluster: the objects go through admission.

@@ -290,19 +290,46 @@ func (c *Cluster) Namespace(t testing.TB) string {
 	return ns.Name
 }
 
-// RunMain is a suite's TestMain around one shared control plane: it starts
-// one with opts into *env, runs the tests, stops it and exits with their
-// code.
-func RunMain(m *testing.M, opts Options, env **Cluster) {
+// Setup is what a suite starts on its control plane before its tests
+// (serve, fixtures); stop, when not nil, undoes it after them.
+type Setup func(c *Cluster) (stop func() error, err error)
+
+// RunMain is every suite's TestMain around one shared control plane. In a
+// replica's process (StartReplica) it runs serve instead
+// (RunReplicaIfChild). Otherwise it starts a control plane with opts into
+// *env, then each setup in order, runs the tests, undoes the setups in
+// reverse order, stops the control plane and exits with the tests' code; a
+// start that fails exits 1, naming what failed.
+func RunMain(m *testing.M, opts Options, env **Cluster, setups ...Setup) {
+	RunReplicaIfChild()
+	os.Exit(runMain(m, opts, env, setups))
+}
+
+func runMain(m *testing.M, opts Options, env **Cluster, setups []Setup) int {
 	c, err := New(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		return 1
 	}
 	*env = c
-	code := m.Run()
-	if err := c.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+	defer func() {
+		if err := c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
+		}
+	}()
+	for _, setup := range setups {
+		stop, err := setup(c)
+		if stop != nil {
+			defer func() {
+				if err := stop(); err != nil {
+					fmt.Fprintln(os.Stderr, "after the tests:", err)
+				}
+			}()
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "setting up the suite:", err)
+			return 1
+		}
 	}
-	os.Exit(code)
+	return m.Run()
 }

@@ -16,8 +16,6 @@
 package faults
 
 import (
-	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -50,9 +48,7 @@ const drainPeriod = 3 * time.Second
 var env *cluster.Cluster
 
 func TestMain(m *testing.M) {
-	cluster.RunReplicaIfChild()
-	var err error
-	env, err = cluster.New(cluster.Options{
+	cluster.RunMain(m, cluster.Options{
 		CRDs: cluster.SeedCRDs,
 		// The outage test stops and starts the apiserver.
 		RestartableAPIServer: true,
@@ -63,14 +59,5 @@ func TestMain(m *testing.M) {
 			Paths:            []string{filepath.Join(cluster.RepoRoot(), "deploy", "webhook")},
 			LocalServingHost: "127.0.0.1",
 		},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-	}
-	os.Exit(code)
+	}, &env)
 }

@@ -27,19 +27,7 @@ import (
 
 var env *cluster.Cluster
 
-func TestMain(m *testing.M) {
-	var err error
-	env, err = cluster.New(cluster.Options{})
-	if err != nil {
-		os.Stderr.WriteString(err.Error() + "\n")
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		os.Stderr.WriteString("stopping control plane: " + err.Error() + "\n")
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { cluster.RunMain(m, cluster.Options{}, &env) }
 
 func readCRDs(t *testing.T, dir string) map[string][]byte {
 	t.Helper()

@@ -12,7 +12,6 @@ package interop
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -30,49 +29,33 @@ var (
 	upstream = map[string]*apiextensionsv1.CustomResourceDefinition{}
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	c, err := cluster.New(cluster.Options{
+func TestMain(m *testing.M) {
+	cluster.RunMain(m, cluster.Options{
 		WorkloadAPI: cluster.WorkloadAPIV1beta1,
 		Webhooks: envtest.WebhookInstallOptions{
 			Paths:            []string{filepath.Join(cluster.RepoRoot(), "deploy", "webhook")},
 			LocalServingHost: "127.0.0.1",
 		},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-		}
-	}()
-	env = c
+	}, &env, setup)
+}
+
+// setup reads the upstream CRDs as served and starts serve.
+func setup(c *cluster.Cluster) (func() error, error) {
 	crds, err := cluster.FrameworkCRDs(cluster.UpstreamCRDs)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
 	for _, crd := range crds {
 		live := &apiextensionsv1.CustomResourceDefinition{}
 		if err := c.Client.Get(context.Background(), client.ObjectKeyFromObject(crd), live); err != nil {
-			fmt.Fprintln(os.Stderr, "reading upstream CRD:", err)
-			return 1
+			return nil, fmt.Errorf("reading upstream CRD: %w", err)
 		}
 		upstream[live.Name] = live
 	}
 	// Plain-HTTP metrics so the suite can read /status without a token;
 	// test/webhook covers the authenticated metrics server.
 	if serve, err = c.Serve("--leader-elect=false", "--disable-reconcilers", "--metrics-secure=false"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-	defer func() {
-		if err := serve.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "shepherd serve:", err)
-		}
-	}()
-	return m.Run()
+	return serve.Stop, nil
 }

@@ -41,53 +41,37 @@ const (
 	brokenPolicy = "does-not-compile"
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	c, err := cluster.New(cluster.Options{
+func TestMain(m *testing.M) {
+	cluster.RunMain(m, cluster.Options{
 		Webhooks: envtest.WebhookInstallOptions{
 			Paths:            []string{filepath.Join(cluster.RepoRoot(), "deploy", "webhook")},
 			LocalServingHost: "127.0.0.1",
 		},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-		}
-	}()
-	env = c
+	}, &env, setup)
+}
+
+// setup starts serve as deployed, with the suite's policies in force.
+func setup(c *cluster.Cluster) (func() error, error) {
 	// The certificate directory as cert-manager mounts it: the pair and the
 	// CA that issued it (envtest's), so the CA expiry series exist.
 	wh := c.Env.WebhookInstallOptions
 	if err := os.WriteFile(filepath.Join(wh.LocalServingCertDir, "ca.crt"), wh.LocalServingCAData, 0o600); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
 	// Plain-HTTP metrics so the suite scrapes without a token (test/webhook
 	// covers the authenticated server); leader election on, as deployed.
+	var err error
 	if serve, err = c.Serve("--metrics-secure=false"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-	defer func() {
-		if err := serve.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "shepherd serve:", err)
-		}
-	}()
 	// After serve is up: it validates WorkloadPolicies at apply.
 	if err := createPolicies(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return serve.Stop, err
 	}
 	if err := waitPolicyStatus(); err != nil {
-		fmt.Fprintln(os.Stderr, err, "\n", serve.Log())
-		return 1
+		return serve.Stop, fmt.Errorf("%w\n%s", err, serve.Log())
 	}
-	return m.Run()
+	return serve.Stop, nil
 }
 
 func createPolicies() error {

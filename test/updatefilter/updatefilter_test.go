@@ -28,7 +28,6 @@ import (
 var env *cluster.Cluster
 
 func TestMain(m *testing.M) {
-	cluster.RunReplicaIfChild()
 	cluster.RunMain(m, cluster.Options{
 		Webhooks: envtest.WebhookInstallOptions{
 			Paths:            []string{filepath.Join(cluster.RepoRoot(), "deploy", "webhook")},

@@ -59,28 +59,22 @@ func TestMain(m *testing.M) {
 		os.Stderr.WriteString(err.Error() + "\n")
 		os.Exit(1)
 	}
-	env, err = cluster.New(cluster.Options{
+	cluster.RunMain(m, cluster.Options{
 		CRDs: cluster.SeedCRDs,
 		Webhooks: envtest.WebhookInstallOptions{
 			MutatingWebhooks:   mutating,
 			ValidatingWebhooks: validating,
 			LocalServingHost:   "127.0.0.1",
 		},
+	}, &env, func(*cluster.Cluster) (func() error, error) {
+		// serve starts with the first test that needs it (served).
+		return func() error {
+			if served == nil {
+				return nil
+			}
+			return served.Stop()
+		}, nil
 	})
-	if err != nil {
-		os.Stderr.WriteString(err.Error() + "\n")
-		os.Exit(1)
-	}
-	code := m.Run()
-	if served != nil {
-		if err := served.Stop(); err != nil {
-			os.Stderr.WriteString("shepherd serve: " + err.Error() + "\n")
-		}
-	}
-	if err := env.Stop(); err != nil {
-		os.Stderr.WriteString("stopping control plane: " + err.Error() + "\n")
-	}
-	os.Exit(code)
 }
 
 // warnings collects the admission warnings of the requests of one client.

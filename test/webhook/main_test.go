@@ -7,14 +7,9 @@
 package webhook
 
 import (
-	"bytes"
-	"context"
 	"crypto/tls"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -39,16 +34,11 @@ var (
 	kube     kubernetes.Interface
 	metrics  string // base URL of shepherd's (authenticated) metrics server
 	webhookA string // host:port of shepherd's webhook server
-	serveLog bytes.Buffer
 	health   string // base URL of shepherd's health server
 )
 
 func TestMain(m *testing.M) {
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
-	c, err := cluster.New(cluster.Options{
+	cluster.RunMain(m, cluster.Options{
 		// The suite exercises the seed designs' fields directly: a cluster
 		// whose CRDs carry them.
 		CRDs:        cluster.SeedCRDs,
@@ -57,137 +47,49 @@ func run(m *testing.M) int {
 			Paths:            []string{filepath.Join(cluster.RepoRoot(), "deploy", "webhook")},
 			LocalServingHost: "127.0.0.1",
 		},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-		}
-	}()
-	env = c
+	}, &env, setup)
+}
 
-	dir, err := os.MkdirTemp("", "shepherd-webhook-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	// serve runs as shepherd's ServiceAccount with the shipped RBAC.
-	kubeconfig, err := c.ShepherdKubeconfig(cluster.RBACDefault)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-
+// setup makes the suite's clients and starts serve as shepherd's
+// ServiceAccount with the shipped RBAC and the production flags.
+func setup(c *cluster.Cluster) (func() error, error) {
 	cfg := rest.CopyConfig(c.Config)
 	cfg.WarningHandler = warns
+	var err error
 	if k, err = client.New(cfg, client.Options{Scheme: c.Client.Scheme()}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
 	if kube, err = kubernetes.NewForConfig(c.Config); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
 	wh := c.Env.WebhookInstallOptions
 	webhookA = net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort))
-	metricsAddr, healthAddr := freeAddr(), freeAddr()
-	metrics = "https://" + metricsAddr
-	health = "http://" + healthAddr
-
-	ctx, cancel := context.WithCancel(context.Background())
-	args := []string{"serve",
-		"--kubeconfig=" + kubeconfig,
-		"--webhook-host=" + wh.LocalServingHost,
-		"--webhook-port=" + strconv.Itoa(wh.LocalServingPort),
-		"--cert-dir=" + wh.LocalServingCertDir,
-		// envtest issued the certificate and injected its CA: serve the files.
-		"--cert-mode=cert-manager",
-		"--metrics-bind-address=" + metricsAddr,
-		"--health-probe-bind-address=" + healthAddr,
-		"--leader-elect=false",
-		"--shutdown-drain-period=0s", // nothing routes to it but the test
+	s, err := c.Serve("--leader-elect=false",
 		// The reconcilers have their own suites; here they would only add
 		// load and status writes unrelated to admission.
 		"--disable-reconcilers",
-		"--workload-api-discovery-interval=2s",
-		"--zap-log-level=error",
+		"--workload-api-discovery-interval=2s")
+	if err != nil {
+		return nil, err
 	}
-	served := make(chan error, 1)
-	go func() { served <- cluster.ServeMain(ctx, args, &serveLog) }()
-	defer func() {
-		cancel()
-		select {
-		case err := <-served:
-			if err != nil {
-				fmt.Fprintln(os.Stderr, "shepherd serve:", err)
-			}
-		case <-time.After(time.Minute):
-			fmt.Fprintln(os.Stderr, "shepherd serve did not stop within a minute of cancellation")
-		}
-	}()
-	if err := waitReady("http://"+healthAddr+"/readyz", served); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		fmt.Fprintln(os.Stderr, serveLog.String())
-		return 1
-	}
+	metrics, health = "https://"+s.Metrics, s.Health
 	// /readyz covers the webhook, caches and policies; the metrics server
 	// (which serves /audit) is a separate runnable that may bind a moment
 	// later, so wait for it to accept connections too.
-	if err := waitListening(metricsAddr, served); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		fmt.Fprintln(os.Stderr, serveLog.String())
-		return 1
+	if err := waitListening(s.Metrics); err != nil {
+		return s.Stop, fmt.Errorf("%w\n%s", err, s.Log())
 	}
-	return m.Run()
+	return s.Stop, nil
 }
 
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
-
-func waitReady(url string, served chan error) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	var last string
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(url + "?verbose")
-		if err == nil {
-			b, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = string(b)
-		}
-		select {
-		case err := <-served:
-			return fmt.Errorf("shepherd serve exited before it was ready: %v", err)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("shepherd serve was not ready after 2 minutes: %s", last)
-}
-
-func waitListening(addr string, served chan error) error {
+func waitListening(addr string) error {
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			return conn.Close()
 		}
-		select {
-		case err := <-served:
-			return fmt.Errorf("shepherd serve exited before its metrics server listened: %v", err)
-		case <-time.After(200 * time.Millisecond):
-		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	return fmt.Errorf("shepherd's metrics server did not listen on %s within 2 minutes", addr)
 }
