@@ -11,7 +11,9 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
-	// The defaults, knobs and checks are those the integrations register.
+	// The rules, defaults, knobs and Go checks are those the integrations
+	// register: every engine and chain — serve's, offline's, a test's — has
+	// every integration.
 	_ "github.com/shepherd-k8s/shepherd/integrations/all"
 	"github.com/shepherd-k8s/shepherd/integrations/mapdefault"
 )

@@ -23,9 +23,6 @@ import (
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/integrations"
-	// The chain runs what the integrations register: every chain — serve's,
-	// offline's, a test's — has every integration.
-	_ "github.com/shepherd-k8s/shepherd/integrations/all"
 	"github.com/shepherd-k8s/shepherd/integrations/gocheck"
 	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
