@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -187,10 +188,20 @@ func TestTrainingRecreatedSetIgnoresOldPods(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	w.eventually("the old set and PodCliques gone", func() (bool, error) {
+	// The old set's WorkloadRecord, if shepherd has written it, goes as the
+	// garbage collector would remove it (the old set controls it): until
+	// then no record of the new set can be created (record.Put), and
+	// shepherd retries. The old pods stay: they are what the test is about.
+	w.eventually("the old set, its PodCliques and its record gone", func() (bool, error) {
 		var l grovev1alpha1.PodCliqueSetList
 		if err := w.c.List(w.ctx, &l, client.InNamespace(w.ns)); err != nil {
 			return false, err
+		}
+		if rec := w.record("train"); rec != nil {
+			if err := w.c.Delete(w.ctx, rec, client.Preconditions{UID: &rec.UID}); err != nil && !apierrors.IsNotFound(err) {
+				return false, err
+			}
+			return false, nil
 		}
 		return len(l.Items) == 0 && len(w.cliques("train")) == 0, nil
 	})
