@@ -13,12 +13,11 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 const (
@@ -66,24 +65,17 @@ func gauge(t *testing.T, metrics, series string) float64 {
 // the threshold is far above their one node) while every policy goes
 // through the matcher.
 func scalePolicy(i int) *shepherdv1alpha1.WorkloadPolicy {
-	return &shepherdv1alpha1.WorkloadPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("scale-%05d", i), Labels: map[string]string{
+	return testkit.TrainJobPolicy(fmt.Sprintf("scale-%05d", i)).
+		Labels(map[string]string{
 			"shepherd.dev/test": "scale",
 			// A deletecollection of all 10,000 outlasts the apiserver's
 			// request timeout: they are deleted a batch at a time.
 			"shepherd.dev/batch": strconv.Itoa(i / scaleBatch),
-		}},
-		Spec: shepherdv1alpha1.WorkloadPolicySpec{
-			Match: shepherdv1alpha1.Match{
-				Resources:         []shepherdv1alpha1.ResourceRule{{APIGroups: []string{api.TrainerGroup}, Kinds: []string{api.KindTrainJob}}},
-				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"shepherd.dev/team": fmt.Sprintf("team-%05d", i)}},
-			},
-			Validations: []shepherdv1alpha1.Validation{{
-				Expression: fmt.Sprintf("!has(object.spec.trainer) || !has(object.spec.trainer.numNodes) || object.spec.trainer.numNodes <= %d", 1000+i),
-				Message:    fmt.Sprintf("at most %d nodes", 1000+i),
-			}},
-		},
-	}
+		}).
+		NamespaceLabels(map[string]string{"shepherd.dev/team": fmt.Sprintf("team-%05d", i)}).
+		Validation(fmt.Sprintf("!has(object.spec.trainer) || !has(object.spec.trainer.numNodes) || object.spec.trainer.numNodes <= %d", 1000+i),
+			fmt.Sprintf("at most %d nodes", 1000+i)).
+		Obj()
 }
 
 // 10,000 WorkloadPolicies created at once beside a steady load of

@@ -19,16 +19,7 @@ import (
 )
 
 func policy(name, group, kind, expr, message string) *shepherdv1alpha1.WorkloadPolicy {
-	return &shepherdv1alpha1.WorkloadPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: shepherdv1alpha1.WorkloadPolicySpec{
-			Action: shepherdv1alpha1.ActionDeny,
-			Match: shepherdv1alpha1.Match{Resources: []shepherdv1alpha1.ResourceRule{{
-				APIGroups: []string{group}, Kinds: []string{kind}, Operations: []string{"CREATE", "UPDATE"},
-			}}},
-			Validations: []shepherdv1alpha1.Validation{{Expression: expr, Message: message}},
-		},
-	}
+	return testkit.Policy(name, group, kind).Validation(expr, message).Obj()
 }
 
 // readyCondition waits for the policy's Ready condition to have status.

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/test/corpus"
@@ -89,17 +88,7 @@ type policyOpt func(*shepherdv1alpha1.WorkloadPolicySpec)
 // the webhook's denial lists messages, not policies, and this is how its
 // denials are attributed to policies.
 func policy(name string, opts ...policyOpt) *shepherdv1alpha1.WorkloadPolicy {
-	p := &shepherdv1alpha1.WorkloadPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: shepherdv1alpha1.GroupVersion.String(), Kind: api.KindWorkloadPolicy},
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: shepherdv1alpha1.WorkloadPolicySpec{
-			Action:        shepherdv1alpha1.ActionDeny,
-			FailurePolicy: shepherdv1alpha1.FailurePolicyFail,
-			Match: shepherdv1alpha1.Match{Resources: []shepherdv1alpha1.ResourceRule{{
-				APIGroups: []string{api.TrainerGroup}, Kinds: []string{api.KindTrainJob}, Operations: []string{"CREATE", "UPDATE"},
-			}}},
-		},
-	}
+	p := testkit.TrainJobPolicy(name).FailurePolicy(shepherdv1alpha1.FailurePolicyFail).Obj()
 	for _, o := range opts {
 		o(&p.Spec)
 	}

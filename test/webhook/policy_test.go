@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
@@ -87,30 +86,11 @@ func (f *policyFixture) createTrainJob(t *testing.T, deadline int64) error {
 // policy builds a WorkloadPolicy on TrainJobs in the fixture's namespace.
 func (f *policyFixture) policy(t *testing.T, name, action, failurePolicy, expression, message string) *shepherdv1alpha1.WorkloadPolicy {
 	t.Helper()
-	manifest := fmt.Sprintf(`
-apiVersion: shepherd.dev/v1alpha1
-kind: WorkloadPolicy
-metadata:
-  name: %s
-spec:
-  action: %s
-  failurePolicy: %s
-  match:
-    resources:
-    - apiGroups: ["trainer.kubeflow.org"]
-      kinds: ["TrainJob"]
-      operations: ["CREATE", "UPDATE"]
-    namespaceSelector:
-      matchLabels: {policy-test: %s}
-  validations:
-  - expression: %q
-    message: %q
-    fieldPath: spec.activeDeadlineSeconds
-`, name, action, failurePolicy, f.id, expression, message)
-	p := &shepherdv1alpha1.WorkloadPolicy{}
-	if err := yaml.UnmarshalStrict([]byte(manifest), p); err != nil {
-		t.Fatalf("policy manifest: %v", err)
-	}
+	p := testkit.TrainJobPolicy(name).
+		Action(shepherdv1alpha1.Action(action)).FailurePolicy(shepherdv1alpha1.FailurePolicy(failurePolicy)).
+		NamespaceLabels(map[string]string{"policy-test": f.id}).
+		Validation(expression, message).FieldPath("spec.activeDeadlineSeconds").
+		Obj()
 	t.Cleanup(func() { _ = k.Delete(context.Background(), p) })
 	return p
 }
