@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -77,8 +78,21 @@ func (c *Cluster) ServeArgs(dir, health, metrics string, extra ...string) ([]str
 }
 
 // Serve starts `shepherd serve` in this process (ServeArgs) and waits
-// until /readyz answers 200. Stop it with Stop.
+// until /readyz answers 200. Stop it with Stop. A health or metrics port
+// another process took between FreeAddr's probe and serve's bind is picked
+// again, twice at most.
 func (c *Cluster) Serve(extra ...string) (*Serving, error) {
+	var err error
+	for range 3 {
+		var s *Serving
+		if s, err = c.serve(extra...); err == nil || !strings.Contains(err.Error(), "address already in use") {
+			return s, err
+		}
+	}
+	return nil, err
+}
+
+func (c *Cluster) serve(extra ...string) (*Serving, error) {
 	dir, err := os.MkdirTemp("", "shepherd-serve-")
 	if err != nil {
 		return nil, err
@@ -165,11 +179,16 @@ func (s *Serving) Stop() error {
 // connections, so between this probe and the server's bind a busy client
 // (test/faults' 100 creates a second) could take it, and the server would
 // exit with "address already in use" (the stop 42 CI failure).
+//
+// A process walks the range from a random start, so it never hands out a
+// port twice, and two test processes (go test runs packages side by side)
+// meet only if their walks reach the same port at the same moment.
 func FreeAddr() string {
 	low := ephemeralLow()
 	if low > freeAddrFloor+1000 {
+		freeAddrOnce.Do(func() { freeAddrNext.Store(int64(rand.IntN(low - freeAddrFloor))) })
 		for range 200 {
-			port := freeAddrFloor + rand.IntN(low-freeAddrFloor)
+			port := freeAddrFloor + int(freeAddrNext.Add(1)%int64(low-freeAddrFloor))
 			l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 			if err != nil {
 				continue
@@ -190,6 +209,12 @@ func FreeAddr() string {
 // freeAddrFloor is the lowest port FreeAddr picks: above the well-known
 // and most registered services' ports.
 const freeAddrFloor = 20000
+
+var (
+	freeAddrOnce sync.Once
+	// freeAddrNext is the offset in the range of the next port to try.
+	freeAddrNext atomic.Int64
+)
 
 // ephemeralLow is the first port of the kernel's ephemeral range, 0 where
 // it cannot be read (FreeAddr then falls back to ":0").
