@@ -1,7 +1,8 @@
 // Package integrations is the integration interface, the way Kueue's
 // jobframework is: a Framework (its group, the kinds whose CRDs must be
-// served, the objects its Go checks look up, the checks) and a Controller
-// (its reconciler and the frameworks it needs), registered from the init of
+// served, its CEL rule files, defaults, knobs, Go checks and the objects
+// they look up, which features its upstream operator enforces) and a
+// Controller (its reconciler and the frameworks it needs), registered from the init of
 // each framework's package beneath this one (integrations/trainer,
 // integrations/jobset, integrations/grove, and their controllers'
 // packages); integrations/all imports them, one line each. webhook,
