@@ -53,23 +53,21 @@ generate: $(CONTROLLER_GEN) ## Regenerate deepcopy functions and CRDs from api/,
 	$(MAKE) manifests
 
 # Generated CRDs, by owner. deploy/crds holds shepherd's own (shepherd.dev),
-# the only CRDs an install carries. test/seedcrds holds the seed designs'
-# shapes of the third-party groups (tests of clusters whose CRDs carry the
-# seed fields); integrations/pinned/crds the Grove CRDs that mirror Grove's
-# published API. CRD_DIR, when set, receives the three in its subdirectories
-# shepherd/, seed/ and grove/ instead (the freshness test).
+# the only CRDs an install carries; integrations/pinned/crds the Grove CRDs
+# that mirror Grove's published API. CRD_DIR, when set, receives the two in
+# its subdirectories shepherd/ and grove/ instead (the freshness test). The
+# seed designs' shapes of the third-party groups (test/seedcrds) are fixed
+# fixtures, not generated: see test/seedcrds/README.md.
 CRD_DIR ?=
 SHEPHERD_CRD_DIR := $(if $(CRD_DIR),$(CRD_DIR)/shepherd,deploy/crds)
-SEED_CRD_DIR := $(if $(CRD_DIR),$(CRD_DIR)/seed,test/seedcrds)
 GROVE_CRD_DIR := $(if $(CRD_DIR),$(CRD_DIR)/grove,integrations/pinned/crds)
 CRD_GEN := crd:generateEmbeddedObjectMeta=true
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Regenerate the CRDs (shepherd's, the seed shapes, the Grove mirror).
-	mkdir -p $(SHEPHERD_CRD_DIR) $(SEED_CRD_DIR) $(GROVE_CRD_DIR)
-	rm -f $(SHEPHERD_CRD_DIR)/shepherd.dev_*.yaml $(SEED_CRD_DIR)/*.yaml $(GROVE_CRD_DIR)/grove.io_*.yaml
+manifests: $(CONTROLLER_GEN) ## Regenerate the CRDs (shepherd's, the Grove mirror).
+	mkdir -p $(SHEPHERD_CRD_DIR) $(GROVE_CRD_DIR)
+	rm -f $(SHEPHERD_CRD_DIR)/shepherd.dev_*.yaml $(GROVE_CRD_DIR)/grove.io_*.yaml
 	$(CONTROLLER_GEN) $(CRD_GEN) paths=./api/shepherd/... output:crd:artifacts:config=$(SHEPHERD_CRD_DIR)
-	$(CONTROLLER_GEN) $(CRD_GEN) paths=./api/trainer/... paths=./api/jobset/... paths=./api/grove/... output:crd:artifacts:config=$(SEED_CRD_DIR)
 	$(CONTROLLER_GEN) $(CRD_GEN) paths=./integrations/pinned/grove/... output:crd:artifacts:config=$(GROVE_CRD_DIR)
 	$(if $(CRD_DIR),,cp deploy/crds/shepherd.dev_*.yaml charts/shepherd/files/) # the chart's copy (test/helm)
 	$(if $(CRD_DIR),,$(MAKE) native-policies)

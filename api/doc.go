@@ -4,8 +4,10 @@
 // keys, condition types and reasons, and event reasons. They are defined once
 // here so the webhook, the reconcilers and the tests cannot drift apart.
 //
-// The third-party types (Kubeflow Trainer, Grove, JobSet) model only the
-// fields shepherd reads or writes; their CRDs preserve every other field so a
-// real object survives a round trip unchanged (test/foundation checks it;
-// docs/architecture.md, "Test suites").
+// The third-party types of Kubeflow Trainer and Grove model only the fields
+// shepherd reads or writes; their CRDs preserve every other field so a real
+// object survives a round trip unchanged (test/foundation checks it;
+// docs/architecture.md, "Test suites"). JobSet's types are the upstream
+// module's (sigs.k8s.io/jobset); api/trainer/v1alpha1 says why Trainer's are
+// not.
 package api

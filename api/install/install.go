@@ -1,6 +1,7 @@
 // Package install registers every API group shepherd uses into a scheme: the
 // built-in Kubernetes types, apiextensions.k8s.io/v1 (the frameworks' CRDs,
-// watched by integrations), the Trainer, Grove and JobSet types of api/, and
+// watched by integrations), the Trainer and Grove types of api/, JobSet's
+// upstream types (sigs.k8s.io/jobset), and
 // OpenReports (openreports.io), whose Reports the audit writes when a
 // cluster serves them.
 package install
@@ -14,9 +15,9 @@ import (
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
-	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
 // AddToScheme adds every group shepherd knows to s.

@@ -11,8 +11,8 @@ import (
 	"embed"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	"github.com/shepherd-k8s/shepherd/integrations"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
 // rules are the framework's built-in CEL rules, beside it.

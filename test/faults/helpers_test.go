@@ -22,9 +22,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
 // replicaFlags are the flags of every replica of a test whose Lease lives

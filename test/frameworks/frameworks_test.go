@@ -23,10 +23,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
 // TestFrameworkCRDsInstalledAfterServeArePickedUp starts serve on a cluster

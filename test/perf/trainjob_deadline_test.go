@@ -31,12 +31,12 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/api/install"
-	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer/trainjob"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/proc"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
 // envInt reads a positive integer knob from the environment.

@@ -6,12 +6,10 @@ import (
 )
 
 // PodCliqueSpec is the desired state of a PodClique.
-// +kubebuilder:pruning:PreserveUnknownFields
 type PodCliqueSpec struct {
 	// +optional
 	RoleName string `json:"roleName,omitempty"`
 	// Replicas is the number of pods.
-	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
 	// MinAvailable is the fewest ready pods before the clique is breached.
@@ -29,7 +27,6 @@ type PodCliqueSpec struct {
 }
 
 // RollingUpdateProgress reports a rolling update of a PodClique.
-// +kubebuilder:pruning:PreserveUnknownFields
 type RollingUpdateProgress struct {
 	UpdateStartedAt metav1.Time `json:"updateStartedAt"`
 	// +optional
@@ -37,7 +34,6 @@ type RollingUpdateProgress struct {
 }
 
 // PodCliqueStatus is the observed state of a PodClique.
-// +kubebuilder:pruning:PreserveUnknownFields
 type PodCliqueStatus struct {
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
@@ -66,13 +62,6 @@ type PodCliqueStatus struct {
 
 // PodClique is a group of pods with one role.
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=pclq
-// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
-// +kubebuilder:printcolumn:name="MinAvailable",type=integer,JSONPath=`.spec.minAvailable`
-// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
-// +kubebuilder:printcolumn:name="Breached",type=string,JSONPath=`.status.conditions[?(@.type=="MinAvailableBreached")].status`
-// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type PodClique struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -90,9 +79,7 @@ type PodCliqueList struct {
 }
 
 // PodCliqueScalingGroupSpec is the desired state of a PodCliqueScalingGroup.
-// +kubebuilder:pruning:PreserveUnknownFields
 type PodCliqueScalingGroupSpec struct {
-	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
 	// +optional
@@ -108,7 +95,6 @@ type PodCliqueScalingGroupSpec struct {
 }
 
 // PodCliqueScalingGroupStatus is the observed state of a PodCliqueScalingGroup.
-// +kubebuilder:pruning:PreserveUnknownFields
 type PodCliqueScalingGroupStatus struct {
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
@@ -122,13 +108,6 @@ type PodCliqueScalingGroupStatus struct {
 
 // PodCliqueScalingGroup scales a group of PodCliques as one unit.
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=pcsg
-// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
-// +kubebuilder:printcolumn:name="MinAvailable",type=integer,JSONPath=`.spec.minAvailable`
-// +kubebuilder:printcolumn:name="Available",type=integer,JSONPath=`.status.availableReplicas`
-// +kubebuilder:printcolumn:name="Breached",type=string,JSONPath=`.status.conditions[?(@.type=="MinAvailableBreached")].status`
-// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type PodCliqueScalingGroup struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

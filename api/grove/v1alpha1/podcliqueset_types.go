@@ -24,10 +24,8 @@ const (
 )
 
 // PodCliqueSetSpec is the desired state of a PodCliqueSet.
-// +kubebuilder:pruning:PreserveUnknownFields
 type PodCliqueSetSpec struct {
 	// Replicas is the number of PodCliqueSet replicas (gangs).
-	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
 
@@ -44,7 +42,6 @@ type PodCliqueSetSpec struct {
 }
 
 // TrainingSpec bounds a Training workload (GREP-0285).
-// +kubebuilder:pruning:PreserveUnknownFields
 type TrainingSpec struct {
 	// MaxRuntime is the longest the workload may run from its first start,
 	// restarts included.
@@ -58,7 +55,6 @@ type TrainingSpec struct {
 }
 
 // PodCliqueSetTemplateSpec is the template of a PodCliqueSet replica.
-// +kubebuilder:pruning:PreserveUnknownFields
 type PodCliqueSetTemplateSpec struct {
 	// Cliques are the PodCliques of every replica.
 	Cliques []*PodCliqueTemplateSpec `json:"cliques"`
@@ -77,7 +73,6 @@ type PodCliqueSetTemplateSpec struct {
 }
 
 // PodCliqueTemplateSpec is the template of one PodClique.
-// +kubebuilder:pruning:PreserveUnknownFields
 type PodCliqueTemplateSpec struct {
 	// Name is unique within the PodCliqueSet (rule V-PCS-4).
 	Name string `json:"name"`
@@ -90,7 +85,6 @@ type PodCliqueTemplateSpec struct {
 }
 
 // PodCliqueScalingGroupConfig groups cliques that scale as one unit.
-// +kubebuilder:pruning:PreserveUnknownFields
 type PodCliqueScalingGroupConfig struct {
 	// Name is unique within the PodCliqueSet.
 	Name string `json:"name"`
@@ -113,7 +107,6 @@ type PodCliqueScalingGroupConfig struct {
 }
 
 // AutoScalingConfig configures a horizontal pod autoscaler.
-// +kubebuilder:pruning:PreserveUnknownFields
 type AutoScalingConfig struct {
 	// +optional
 	MinReplicas *int32 `json:"minReplicas,omitempty"`
@@ -122,7 +115,6 @@ type AutoScalingConfig struct {
 }
 
 // PodCliqueSetStatus is the observed state of a PodCliqueSet.
-// +kubebuilder:pruning:PreserveUnknownFields
 type PodCliqueSetStatus struct {
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
@@ -145,13 +137,6 @@ type PodCliqueSetStatus struct {
 
 // PodCliqueSet is a set of gang-scheduled PodCliques, replicated.
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=pcs
-// +kubebuilder:printcolumn:name="Type",type=string,JSONPath=`.spec.workloadType`
-// +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
-// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
-// +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restartCount`
-// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type PodCliqueSet struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

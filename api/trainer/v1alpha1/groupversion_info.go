@@ -2,8 +2,18 @@
 // (trainer.kubeflow.org/v1alpha1) that shepherd reads and writes: TrainJob
 // with its activeDeadlineSeconds (KEP-2899), and TrainingRuntime /
 // ClusterTrainingRuntime with ttlSecondsAfterFinished and
-// podGroupPolicy.workload (KEP-3015). Every field left out is preserved by the
+// podGroupPolicy.workload (KEP-3015), which shepherd's knobs read in either
+// form (integrations/trainer). Every field left out is preserved by the
 // CRDs.
+//
+// They stand in for the module's own types, github.com/kubeflow/trainer/v2
+// pkg/apis/trainer/v1alpha1 at the version go.mod pins (v2.3.0), which do not
+// compile against the Kubernetes libraries shepherd is built with (v0.37):
+// that package's generated OpenAPI definitions name corev1.PodStatusResult,
+// which k8s.io/api v0.37 no longer has. JobSet's module compiles, and
+// shepherd uses its types (sigs.k8s.io/jobset/api/jobset/v1alpha2). The
+// CRDs shepherd type-checks against are the module's own
+// (integrations/pinned); these types generate no CRD.
 //
 // +kubebuilder:object:generate=true
 // +groupName=trainer.kubeflow.org

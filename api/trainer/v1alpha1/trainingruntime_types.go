@@ -4,12 +4,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
 // TrainingRuntimeSpec is the spec shared by TrainingRuntime and
 // ClusterTrainingRuntime.
-// +kubebuilder:pruning:PreserveUnknownFields
 type TrainingRuntimeSpec struct {
 	// MLPolicy configures the ML framework.
 	// +optional
@@ -30,10 +29,8 @@ type TrainingRuntimeSpec struct {
 }
 
 // MLPolicy configures the ML framework of a runtime.
-// +kubebuilder:pruning:PreserveUnknownFields
 type MLPolicy struct {
 	// NumNodes is the default number of training nodes.
-	// +kubebuilder:validation:Minimum=1
 	// +optional
 	NumNodes *int32 `json:"numNodes,omitempty"`
 	// +optional
@@ -43,7 +40,6 @@ type MLPolicy struct {
 }
 
 // TorchMLPolicySource configures PyTorch distributed training.
-// +kubebuilder:pruning:PreserveUnknownFields
 type TorchMLPolicySource struct {
 	// +optional
 	NumProcPerNode *intstr.IntOrString `json:"numProcPerNode,omitempty"`
@@ -51,12 +47,9 @@ type TorchMLPolicySource struct {
 
 // MPIMLPolicySource configures MPI training; its launcher and nodes share
 // one gang.
-// +kubebuilder:pruning:PreserveUnknownFields
 type MPIMLPolicySource struct {
-	// +kubebuilder:validation:Minimum=1
 	// +optional
 	NumProcPerNode *int32 `json:"numProcPerNode,omitempty"`
-	// +kubebuilder:validation:Enum=OpenMPI;Intel;MPICH
 	// +optional
 	MPIImplementation *string `json:"mpiImplementation,omitempty"`
 	// +optional
@@ -66,7 +59,6 @@ type MPIMLPolicySource struct {
 }
 
 // PodGroupPolicy selects a gang-scheduling integration.
-// +kubebuilder:pruning:PreserveUnknownFields
 type PodGroupPolicy struct {
 	// +optional
 	Coscheduling *CoschedulingPodGroupPolicySource `json:"coscheduling,omitempty"`
@@ -79,21 +71,18 @@ type PodGroupPolicy struct {
 }
 
 // CoschedulingPodGroupPolicySource configures the coscheduling plugin.
-// +kubebuilder:pruning:PreserveUnknownFields
 type CoschedulingPodGroupPolicySource struct {
 	// +optional
 	ScheduleTimeoutSeconds *int32 `json:"scheduleTimeoutSeconds,omitempty"`
 }
 
 // VolcanoPodGroupPolicySource configures Volcano.
-// +kubebuilder:pruning:PreserveUnknownFields
 type VolcanoPodGroupPolicySource struct {
 	// +optional
 	NetworkTopology *NetworkTopology `json:"networkTopology,omitempty"`
 }
 
 // NetworkTopology is Volcano's network-topology-aware scheduling.
-// +kubebuilder:pruning:PreserveUnknownFields
 type NetworkTopology struct {
 	// +optional
 	Mode string `json:"mode,omitempty"`
@@ -103,7 +92,6 @@ type NetworkTopology struct {
 
 // WorkloadPodGroupPolicySource selects the Kubernetes Workload API. It has no
 // fields yet.
-// +kubebuilder:pruning:PreserveUnknownFields
 type WorkloadPodGroupPolicySource struct{}
 
 // JobSetTemplateSpec is the JobSet a runtime stamps out per TrainJob.
@@ -116,10 +104,6 @@ type JobSetTemplateSpec struct {
 
 // TrainingRuntime is a namespaced blueprint for TrainJobs.
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:shortName=tr
-// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.spec.mlPolicy.numNodes`
-// +kubebuilder:printcolumn:name="TTL",type=integer,JSONPath=`.spec.ttlSecondsAfterFinished`
-// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type TrainingRuntime struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -137,10 +121,6 @@ type TrainingRuntimeList struct {
 
 // ClusterTrainingRuntime is a cluster-wide blueprint for TrainJobs.
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:scope=Cluster,shortName=ctr
-// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.spec.mlPolicy.numNodes`
-// +kubebuilder:printcolumn:name="TTL",type=integer,JSONPath=`.spec.ttlSecondsAfterFinished`
-// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type ClusterTrainingRuntime struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -7,7 +7,6 @@ import (
 )
 
 // TrainJobSpec is the desired state of a TrainJob.
-// +kubebuilder:pruning:PreserveUnknownFields
 type TrainJobSpec struct {
 	// RuntimeRef names the TrainingRuntime or ClusterTrainingRuntime the job
 	// runs on.
@@ -36,23 +35,18 @@ type TrainJobSpec struct {
 // RuntimeRef references a training runtime.
 type RuntimeRef struct {
 	// Name of the runtime.
-	// +kubebuilder:validation:MinLength=1
 	Name string `json:"name"`
 
 	// APIGroup of the runtime, trainer.kubeflow.org.
-	// +kubebuilder:default=trainer.kubeflow.org
 	// +optional
 	APIGroup *string `json:"apiGroup,omitempty"`
 
 	// Kind of the runtime: TrainingRuntime or ClusterTrainingRuntime.
-	// +kubebuilder:validation:Enum=TrainingRuntime;ClusterTrainingRuntime
-	// +kubebuilder:default=ClusterTrainingRuntime
 	// +optional
 	Kind *string `json:"kind,omitempty"`
 }
 
 // Initializer configures a TrainJob's initializers.
-// +kubebuilder:pruning:PreserveUnknownFields
 type Initializer struct {
 	// +optional
 	Dataset *InitializerSource `json:"dataset,omitempty"`
@@ -61,14 +55,12 @@ type Initializer struct {
 }
 
 // InitializerSource is where an initializer fetches from.
-// +kubebuilder:pruning:PreserveUnknownFields
 type InitializerSource struct {
 	// +optional
 	StorageURI *string `json:"storageUri,omitempty"`
 }
 
 // Trainer overrides a runtime's trainer step.
-// +kubebuilder:pruning:PreserveUnknownFields
 type Trainer struct {
 	// +optional
 	Image *string `json:"image,omitempty"`
@@ -79,7 +71,6 @@ type Trainer struct {
 
 	// NumNodes is the number of training nodes; it is the gang minCount when
 	// the runtime uses podGroupPolicy.workload.
-	// +kubebuilder:validation:Minimum=1
 	// +optional
 	NumNodes *int32 `json:"numNodes,omitempty"`
 
@@ -91,7 +82,6 @@ type Trainer struct {
 }
 
 // TrainJobStatus is the observed state of a TrainJob.
-// +kubebuilder:pruning:PreserveUnknownFields
 type TrainJobStatus struct {
 	// Conditions: Suspended, Complete, Failed (shepherd keeps its own
 	// WorkloadReady in the TrainJob's WorkloadRecord).
@@ -119,13 +109,6 @@ type JobStatus struct {
 
 // TrainJob is one training run on a training runtime.
 // +kubebuilder:object:root=true
-// +kubebuilder:subresource:status
-// +kubebuilder:resource:shortName=tj
-// +kubebuilder:printcolumn:name="Runtime",type=string,JSONPath=`.spec.runtimeRef.name`
-// +kubebuilder:printcolumn:name="Nodes",type=integer,JSONPath=`.spec.trainer.numNodes`
-// +kubebuilder:printcolumn:name="Deadline",type=integer,JSONPath=`.spec.activeDeadlineSeconds`
-// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.conditions[?(@.status=="True")].type`
-// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type TrainJob struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	jobsetv1alpha2 "github.com/shepherd-k8s/shepherd/api/jobset/v1alpha2"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	shepherdevents "github.com/shepherd-k8s/shepherd/events"
@@ -30,6 +29,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer/runtimes"
 	"github.com/shepherd-k8s/shepherd/reconcile/record"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
 // ControllerName names the controller, its event source and its logger.
