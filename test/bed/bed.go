@@ -26,7 +26,7 @@
 // versions go.mod pins, with the kustomize patches of their default installs
 // applied — rewritten to loopback URLs with the pair's CA.
 //
-// The control plane must run with the flags of APIServerFlags: no endpoint
+// The control plane must run with APIServerOptions: no endpoint
 // reconciler (with the aggregator routing test/cluster turns on for every
 // control plane, a webhook configuration that still names a Service
 // resolves to endpoints, of which there are none, and the apiserver never
@@ -134,28 +134,22 @@ rules:
 - level: None
 `
 
-// APIServerFlags writes the audit policy into dir and returns the apiserver
-// flags the bed needs (pass them as cluster.Options.ExtraAPIServerFlags) and
-// the path of the audit log.
-func APIServerFlags(dir string) (map[string]string, string, error) {
-	policy := filepath.Join(dir, "audit-policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
-		return nil, "", err
+// APIServerOptions returns o with what the bed needs of the apiserver: its
+// audit policy (Bed.AuditLog is the log) and no endpoint reconciler.
+func APIServerOptions(o cluster.Options) cluster.Options {
+	o.AuditPolicy = auditPolicy
+	flags := map[string]string{"endpoint-reconciler-type": "none"}
+	for k, v := range o.ExtraAPIServerFlags {
+		flags[k] = v
 	}
-	log := filepath.Join(dir, "audit.log")
-	return map[string]string{
-		"endpoint-reconciler-type": "none",
-		"audit-policy-file":        policy,
-		"audit-log-path":           log,
-		"audit-log-maxsize":        "0",
-		"audit-log-maxbackup":      "0",
-	}, log, nil
+	o.ExtraAPIServerFlags = flags
+	return o
 }
 
 // Bed is the upstream controllers running beside a control plane.
 type Bed struct {
 	Cluster *cluster.Cluster
-	// AuditLog is the apiserver's audit log (APIServerFlags).
+	// AuditLog is the apiserver's audit log (APIServerOptions).
 	AuditLog string
 	// CA is the PEM of the CA that signed Serving; Serving is a serving
 	// pair for 127.0.0.1 and localhost (also for a webhook server of a
@@ -199,11 +193,11 @@ type Process struct {
 func (p *Process) Log() string { return p.log.String() }
 
 // Start starts the bed beside c, which must have been started with the flags
-// of APIServerFlags (auditLog is the path it returned) and with the upstream
+// of APIServerOptions and with the upstream
 // CRDs (cluster.UpstreamCRDs, the default): the three components, each
 // waited for until healthy, and the operators' webhook configurations,
 // registered once their servers answer. Stop it with Stop.
-func Start(c *cluster.Cluster, auditLog string, opts Options) (b *Bed, err error) {
+func Start(c *cluster.Cluster, opts Options) (b *Bed, err error) {
 	bin, err := Dir()
 	if err != nil {
 		return nil, err
@@ -217,7 +211,7 @@ func Start(c *cluster.Cluster, auditLog string, opts Options) (b *Bed, err error
 	if err != nil {
 		return nil, err
 	}
-	b = &Bed{Cluster: c, AuditLog: auditLog, Dir: dir}
+	b = &Bed{Cluster: c, AuditLog: c.AuditLog, Dir: dir}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, b.Stop())

@@ -92,14 +92,10 @@ func NewSuite(o SuiteOptions) (s *Suite, err error) {
 	if _, err := Dir(); err != nil {
 		return s, err
 	}
-	flags, auditLog, err := APIServerFlags(s.dir)
-	if err != nil {
+	if s.Cluster, err = cluster.New(APIServerOptions(cluster.Options{WorkloadAPI: o.WorkloadAPI})); err != nil {
 		return s, err
 	}
-	if s.Cluster, err = cluster.New(cluster.Options{ExtraAPIServerFlags: flags, WorkloadAPI: o.WorkloadAPI}); err != nil {
-		return s, err
-	}
-	if s.Bed, err = Start(s.Cluster, auditLog, Options{GenericWorkload: o.GenericWorkload}); err != nil {
+	if s.Bed, err = Start(s.Cluster, Options{GenericWorkload: o.GenericWorkload}); err != nil {
 		return s, err
 	}
 	if o.Grove {

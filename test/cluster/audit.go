@@ -11,7 +11,7 @@ import (
 )
 
 // AuditEvent is the part of an audit.k8s.io/v1 Event the suites read from
-// the apiserver's audit log (ExtraAPIServerFlags' audit-log-path): who
+// the apiserver's audit log (Options.AuditPolicy, Cluster.AuditLog): who
 // made which request, to what, and how it ended.
 type AuditEvent struct {
 	Stage     string `json:"stage"`

@@ -76,6 +76,11 @@ type Options struct {
 	Webhooks envtest.WebhookInstallOptions
 	// ExtraAPIServerFlags are appended to the apiserver's command line.
 	ExtraAPIServerFlags map[string]string
+	// AuditPolicy, when set, is the apiserver's audit policy (YAML): the
+	// apiserver then writes every request it selects to Cluster.AuditLog
+	// (JSON lines, read with CompletedRequests), so a test can tell who
+	// wrote what.
+	AuditPolicy string
 	// RestartableAPIServer keeps the apiserver's certificates in a
 	// directory of the cluster's own, so that StopAPIServer and
 	// StartAPIServer bring it back with the same serving certificate (the
@@ -89,9 +94,16 @@ type Cluster struct {
 	Config *rest.Config
 	Client client.Client
 
-	// apiserverDir is the apiserver's certificate directory when
-	// Options.RestartableAPIServer, removed by Stop.
-	apiserverDir string
+	// AuditLog is the apiserver's audit log when Options.AuditPolicy is
+	// set.
+	AuditLog string
+
+	// restartable is Options.RestartableAPIServer.
+	restartable bool
+	// dirs are the directories of the cluster's own (the apiserver's
+	// certificates when Options.RestartableAPIServer, the audit policy and
+	// log), removed by Stop.
+	dirs []string
 }
 
 // K8sVersion and EtcdVersion are the versions hack/build-controlplane.sh
@@ -202,11 +214,34 @@ func New(opts Options) (*Cluster, error) {
 	for k, v := range opts.ExtraAPIServerFlags {
 		args.Append(k, v)
 	}
-	var apiserverDir string
-	if opts.RestartableAPIServer {
-		if apiserverDir, err = os.MkdirTemp("", "shepherd-apiserver-"); err != nil {
+	c := &Cluster{Env: env, restartable: opts.RestartableAPIServer}
+	fail := func(err error) (*Cluster, error) {
+		for _, d := range c.dirs {
+			_ = os.RemoveAll(d)
+		}
+		return nil, err
+	}
+	if opts.AuditPolicy != "" {
+		dir, err := os.MkdirTemp("", "shepherd-audit-")
+		if err != nil {
 			return nil, err
 		}
+		c.dirs = append(c.dirs, dir)
+		policy := filepath.Join(dir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(opts.AuditPolicy), 0o600); err != nil {
+			return fail(err)
+		}
+		c.AuditLog = filepath.Join(dir, "audit.log")
+		for k, v := range map[string]string{"audit-policy-file": policy, "audit-log-path": c.AuditLog, "audit-log-maxsize": "0", "audit-log-maxbackup": "0"} {
+			args.Set(k, v)
+		}
+	}
+	if opts.RestartableAPIServer {
+		apiserverDir, err := os.MkdirTemp("", "shepherd-apiserver-")
+		if err != nil {
+			return fail(err)
+		}
+		c.dirs = append(c.dirs, apiserverDir)
 		env.ControlPlane.GetAPIServer().CertDir = apiserverDir
 		// Without it a stop waits out the 60 s request timeout for every
 		// watch open (a serve's informers), then kills the apiserver.
@@ -216,23 +251,20 @@ func New(opts Options) (*Cluster, error) {
 	}
 	cfg, err := env.Start()
 	if err != nil {
-		if apiserverDir != "" {
-			_ = os.RemoveAll(apiserverDir)
-		}
-		return nil, fmt.Errorf("starting control plane: %w", err)
+		return fail(fmt.Errorf("starting control plane: %w", err))
 	}
 	// The tests create many objects quickly; client-go's default 5 QPS would
 	// make them measure the rate limiter instead of shepherd.
 	cfg.QPS, cfg.Burst = 500, 1000
 	scheme := install.NewScheme()
 	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		return nil, errors.Join(err, env.Stop())
+		return fail(errors.Join(err, env.Stop()))
 	}
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("creating client: %w", err), env.Stop())
+	if c.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
+		return fail(errors.Join(fmt.Errorf("creating client: %w", err), env.Stop()))
 	}
-	return &Cluster{Env: env, Config: cfg, Client: c, apiserverDir: apiserverDir}, nil
+	c.Config = cfg
+	return c, nil
 }
 
 // Start starts a control plane for one test and stops it when the test ends.
@@ -253,8 +285,8 @@ func Start(t testing.TB, opts Options) *Cluster {
 // Stop stops the control plane.
 func (c *Cluster) Stop() error {
 	err := c.Env.Stop()
-	if c.apiserverDir != "" {
-		err = errors.Join(err, os.RemoveAll(c.apiserverDir))
+	for _, d := range c.dirs {
+		err = errors.Join(err, os.RemoveAll(d))
 	}
 	return err
 }

@@ -9,7 +9,7 @@ import (
 // control-plane outage as every client sees it. The cluster must have
 // been started with Options.RestartableAPIServer.
 func (c *Cluster) StopAPIServer() error {
-	if c.apiserverDir == "" {
+	if !c.restartable {
 		return errors.New("StopAPIServer needs a control plane started with Options.RestartableAPIServer")
 	}
 	if err := c.Env.ControlPlane.GetAPIServer().Stop(); err != nil {
@@ -22,7 +22,7 @@ func (c *Cluster) StopAPIServer() error {
 // same address with the same certificates, and returns once it answers
 // /healthz.
 func (c *Cluster) StartAPIServer() error {
-	if c.apiserverDir == "" {
+	if !c.restartable {
 		return errors.New("StartAPIServer needs a control plane started with Options.RestartableAPIServer")
 	}
 	if err := c.Env.ControlPlane.GetAPIServer().Start(); err != nil {

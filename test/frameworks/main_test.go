@@ -16,7 +16,6 @@ package frameworks
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,35 +32,18 @@ const timeout = 60 * time.Second
 
 var env *cluster.Cluster
 
-// childEnv, when set, makes the test binary run the shepherd command line
-// with its arguments instead of the tests.
-const childEnv = "SHEPHERD_FRAMEWORKS_TEST_CHILD"
-
+// TestMain also runs serve when this binary is a child started by
+// serveChild (cluster.ReplicaEnv).
 func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		os.Exit(cluster.ServeChild(os.Args[1:]))
-	}
-	var err error
-	env, err = cluster.New(cluster.Options{
+	cluster.RunMain(m, cluster.Options{
 		CRDs: cluster.NoFrameworkCRDs,
 		Webhooks: envtest.WebhookInstallOptions{
 			Paths:            []string{filepath.Join(cluster.RepoRoot(), "deploy", "webhook")},
 			LocalServingHost: "127.0.0.1",
 		},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-	}
-	os.Exit(code)
+	}, &env)
 }
 
-// startServe runs `shepherd serve` in this process with the suite's flags
-// plus args, waits until it is ready, and stops it when the test ends.
 func startServe(t *testing.T, args ...string) *cluster.Serving {
 	t.Helper()
 	s, err := env.Serve(append(suiteFlags, args...)...)
@@ -88,7 +70,7 @@ var suiteFlags = []string{
 }
 
 // serveChild runs `shepherd serve` with the suite's flags plus args in a
-// child process (this test binary, see childEnv) until it exits or
+// child process (this test binary, run as cluster.ReplicaEnv says) until it exits or
 // timeout passes, and returns its output and error.
 func serveChild(t *testing.T, args ...string) (string, error) {
 	t.Helper()
@@ -99,7 +81,7 @@ func serveChild(t *testing.T, args ...string) (string, error) {
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(ctx, os.Args[0], argv...)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Env = append(os.Environ(), cluster.ReplicaEnv+"=1")
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -20,7 +20,6 @@ package grove
 
 import (
 	"fmt"
-	"os"
 	"sync"
 	"testing"
 
@@ -51,26 +50,24 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	var err error
-	upstream, err = newPlatform("upstream", cluster.UpstreamCRDs)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	env = upstream.cl
-	code := m.Run()
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping control plane:", err)
-	}
-	if seedP != nil {
-		if err := seedP.cl.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the seed control plane:", err)
-		}
-	}
-	os.Exit(code)
+	cluster.RunMain(m, cluster.Options{CRDs: cluster.UpstreamCRDs}, &env, func(c *cluster.Cluster) (func() error, error) {
+		var err error
+		upstream, err = platformOn("upstream", c, cluster.UpstreamCRDs)
+		return stopSeedPlatform, err
+	})
 }
 
+// newPlatform starts a control plane serving set.
 func newPlatform(name string, set cluster.CRDSet) (*platform, error) {
+	cl, err := cluster.New(cluster.Options{CRDs: set})
+	if err != nil {
+		return nil, err
+	}
+	return platformOn(name, cl, set)
+}
+
+// platformOn is the platform of cl, which serves set.
+func platformOn(name string, cl *cluster.Cluster, set cluster.CRDSet) (*platform, error) {
 	crds, err := cluster.FrameworkCRDs(set)
 	if err != nil {
 		return nil, err
@@ -79,11 +76,18 @@ func newPlatform(name string, set cluster.CRDSet) (*platform, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schemas of the %s CRDs: %w", name, err)
 	}
-	cl, err := cluster.New(cluster.Options{CRDs: set})
-	if err != nil {
-		return nil, err
-	}
 	return &platform{name: name, cl: cl, schemas: schemas, seed: set == cluster.SeedCRDs}, nil
+}
+
+// stopSeedPlatform stops the seed control plane if a test started it.
+func stopSeedPlatform() error {
+	if seedP == nil {
+		return nil
+	}
+	if err := seedP.cl.Stop(); err != nil {
+		return fmt.Errorf("stopping the seed control plane: %w", err)
+	}
+	return nil
 }
 
 // seedPlatform starts, once, the control plane serving the seed CRDs.

@@ -3,8 +3,6 @@ package grovemodel_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,45 +23,27 @@ import (
 )
 
 var (
-	env      *cluster.Cluster
-	auditLog string
-	ctx      = context.Background()
+	env *cluster.Cluster
+	ctx = context.Background()
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-// run starts one control plane with an audit log of every write, so the
-// tests can tell the model's writes by user, and the model beside it.
-func run(m *testing.M) int {
-	fail := func(err error) int { fmt.Fprintln(os.Stderr, err); return 1 }
-	dir, err := os.MkdirTemp("", "grovemodel-test-")
-	if err != nil {
-		return fail(err)
-	}
-	defer os.RemoveAll(dir)
-	policy := filepath.Join(dir, "audit-policy.yaml")
-	auditLog = filepath.Join(dir, "audit.log")
-	if err := os.WriteFile(policy, []byte(`apiVersion: audit.k8s.io/v1
+// TestMain starts one control plane with an audit log of every write, so
+// the tests can tell the model's writes by user, and the model beside it.
+func TestMain(m *testing.M) {
+	cluster.RunMain(m, cluster.Options{AuditPolicy: `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
 rules:
 - level: Metadata
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: None
-`), 0o600); err != nil {
-		return fail(err)
-	}
-	if env, err = cluster.New(cluster.Options{ExtraAPIServerFlags: map[string]string{
-		"audit-policy-file": policy, "audit-log-path": auditLog, "audit-log-maxsize": "0", "audit-log-maxbackup": "0"}}); err != nil {
-		return fail(err)
-	}
-	defer func() { _ = env.Stop() }()
-	op, err := grovemodel.Start(ctx, env, grovemodel.Options{})
-	if err != nil {
-		return fail(fmt.Errorf("starting the Grove model: %w", err))
-	}
-	defer func() { _ = op.Stop() }()
-	return m.Run()
+`}, &env, func(c *cluster.Cluster) (func() error, error) {
+		op, err := grovemodel.Start(ctx, c, grovemodel.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("starting the Grove model: %w", err)
+		}
+		return op.Stop, nil
+	})
 }
 
 func TestWebhookDefaults(t *testing.T) {
@@ -321,7 +301,7 @@ func kubelet(t *testing.T, p *corev1.Pod, mutate func(*corev1.PodStatus)) {
 // (by anyone for creates).
 func audit(t *testing.T, verb, resource, ns string) []cluster.AuditEvent {
 	t.Helper()
-	events, err := cluster.CompletedRequests(auditLog, func(e cluster.AuditEvent) bool {
+	events, err := cluster.CompletedRequests(env.AuditLog, func(e cluster.AuditEvent) bool {
 		return e.Verb == verb && e.ObjectRef.Resource == resource && e.ObjectRef.Namespace == ns && e.OK() &&
 			(verb == "create" || e.User.Username == grovemodel.User)
 	})

@@ -1,26 +1,22 @@
 package replicas
 
 import (
-	"os"
-	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
 
-// auditLog is the seed plane's audit log (JSON lines), written
-// synchronously (--audit-log-mode=blocking, the default): what every
-// replica asked of the apiserver, by whom, with what answer. It is how
-// the failover tests count writes — including attempts that failed,
-// which no watch sees. The bed's plane has the bed's (bed.APIServerFlags).
-var auditLog string
-
 // auditPolicy records, at Metadata level, every write that enforcing a
 // deadline, a TTL or a Training restart makes: TrainJob status patches and
 // deletes, JobSet deletes, PodCliqueSet status and PodClique patches, pod
 // deletes; and the Workload and PodGroup creates of the Workload
-// controller. Nothing else (the log stays small).
+// controller. Nothing else (the log stays small). The seed plane's audit
+// log (JSON lines, written synchronously: --audit-log-mode=blocking, the
+// default) is what every replica asked of the apiserver, by whom, with what
+// answer: how the failover tests count writes, including attempts that
+// failed, which no watch sees. The bed's plane has the bed's
+// (bed.APIServerOptions).
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -46,27 +42,6 @@ rules:
     resources: ["pods"]
 - level: None
 `
-
-// auditFlags writes the audit policy into a temporary directory and
-// returns the apiserver flags that turn the audit log on. Called from
-// TestMain before the control plane starts.
-func auditFlags() (map[string]string, error) {
-	dir, err := os.MkdirTemp("", "shepherd-replicas-audit-")
-	if err != nil {
-		return nil, err
-	}
-	policy := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
-		return nil, err
-	}
-	auditLog = filepath.Join(dir, "audit.log")
-	return map[string]string{
-		"audit-policy-file":   policy,
-		"audit-log-path":      auditLog,
-		"audit-log-maxsize":   "0",
-		"audit-log-maxbackup": "0",
-	}, nil
-}
 
 // auditEvent is one request of the audit log.
 type auditEvent = cluster.AuditEvent

@@ -39,9 +39,9 @@ var (
 )
 
 // seedPlane is the plane of env, whose webhooks envtest registered.
-func seedPlane(c *cluster.Cluster, auditLog string) *plane {
+func seedPlane(c *cluster.Cluster) *plane {
 	wh := c.Env.WebhookInstallOptions
-	return &plane{Cluster: c, auditLog: auditLog, webhook: net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort))}
+	return &plane{Cluster: c, auditLog: c.AuditLog, webhook: net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort))}
 }
 
 // bedPlane is the plane of a bed started without serve: its replicas serve

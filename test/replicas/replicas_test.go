@@ -56,18 +56,14 @@ var env *cluster.Cluster
 
 func TestMain(m *testing.M) {
 	cluster.RunReplicaIfChild()
-	audit, err := auditFlags()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
+	var err error
 	env, err = cluster.New(cluster.Options{
 		CRDs: cluster.SeedCRDs,
 		// The Workload failover test needs scheduling.k8s.io served; the
 		// other tests use no runtime with podGroupPolicy.workload.
 		WorkloadAPI: cluster.WorkloadAPIV1beta1,
 		// The failover tests count writes in the apiserver's audit log.
-		ExtraAPIServerFlags: audit,
+		AuditPolicy: auditPolicy,
 		// Registers shepherd's webhooks and issues the serving certificate
 		// both replicas serve (each on a port of its own).
 		Webhooks: envtest.WebhookInstallOptions{
@@ -79,7 +75,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	seed = seedPlane(env, auditLog)
+	seed = seedPlane(env)
 	kit, err := bed.NewSuite(bed.SuiteOptions{NoServe: true})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "test bed:", err)
@@ -101,7 +97,6 @@ func TestMain(m *testing.M) {
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
 	}
-	_ = os.RemoveAll(filepath.Dir(auditLog))
 	os.Exit(code)
 }
 
