@@ -77,21 +77,7 @@ func trainJob(ns, name string, nodes int) string {
 }
 
 func podCliqueSet(ns, name string) string {
-	return fmt.Sprintf(`apiVersion: grove.io/v1alpha1
-kind: PodCliqueSet
-metadata: {name: %s, namespace: %s}
-spec:
-  replicas: 1
-  template:
-    cliques:
-    - name: worker
-      spec:
-        roleName: worker
-        replicas: 1
-        minAvailable: 1
-        podSpec:
-          containers: [{name: c, image: server:v1}]
-`, name, ns)
+	return testkit.PodCliqueSet(ns, name, testkit.Clique("worker", 1, "server:v1", map[string]any{"minAvailable": 1})).YAML()
 }
 
 const runtime = `apiVersion: trainer.kubeflow.org/v1alpha1

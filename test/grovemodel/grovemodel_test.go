@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/test/testkit"
 
 	corev1 "k8s.io/api/core/v1"
@@ -185,23 +186,14 @@ func TestGangTerminationAfterDelay(t *testing.T) {
 
 // clique is a clique template of replicas pods.
 func clique(name string, replicas int64) map[string]any {
-	return map[string]any{"name": name, "spec": map[string]any{"roleName": name, "replicas": replicas,
-		"podSpec": map[string]any{"containers": []any{map[string]any{"name": "main", "image": "busybox"}}}}}
+	return testkit.Clique(name, replicas, "busybox", nil)
 }
 
 // createPCS creates a one-replica PodCliqueSet of cliques, with more
 // template fields, and returns its name.
 func createPCS(t *testing.T, ns string, template map[string]any, cliques ...map[string]any) string {
 	t.Helper()
-	tmpl := map[string]any{"cliques": []any{}}
-	for k, v := range template {
-		tmpl[k] = v
-	}
-	for _, c := range cliques {
-		tmpl["cliques"] = append(tmpl["cliques"].([]any), c)
-	}
-	u := named("PodCliqueSet", ns, "pcs")
-	u.Object["spec"] = map[string]any{"replicas": int64(1), "template": tmpl}
+	u := testkit.PodCliqueSet(ns, "pcs", cliques...).Merge(template, "spec", "template").Obj()
 	if err := env.Client.Create(ctx, u); err != nil {
 		t.Fatalf("creating a PodCliqueSet: %v", err)
 	}
@@ -209,12 +201,7 @@ func createPCS(t *testing.T, ns string, template map[string]any, cliques ...map[
 }
 
 func named(kind, ns, name string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion("grove.io/v1alpha1")
-	u.SetKind(kind)
-	u.SetNamespace(ns)
-	u.SetName(name)
-	return u
+	return testkit.Object(api.GroveGroup+"/v1alpha1", kind, ns, name).Obj()
 }
 
 // get waits for an object to exist and returns it.

@@ -71,10 +71,10 @@ var eventSeries = map[string]string{
 // or the apiserver's (the apiserver_admission_webhook_* series).
 func TestPanelsAndAlertsUseExportedMetrics(t *testing.T) {
 	ctx := context.Background()
-	if err := env.Client.Create(ctx, jobSet("admitted", nil)); err != nil {
+	if err := env.Client.Create(ctx, testkit.JobSet("default", "admitted", "train:v1").Obj()); err != nil {
 		t.Fatalf("creating an allowed JobSet: %v", err)
 	}
-	err := env.Client.Create(ctx, jobSet("denied", map[string]string{"team": "none"}))
+	err := env.Client.Create(ctx, testkit.JobSet("default", "denied", "train:v1").Labels("team=none").Obj())
 	if err == nil || !strings.Contains(err.Error(), "team none is not a team") {
 		t.Fatalf("creating a JobSet %s denies: err = %v", denyPolicy, err)
 	}
@@ -314,22 +314,6 @@ func TestWorkloadPolicyColumns(t *testing.T) {
 	if len(want) > 0 {
 		t.Errorf("no rows for %v", want)
 	}
-}
-
-func jobSet(name string, labels map[string]string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-		"metadata": map[string]any{"name": name, "namespace": "default"},
-		"spec": map[string]any{"replicatedJobs": []any{map[string]any{
-			"name": "train",
-			"template": map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
-				"restartPolicy": "Never",
-				"containers":    []any{map[string]any{"name": "c", "image": "train:v1"}},
-			}}}},
-		}}},
-	}}
-	u.SetLabels(labels)
-	return u
 }
 
 // turnAway sends the validating webhook a GET, which it refuses before

@@ -30,6 +30,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api/install"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/proc"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // BenchmarkAudit (`make bench-audit`) is the background audit at scale:
@@ -89,48 +90,21 @@ func BenchmarkAudit(b *testing.B) {
 	for i := range namespaces {
 		must(b, k.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("audit-%02d", i)}}))
 	}
-	must(b, k.Create(ctx, obj(b, `apiVersion: trainer.kubeflow.org/v1alpha1
-kind: ClusterTrainingRuntime
-metadata: {name: torch}
-spec:
-  template:
-    spec:
-      replicatedJobs:
-      - {name: node, template: {spec: {template: {spec: {containers: [{name: node, image: torch:2}]}}}}}
-`)))
+	must(b, k.Create(ctx, testkit.ClusterTrainingRuntime("torch", "torch:2").Obj()))
 	parallel(b, k, nTJ+nPCS, 32, func(i int) client.Object {
 		ns := fmt.Sprintf("audit-%02d", i%namespaces)
 		if i < nTJ {
 			// One in ten asks for more nodes than the policies allow,
 			// one in seven lacks the team label.
-			team := ""
+			tj := testkit.TrainJob(ns, fmt.Sprintf("tj-%05d", i), "torch", int64(1+(i%10)/9*7)).Image("torch:2").
+				Set(int64(3600+i%5), "spec", "activeDeadlineSeconds")
 			if i%7 != 0 {
-				team = "labels: {team: ml}"
+				tj.Labels("team=ml")
 			}
-			return obj(b, fmt.Sprintf(`apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata: {name: tj-%05d, namespace: %s, %s}
-spec:
-  runtimeRef: {name: torch}
-  activeDeadlineSeconds: %d
-  trainer: {numNodes: %d, image: "torch:2"}
-`, i, ns, team, 3600+i%5, 1+(i%10)/9*7))
+			return tj.Obj()
 		}
-		return obj(b, fmt.Sprintf(`apiVersion: grove.io/v1alpha1
-kind: PodCliqueSet
-metadata: {name: pcs-%05d, namespace: %s, annotations: {shepherd.dev/workload-type: Inference}}
-spec:
-  replicas: 1
-  template:
-    cliques:
-    - name: worker
-      spec:
-        roleName: worker
-        replicas: %d
-        minAvailable: 1
-        podSpec:
-          containers: [{name: c, image: server:v1}]
-`, i, ns, 1+i%4))
+		return testkit.PodCliqueSet(ns, fmt.Sprintf("pcs-%05d", i), testkit.Clique("worker", int64(1+i%4), "server:v1", map[string]any{"minAvailable": 1})).
+			Annotations("shepherd.dev/workload-type=Inference").Obj()
 	})
 	b.Logf("seeded %d TrainJobs and %d PodCliqueSets in %s", nTJ, nPCS, time.Since(start).Round(time.Second))
 	for _, p := range auditPolicies() {
@@ -448,16 +422,7 @@ func startProbe(b *testing.B, k client.Client, ns string) *probe {
 	go func() {
 		defer close(p.done)
 		for i := 0; !p.stopped.Load(); i++ {
-			u := obj(b, fmt.Sprintf(`apiVersion: grove.io/v1alpha1
-kind: PodCliqueSet
-metadata: {name: probe-%d, namespace: %s}
-spec:
-  replicas: 1
-  template:
-    cliques:
-    - name: w
-      spec: {roleName: w, replicas: 1, podSpec: {containers: [{name: c, image: s:v1}]}}
-`, i, ns))
+			u := testkit.PodCliqueSet(ns, fmt.Sprintf("probe-%d", i), testkit.Clique("w", 1, "s:v1", nil)).Obj()
 			t0 := time.Now()
 			err := k.Create(context.Background(), u, client.DryRunAll)
 			d := time.Since(t0)

@@ -62,6 +62,45 @@ func runtimeObject(kind, ns, name, image string) *Builder {
 
 const trainerAPIVersion = api.TrainerGroup + "/v1alpha1"
 
+// PodCliqueSet is a one-replica PodCliqueSet of the given clique templates
+// (Clique).
+func PodCliqueSet(ns, name string, cliques ...map[string]any) *Builder {
+	list := make([]any, 0, len(cliques))
+	for _, c := range cliques {
+		list = append(list, c)
+	}
+	return Object(api.GroveGroup+"/v1alpha1", api.KindPodCliqueSet, ns, name).
+		Set(int64(1), "spec", "replicas").
+		Set(list, "spec", "template", "cliques")
+}
+
+// Clique is a clique template for PodCliqueSet: replicas pods of one
+// container running image, role name as the clique's name, with spec's
+// other fields (minAvailable, startsAfter, ...) set from spec.
+func Clique(name string, replicas int64, image string, spec map[string]any) map[string]any {
+	s := map[string]any{"roleName": name, "replicas": replicas,
+		"podSpec": map[string]any{"containers": []any{map[string]any{"name": name, "image": image}}}}
+	for k, v := range spec {
+		if i, ok := v.(int); ok {
+			v = int64(i)
+		}
+		s[k] = v
+	}
+	return map[string]any{"name": name, "spec": s}
+}
+
+// JobSet is a JobSet of one replicatedJob, "train", whose pods run one
+// container of image and are not restarted in place.
+func JobSet(ns, name, image string) *Builder {
+	return Object(api.JobSetGroup+"/v1alpha2", api.KindJobSet, ns, name).Set([]any{map[string]any{
+		"name": "train",
+		"template": map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"restartPolicy": "Never",
+			"containers":    []any{map[string]any{"name": "train", "image": image}},
+		}}}},
+	}}, "spec", "replicatedJobs")
+}
+
 // Set sets the field at path to v (a map, slice or scalar as
 // unstructured holds them; int is stored as int64).
 func (b *Builder) Set(v any, path ...string) *Builder {

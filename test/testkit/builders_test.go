@@ -50,3 +50,37 @@ func TestPolicyBuilder(t *testing.T) {
 		t.Errorf("type meta = %+v", p.TypeMeta)
 	}
 }
+
+// A PodCliqueSet and a JobSet as the builders make them: the clique's
+// extra spec fields merged (an int stored as int64), Merge adding template
+// fields beside the cliques, Labels on the JobSet.
+func TestGroveAndJobSetBuilders(t *testing.T) {
+	pcs := PodCliqueSet("ns", "set", Clique("worker", 2, "img", map[string]any{"minAvailable": 1})).
+		Merge(map[string]any{"terminationDelay": "1s"}, "spec", "template").Obj()
+	want := map[string]any{
+		"apiVersion": "grove.io/v1alpha1", "kind": "PodCliqueSet",
+		"metadata": map[string]any{"name": "set", "namespace": "ns"},
+		"spec": map[string]any{"replicas": int64(1), "template": map[string]any{
+			"terminationDelay": "1s",
+			"cliques": []any{map[string]any{"name": "worker", "spec": map[string]any{
+				"roleName": "worker", "replicas": int64(2), "minAvailable": int64(1),
+				"podSpec": map[string]any{"containers": []any{map[string]any{"name": "worker", "image": "img"}}},
+			}}},
+		}},
+	}
+	if diff := cmp.Diff(want, pcs.Object); diff != "" {
+		t.Errorf("PodCliqueSet (-want +got):\n%s", diff)
+	}
+	js := JobSet("ns", "js", "img").Labels("team=a").Obj()
+	if js.GetAPIVersion() != "jobset.x-k8s.io/v1alpha2" || js.GetKind() != "JobSet" || js.GetLabels()["team"] != "a" {
+		t.Errorf("JobSet metadata = %v", js.Object["metadata"])
+	}
+	jobs, _, _ := unstructured.NestedSlice(js.Object, "spec", "replicatedJobs")
+	if len(jobs) != 1 {
+		t.Fatalf("replicatedJobs = %v, want one", jobs)
+	}
+	pod, _, _ := unstructured.NestedMap(jobs[0].(map[string]any), "template", "spec", "template", "spec")
+	if pod["restartPolicy"] != "Never" || len(pod["containers"].([]any)) != 1 {
+		t.Errorf("JobSet pod template = %v, want one container, restartPolicy Never", pod)
+	}
+}

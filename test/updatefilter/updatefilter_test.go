@@ -23,6 +23,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/certs"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 var env *cluster.Cluster
@@ -177,18 +178,7 @@ func TestMetadataOnlyUpdatesSkipTheWebhooks(t *testing.T) {
 	}
 
 	ns := env.Namespace(t)
-	pcs := apply(t, `apiVersion: grove.io/v1alpha1
-kind: PodCliqueSet
-metadata: {name: flow, namespace: `+ns+`}
-spec:
-  replicas: 1
-  template:
-    cliques:
-    - name: w
-      spec:
-        roleName: worker
-        replicas: 2
-        podSpec: {containers: [{name: c, image: i}]}`)
+	pcs := apply(t, testkit.PodCliqueSet(ns, "flow", testkit.Clique("w", 2, "i", map[string]any{"roleName": "worker"})).YAML())
 
 	// What an operator does to it: finalizers, back and forth.
 	addFinalizer := func(u *unstructured.Unstructured) { u.SetFinalizers(append(u.GetFinalizers(), "grove.io/test")) }
