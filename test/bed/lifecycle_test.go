@@ -3,16 +3,13 @@ package bed_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
@@ -216,16 +213,12 @@ func TestInOrderBecomesDependsOn(t *testing.T) {
 		"startupPolicy":  map[string]any{"startupPolicyOrder": "InOrder"},
 		"replicatedJobs": []any{leader, workers},
 	}
-	warnings := &warningRecorder{}
-	c, err := client.New(warnings.config(kit.Cluster.Config), client.Options{Scheme: kit.Cluster.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, warnings := kit.Cluster.WarningsClient(t)
 	if err := c.Create(ctx, js); err != nil {
 		t.Fatalf("creating a JobSet with startupPolicy InOrder: %v", err)
 	}
-	if !warnings.contains("InOrder is deprecated and was rewritten") {
-		t.Errorf("no rewrite warning returned to the client; warnings: %q", warnings.all())
+	if !warnings.Contains("InOrder is deprecated and was rewritten") {
+		t.Errorf("no rewrite warning returned to the client; warnings: %q", warnings.Take())
 	}
 	rjs, _, _ := unstructured.NestedSlice(js.Object, "spec", "replicatedJobs")
 	deps, _, _ := unstructured.NestedSlice(rjs[1].(map[string]any), "dependsOn")
@@ -273,34 +266,6 @@ func TestInOrderBecomesDependsOn(t *testing.T) {
 	if got := kit.Creators(t, "jobs", ns); len(got) != 1 || got[bed.JobSetUser] != 2 {
 		t.Errorf("Jobs created by %v, want 2 by %s", got, bed.JobSetUser)
 	}
-}
-
-// warningRecorder keeps the warnings the apiserver returns to a client.
-type warningRecorder struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (w *warningRecorder) HandleWarningHeader(_ int, _ string, msg string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.msgs = append(w.msgs, msg)
-}
-
-func (w *warningRecorder) config(cfg *rest.Config) *rest.Config {
-	c := rest.CopyConfig(cfg)
-	c.WarningHandler = w
-	return c
-}
-
-func (w *warningRecorder) all() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.msgs)
-}
-
-func (w *warningRecorder) contains(s string) bool {
-	return slices.ContainsFunc(w.all(), func(m string) bool { return strings.Contains(m, s) })
 }
 
 // TestDeadlineOnBesideTrainer: with the deadline set on, serve warns at

@@ -14,7 +14,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 	"time"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // Serving is a `shepherd serve` running in this process against a
@@ -253,7 +257,7 @@ func (b *SyncBuffer) String() string {
 }
 
 // Warnings collects the warning headers a client receives (set it as the
-// rest.Config's WarningHandler).
+// rest.Config's WarningHandler, or use Cluster.WarningsClient).
 type Warnings struct {
 	mu   sync.Mutex
 	msgs []string
@@ -273,4 +277,27 @@ func (w *Warnings) Take() []string {
 	m := w.msgs
 	w.msgs = nil
 	return m
+}
+
+// Contains reports whether a warning received since the last Take holds s.
+func (w *Warnings) Contains(s string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.ContainsFunc(w.msgs, func(m string) bool { return strings.Contains(m, s) })
+}
+
+// WarningsClient is a client of the control plane whose warnings (the
+// admission warnings among them) go to a collector of its own, so tests
+// running side by side each see their own. It shares the cluster client's
+// REST mapper: no discovery per client.
+func (c *Cluster) WarningsClient(t testing.TB) (client.Client, *Warnings) {
+	t.Helper()
+	w := &Warnings{}
+	cfg := rest.CopyConfig(c.Config)
+	cfg.WarningHandler = w
+	k, err := client.New(cfg, client.Options{Scheme: c.Client.Scheme(), Mapper: c.Client.RESTMapper()})
+	if err != nil {
+		t.Fatalf("a client of the control plane: %v", err)
+	}
+	return k, w
 }

@@ -15,11 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
-	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/corpus"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
@@ -52,19 +49,17 @@ func TestCorpusByCarrierUnderStrictAndWarn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &cluster.Warnings{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandler = w
-	k, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	renv := corpus.ReplayEnv{
-		Client:       k,
-		TakeWarnings: w.Take,
-		Namespace:    func(t *testing.T) string { return env.Namespace(t) },
-		Audit:        readAudit,
-		Timeout:      timeout,
+	// Each case runs in namespaces of its own with a client (its
+	// warnings) of its own, beside the others.
+	replayEnv := func(t *testing.T) corpus.ReplayEnv {
+		k, w := env.WarningsClient(t)
+		return corpus.ReplayEnv{
+			Client:       k,
+			TakeWarnings: w.Take,
+			Namespace:    func(t *testing.T) string { return env.Namespace(t) },
+			Audit:        readAudit,
+			Timeout:      timeout,
+		}
 	}
 	for _, mode := range []string{metav1.FieldValidationStrict, metav1.FieldValidationWarn} {
 		t.Run(mode, func(t *testing.T) {
@@ -82,7 +77,8 @@ func TestCorpusByCarrierUnderStrictAndWarn(t *testing.T) {
 				ran++
 				known := knownDivergences[c.Name]
 				t.Run(c.Name, func(t *testing.T) {
-					corpus.Replay(t, renv, c, corpus.ReplayOptions{
+					t.Parallel()
+					corpus.Replay(t, replayEnv(t), c, corpus.ReplayOptions{
 						Form:              corpus.CarrierForm,
 						FieldValidation:   mode,
 						Admit:             admitWith(celrules.Config{Schemas: upstreamSchemas}),

@@ -29,7 +29,6 @@ import (
 	"regexp"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -40,11 +39,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/shepherd-k8s/shepherd/api/install"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/corpus"
@@ -75,26 +72,6 @@ func TestMain(m *testing.M) {
 			return served.Stop()
 		}, nil
 	})
-}
-
-// warnings collects the admission warnings of the requests of one client.
-type warnings struct {
-	mu   sync.Mutex
-	list []string
-}
-
-func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.list = append(w.list, text)
-}
-
-func (w *warnings) take() []string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	out := w.list
-	w.list = nil
-	return out
 }
 
 // goValidations are the validation rules that are Go checks: the parity
@@ -141,13 +118,6 @@ func TestExportedPoliciesMatchCheck(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	warn := &warnings{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandler = warn
-	c, err := client.New(cfg, client.Options{Scheme: install.NewScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ns := env.Namespace(t)
 	ran := 0
 	for i := range cases {
@@ -156,7 +126,12 @@ func TestExportedPoliciesMatchCheck(t *testing.T) {
 			continue
 		}
 		ran++
-		t.Run(cs.Name, func(t *testing.T) { parity(t, c, warn, ns, cs) })
+		t.Run(cs.Name, func(t *testing.T) {
+			// Each case has objects and a client (its warnings) of its own.
+			t.Parallel()
+			c, warn := env.WarningsClient(t)
+			parity(t, c, warn, ns, cs)
+		})
 	}
 	if ran < 40 {
 		t.Fatalf("only %d corpus cases are exportable: the corpus lost its cases", ran)
@@ -168,7 +143,7 @@ var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 // parity runs one case through the chain (without the Go-only validations)
 // and through the apiserver (the chain's defaulted object, as the mutating
 // webhook would hand it on), and compares verdicts and warnings.
-func parity(t *testing.T, c client.Client, warn *warnings, ns string, cs *corpus.Case) {
+func parity(t *testing.T, c client.Client, warn *cluster.Warnings, ns string, cs *corpus.Case) {
 	ctx := context.Background()
 	name := strings.Trim(nonDNS.ReplaceAllString(strings.ToLower(cs.Name), "-"), "-")
 	rename := func(u *unstructured.Unstructured) *unstructured.Unstructured {
@@ -218,7 +193,7 @@ func parity(t *testing.T, c client.Client, warn *warnings, ns string, cs *corpus
 		submitted.SetResourceVersion(stored.GetResourceVersion())
 	}
 	attempt := func() (allowed bool, gotPolicies map[string]bool, err error) {
-		warn.take()
+		warn.Take()
 		try := submitted.DeepCopy()
 		if old != nil {
 			err = c.Update(ctx, try, client.DryRunAll)
@@ -226,7 +201,7 @@ func parity(t *testing.T, c client.Client, warn *warnings, ns string, cs *corpus
 			err = c.Create(ctx, try, client.DryRunAll)
 		}
 		gotPolicies = map[string]bool{}
-		for _, w := range warn.take() {
+		for _, w := range warn.Take() {
 			if m := policyInWarning.FindStringSubmatch(w); m != nil {
 				gotPolicies[m[1]] = true
 			}

@@ -38,12 +38,17 @@ func TestCorpusThroughTheAPIServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := corpus.ReplayEnv{
-		Client:       k,
-		TakeWarnings: warns.take,
-		Namespace:    func(t *testing.T) string { return namespace(t, nil) },
-		Audit:        readAudit,
-		Timeout:      timeout,
+	// Each case runs in namespaces of its own with a client (its
+	// warnings) of its own, beside the others.
+	replayEnv := func(t *testing.T) corpus.ReplayEnv {
+		k, w := env.WarningsClient(t)
+		return corpus.ReplayEnv{
+			Client:       k,
+			TakeWarnings: w.Take,
+			Namespace:    func(t *testing.T) string { return namespace(t, nil) },
+			Audit:        readAudit,
+			Timeout:      timeout,
+		}
 	}
 	for _, mode := range []string{metav1.FieldValidationStrict, metav1.FieldValidationWarn} {
 		t.Run(mode, func(t *testing.T) {
@@ -56,7 +61,8 @@ func TestCorpusThroughTheAPIServer(t *testing.T) {
 				}
 				ran++
 				t.Run(c.Name, func(t *testing.T) {
-					corpus.Replay(t, env, c, corpus.ReplayOptions{
+					t.Parallel()
+					corpus.Replay(t, replayEnv(t), c, corpus.ReplayOptions{
 						Form:            corpus.SeedForm,
 						FieldValidation: mode,
 						Admit:           admitWith(seedcrds.Config(celrules.Config{})),

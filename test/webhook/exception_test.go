@@ -57,7 +57,7 @@ func TestExceptionExemptsOneObjectAndStopsAtItsExpiry(t *testing.T) {
 	}
 	// The exception reaches every replica's chain through its informer: poll
 	// with dry runs until it does, then create for real.
-	warns.take()
+	warns.Take()
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
 		return legacy(0) == nil, nil
 	})
@@ -66,7 +66,7 @@ func TestExceptionExemptsOneObjectAndStopsAtItsExpiry(t *testing.T) {
 	}
 	want := fmt.Sprintf("exempt by PolicyException %s (until %s): spec.activeDeadlineSeconds: %s (shepherd %s)",
 		ex.Name, expires.UTC().Format(time.RFC3339), maxDayMsg, name)
-	if got := warns.take(); !containsPart(got, want) {
+	if got := warns.Take(); !containsPart(got, want) {
 		t.Errorf("warnings %q; want one containing %q", got, want)
 	}
 	if err := f.createTrainJob(t, 100000); !apierrors.IsInvalid(err) {

@@ -30,7 +30,7 @@ var (
 	env *cluster.Cluster
 	// k is a client whose admission warnings are collected per call.
 	k        client.Client
-	warns    = &warningLog{}
+	warns    = &cluster.Warnings{}
 	kube     kubernetes.Interface
 	metrics  string // base URL of shepherd's (authenticated) metrics server
 	webhookA string // host:port of shepherd's webhook server

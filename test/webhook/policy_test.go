@@ -184,15 +184,15 @@ func TestWorkloadPolicyHotReload(t *testing.T) {
 	if _, body := getMetrics(t, "/metrics", auditor); !strings.Contains(string(body), `shepherd_policy_compile_errors_total{policy="`+deadlines+`"} 1`) {
 		t.Errorf("/metrics does not count the compile error of %s", deadlines)
 	}
-	warns.take()
+	warns.Take()
 	if err := f.createTrainJob(t, 7*86400); err != nil {
 		t.Errorf("a broken policy still denies: %v", err)
 	}
-	warns.take()
+	warns.Take()
 	if err := f.createTrainJob(t, 60); err != nil {
 		t.Errorf("create with a short deadline: %v", err)
 	}
-	if got := warns.take(); !containsPart(got, "spec.activeDeadlineSeconds: deadlines under ten minutes rarely finish (shepherd "+labels+")") {
+	if got := warns.Take(); !containsPart(got, "spec.activeDeadlineSeconds: deadlines under ten minutes rarely finish (shepherd "+labels+")") {
 		t.Errorf("the Warn policy was disturbed by the broken one: warnings %q", got)
 	}
 
@@ -266,7 +266,7 @@ func TestCELRuntimeErrorAsTheAPIServerShowsIt(t *testing.T) {
 	// The failing policy may take a moment to leave every code path; wait
 	// for the Ignore one to be the only one that answers.
 	testkit.Eventually(t, timeout, "failurePolicy Ignore admits", func() (bool, error) {
-		warns.take()
+		warns.Take()
 		err := f.createTrainJob(t, 3600)
 		if err != nil && !apierrors.IsInvalid(err) {
 			return false, err
@@ -275,7 +275,7 @@ func TestCELRuntimeErrorAsTheAPIServerShowsIt(t *testing.T) {
 	})
 	// As the exported ValidatingAdmissionPolicy does, the error is ignored
 	// silently: no warning (the audit trail records it).
-	if got := warns.take(); containsPart(got, ignoring) {
+	if got := warns.Take(); containsPart(got, ignoring) {
 		t.Errorf("failurePolicy Ignore: warnings %q name the rule; the apiserver gives none", got)
 	}
 }
