@@ -62,46 +62,36 @@ func TestMain(m *testing.M) {
 	// TestForgedRequestsWithTheClientCAWriteNothing runs a second serve,
 	// in a child process of this binary.
 	cluster.RunReplicaIfChild()
-	os.Exit(run(m))
-}
-
-func run(m *testing.M) int {
 	if v := os.Getenv("SHEPHERD_HOSTILE_CONNS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
 			fmt.Fprintf(os.Stderr, "SHEPHERD_HOSTILE_CONNS=%q: want a positive number\n", v)
-			return 2
+			os.Exit(2)
 		}
 		stalled = n
 	}
 	maxConnections = stalled + 100
 	dir, err := os.MkdirTemp("", "shepherd-hostile-")
+	if err == nil {
+		clientPKI, err = newPKI(dir)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		return 1
+		os.Exit(1)
 	}
-	defer os.RemoveAll(dir)
-	if clientPKI, err = newPKI(dir); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	c, err := cluster.New(cluster.Options{
+	cluster.RunMain(m, cluster.Options{
 		Webhooks: envtest.WebhookInstallOptions{
 			Paths:            []string{filepath.Join(cluster.RepoRoot(), "deploy", "webhook")},
 			LocalServingHost: "127.0.0.1",
 		},
 		ExtraAPIServerFlags: map[string]string{"admission-control-config-file": clientPKI.admissionConfig},
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer func() {
-		if err := c.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-		}
-	}()
-	env = c
+	}, &env, func(*cluster.Cluster) (func() error, error) {
+		return func() error { return os.RemoveAll(dir) }, nil
+	}, startServe)
+}
+
+// startServe starts the suite's serve, admission only.
+func startServe(c *cluster.Cluster) (stop func() error, err error) {
 	wh := c.Env.WebhookInstallOptions
 	webhook = net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort))
 	serveArgs = []string{
@@ -111,15 +101,9 @@ func run(m *testing.M) int {
 		"--webhook-max-connections=" + strconv.Itoa(maxConnections),
 	}
 	if serving, err = c.Serve(serveArgs...); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
+		return nil, err
 	}
-	defer func() {
-		if err := serving.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping shepherd serve:", err)
-		}
-	}()
-	return m.Run()
+	return serving.Stop, nil
 }
 
 // clientCertFor is a client-authentication certificate signed by ca, as
