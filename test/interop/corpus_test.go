@@ -1,26 +1,17 @@
 package interop
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"reflect"
 	"testing"
 	"time"
 
-	admissionv1 "k8s.io/api/admission/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/test/corpus"
-	"github.com/shepherd-k8s/shepherd/webhook"
-	"github.com/shepherd-k8s/shepherd/webhook/audit"
-	"github.com/shepherd-k8s/shepherd/webhook/server"
 )
 
 // TestCorpusByCarrierUnderStrictAndWarn replays the admission corpus
@@ -41,59 +32,41 @@ import (
 // carries it: sent, it is rejected under Strict and dropped under Warn)
 // exist only in the seed form and are skipped, logged.
 func TestCorpusByCarrierUnderStrictAndWarn(t *testing.T) {
-	cases, err := corpus.Load(corpus.Dir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	upstreamSchemas, err := celrules.PinnedSchemas()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Each case runs in namespaces of its own with a client (its
-	// warnings) of its own, beside the others.
-	replayEnv := func(t *testing.T) corpus.ReplayEnv {
-		k, w := env.WarningsClient(t)
-		return corpus.ReplayEnv{
-			Client:       k,
-			TakeWarnings: w.Take,
-			Namespace:    func(t *testing.T) string { return env.Namespace(t) },
-			Audit:        readAudit,
-			Timeout:      timeout,
-		}
-	}
-	for _, mode := range []string{metav1.FieldValidationStrict, metav1.FieldValidationWarn} {
-		t.Run(mode, func(t *testing.T) {
-			ran := 0
-			for i := range cases {
-				c := &cases[i]
-				if !reflect.DeepEqual(c.Config, celrules.Config{}) || c.NoWorkloadAPI {
-					t.Logf("%s: needs its own server configuration; covered by test/corpus", c.Name)
-					continue
-				}
-				if fields := seedOnly(c, upstreamSchemas); len(fields) > 0 {
-					t.Logf("%s: has fields no upstream CRD has and no carrier carries (%v): seed form only, replayed by test/webhook", c.Name, fields)
-					continue
-				}
-				ran++
-				known := knownDivergences[c.Name]
-				t.Run(c.Name, func(t *testing.T) {
-					t.Parallel()
-					corpus.Replay(t, replayEnv(t), c, corpus.ReplayOptions{
-						Form:              corpus.CarrierForm,
-						FieldValidation:   mode,
-						Admit:             admitWith(celrules.Config{Schemas: upstreamSchemas}),
-						UpstreamCRDs:      true,
-						CRDRejects:        known.crdRejects,
-						PreemptedDefaults: known.preempted,
-					})
-				})
+	admit := corpus.AdmitWith(celrules.Config{Schemas: upstreamSchemas})
+	corpus.ReplayAll(t, corpus.Suite{
+		Form: "by carrier",
+		Env: func(t *testing.T) corpus.ReplayEnv {
+			k, w := env.WarningsClient(t)
+			return corpus.ReplayEnv{
+				Client:       k,
+				TakeWarnings: w.Take,
+				Namespace:    func(t *testing.T) string { return env.Namespace(t) },
+				Audit:        readAudit,
+				Timeout:      timeout,
 			}
-			if ran == 0 {
-				t.Fatal("no corpus case ran")
+		},
+		Options: func(c *corpus.Case, fieldValidation string) corpus.ReplayOptions {
+			known := knownDivergences[c.Name]
+			return corpus.ReplayOptions{
+				Form:              corpus.CarrierForm,
+				FieldValidation:   fieldValidation,
+				Admit:             admit,
+				UpstreamCRDs:      true,
+				CRDRejects:        known.crdRejects,
+				PreemptedDefaults: known.preempted,
 			}
-			t.Logf("%d of %d corpus cases replayed through the apiserver by carrier under %s field validation", ran, len(cases), mode)
-		})
-	}
+		},
+		Skip: func(c *corpus.Case) string {
+			if fields := seedOnly(c, upstreamSchemas); len(fields) > 0 {
+				return fmt.Sprintf("has fields no upstream CRD has and no carrier carries (%v): seed form only, replayed by test/webhook", fields)
+			}
+			return ""
+		},
+	})
 }
 
 // knownDivergences are the cases where the upstream CRDs themselves make
@@ -133,46 +106,6 @@ func seedOnly(c *corpus.Case, schemas *celrules.Schemas) []string {
 	return out
 }
 
-// admitWith is the admission chain with rules, its lookups seeing the
-// request's context objects, as a corpus.AdmitFunc.
-func admitWith(rules celrules.Config) corpus.AdmitFunc {
-	return func(t testing.TB, r corpus.ChainRequest) *corpus.Verdict {
-		t.Helper()
-		objs := make([]runtime.Object, 0, len(r.Context))
-		for _, o := range r.Context {
-			objs = append(objs, o)
-		}
-		chain, err := webhook.NewChain(webhook.ChainOptions{Lookups: webhook.NewObjectLookups(objs, true), Rules: rules})
-		if err != nil {
-			t.Fatal(err)
-		}
-		gvk := r.Object.GroupVersionKind()
-		req := &webhook.Request{
-			Operation: admissionv1.Operation(r.Operation),
-			Kind:      metav1.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: gvk.Kind},
-			Namespace: r.Object.GetNamespace(), Name: r.Object.GetName(),
-		}
-		if req.Object, err = json.Marshal(r.Object.Object); err != nil {
-			t.Fatal(err)
-		}
-		if r.OldObject != nil {
-			if req.OldObject, err = json.Marshal(r.OldObject.Object); err != nil {
-				t.Fatal(err)
-			}
-		}
-		v := chain.Admit(context.Background(), req)
-		out := &corpus.Verdict{Allowed: v.Allowed, Warnings: v.Warnings, Object: v.Object,
-			Causes: server.InvalidStatus(req, v.Violations).Details.Causes}
-		for _, op := range v.Patch {
-			out.Patch = append(out.Patch, corpus.PatchOp{Operation: op.Operation, Path: op.Path})
-		}
-		for _, viol := range v.Violations {
-			out.Audited = append(out.Audited, viol.Rule+"/"+string(viol.Action))
-		}
-		return out
-	}
-}
-
 // readAudit reads serve's /audit (plain HTTP in this suite) records of
 // namespace since a time.
 func readAudit(_ *testing.T, since time.Time, namespace string) ([]corpus.AuditRecord, error) {
@@ -189,13 +122,5 @@ func readAudit(_ *testing.T, since time.Time, namespace string) ([]corpus.AuditR
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET /audit: HTTP %d: %s", resp.StatusCode, body)
 	}
-	var l audit.List
-	if err := json.Unmarshal(body, &l); err != nil {
-		return nil, err
-	}
-	out := make([]corpus.AuditRecord, 0, len(l.Items))
-	for _, r := range l.Items {
-		out = append(out, corpus.AuditRecord{Kind: r.Kind, Name: r.Name, Operation: r.Operation, Rule: r.Rule, Action: r.Action, DryRun: r.DryRun})
-	}
-	return out, nil
+	return corpus.AuditRecords(body)
 }
