@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -136,12 +137,21 @@ func Tokens() map[string]func(suffix, obj string, s knob.FieldSchemas) string {
 }
 
 // KeepsManagedFields reports whether obj is of a kind whose managedFields
-// a registered framework's controller reads (Framework.KeepManagedFields).
+// a registered framework's controller reads (Framework.KeepManagedFields):
+// the same Go type, or for an object read as served (unstructured) the
+// same group and kind.
 func KeepsManagedFields(obj any) bool {
 	t := reflect.TypeOf(obj)
+	u, served := obj.(*unstructured.Unstructured)
 	for _, f := range Frameworks {
 		for _, k := range f.KeepManagedFields {
-			if reflect.TypeOf(k) == t {
+			if reflect.TypeOf(k) != t {
+				continue
+			}
+			if !served {
+				return true
+			}
+			if ku, ok := k.(*unstructured.Unstructured); ok && u != nil && ku.GroupVersionKind().GroupKind() == u.GroupVersionKind().GroupKind() {
 				return true
 			}
 		}

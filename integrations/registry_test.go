@@ -7,12 +7,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	. "github.com/shepherd-k8s/shepherd/integrations"
 	_ "github.com/shepherd-k8s/shepherd/integrations/all"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 )
 
 // Every registered check is well formed: a unique ID, a group and kinds it
@@ -112,7 +114,10 @@ func TestKeepsManagedFields(t *testing.T) {
 		obj  any
 		want bool
 	}{
-		{&trainerv1alpha1.ClusterTrainingRuntime{}, true},
+		{trainer.NewRuntime("ClusterTrainingRuntime"), true},
+		{trainer.NewRuntime("TrainingRuntime"), true},
+		// Read as served, only the registered kinds keep them.
+		{&unstructured.Unstructured{Object: map[string]any{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob"}}, false},
 		{&grovev1alpha1.PodClique{}, true},
 		{&trainerv1alpha1.TrainJob{}, false},
 		{&corev1.Pod{}, false},

@@ -10,12 +10,14 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
@@ -296,14 +298,25 @@ func typeMetaField(obj map[string]any, key string) (string, error) {
 // Kubernetes types and those of api/), for the hints of checkTypeMeta.
 var knownKinds = sync.OnceValues(func() (byKind map[string][]string, byGroupVersion map[string][]string) {
 	byKind, byGroupVersion = map[string][]string{}, map[string][]string{}
+	add := func(av, kind string) {
+		if !slices.Contains(byKind[kind], av) {
+			byKind[kind] = append(byKind[kind], av)
+			byGroupVersion[av] = append(byGroupVersion[av], kind)
+		}
+	}
 	for gvk, t := range install.NewScheme().AllKnownTypes() {
 		if gvk.Version == runtime.APIVersionInternal || strings.HasSuffix(gvk.Kind, "List") ||
 			t.PkgPath() == reflect.TypeFor[metav1.Status]().PkgPath() {
 			continue // internal versions, lists, and metav1's options and status kinds
 		}
-		av := gvk.GroupVersion().String()
-		byKind[gvk.Kind] = append(byKind[gvk.Kind], av)
-		byGroupVersion[av] = append(byGroupVersion[av], gvk.Kind)
+		add(gvk.GroupVersion().String(), gvk.Kind)
+	}
+	// The frameworks' kinds, also those shepherd reads as served, without
+	// a Go type (Trainer's runtimes).
+	for _, f := range integrations.Frameworks {
+		for _, k := range f.Kinds {
+			add(f.Group+"/"+f.Version, k)
+		}
 	}
 	for _, l := range byKind {
 		sort.Strings(l)

@@ -22,6 +22,7 @@ import (
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/integrations/pinned"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 	"github.com/shepherd-k8s/shepherd/webhook/policies"
 )
 
@@ -33,6 +34,11 @@ func TestStripManagedFields(t *testing.T) {
 	meta := func() metav1.ObjectMeta { return metav1.ObjectMeta{Name: "x", ManagedFields: managed} }
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload"}}
 	u.SetManagedFields(managed)
+	runtime := func(kind string) *unstructured.Unstructured {
+		rt := trainer.NewRuntime(kind)
+		rt.SetManagedFields(managed)
+		return rt
+	}
 	for _, tc := range []struct {
 		obj  metav1.Object
 		keep bool
@@ -41,8 +47,8 @@ func TestStripManagedFields(t *testing.T) {
 		{&corev1.Pod{ObjectMeta: meta()}, false},
 		{&grovev1alpha1.PodCliqueSet{ObjectMeta: meta()}, false},
 		{u, false},
-		{&trainerv1alpha1.TrainingRuntime{ObjectMeta: meta()}, true},
-		{&trainerv1alpha1.ClusterTrainingRuntime{ObjectMeta: meta()}, true},
+		{runtime("TrainingRuntime"), true},
+		{runtime("ClusterTrainingRuntime"), true},
 		{&grovev1alpha1.PodClique{ObjectMeta: meta()}, true},
 		{&grovev1alpha1.PodCliqueScalingGroup{ObjectMeta: meta()}, true},
 	} {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
-	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
@@ -39,22 +39,27 @@ func (f workloadForm) String() string {
 // ClusterTrainingRuntime, both named rt, asking for the workload policy in
 // form f.
 func workloadRuntimes(f workloadForm) []runtime.Object {
-	meta := metav1.ObjectMeta{Name: "rt"}
-	spec := trainerv1alpha1.TrainingRuntimeSpec{Template: trainerv1alpha1.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{
-		ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: batchv1.JobTemplateSpec{}}},
-	}}}
-	switch f {
-	case seedField:
-		spec.PodGroupPolicy = &trainerv1alpha1.PodGroupPolicy{Workload: &trainerv1alpha1.WorkloadPodGroupPolicySource{}}
-	case carrier:
-		meta.Annotations = map[string]string{api.AnnotationPodGroupPolicy: api.PodGroupPolicyWorkload}
-	case otherCarrier:
-		meta.Annotations = map[string]string{api.AnnotationPodGroupPolicy: "coscheduling"}
+	var out []runtime.Object
+	for _, kind := range []string{api.KindTrainingRuntime, api.KindClusterTrainingRuntime} {
+		rt := trainer.NewRuntime(kind)
+		rt.SetName("rt")
+		if kind == api.KindTrainingRuntime {
+			rt.SetNamespace("ns")
+		}
+		rt.Object["spec"] = map[string]any{"template": map[string]any{"spec": map[string]any{
+			"replicatedJobs": []any{map[string]any{"name": "node", "template": map[string]any{}}},
+		}}}
+		switch f {
+		case seedField:
+			rt.Object["spec"].(map[string]any)["podGroupPolicy"] = map[string]any{"workload": map[string]any{}}
+		case carrier:
+			rt.SetAnnotations(map[string]string{api.AnnotationPodGroupPolicy: api.PodGroupPolicyWorkload})
+		case otherCarrier:
+			rt.SetAnnotations(map[string]string{api.AnnotationPodGroupPolicy: "coscheduling"})
+		}
+		out = append(out, rt)
 	}
-	tr := &trainerv1alpha1.TrainingRuntime{ObjectMeta: *meta.DeepCopy(), Spec: *spec.DeepCopy()}
-	tr.Namespace = "ns"
-	ctr := &trainerv1alpha1.ClusterTrainingRuntime{ObjectMeta: meta, Spec: spec}
-	return []runtime.Object{tr, ctr}
+	return out
 }
 
 func chainWith(t *testing.T, objs ...runtime.Object) *Chain {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 )
 
 // countingReader counts the Gets it answers.
@@ -41,8 +42,11 @@ func TestClientLookupsAskTheAPIServerOnACacheMiss(t *testing.T) {
 	if err := corev1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	seen := &trainerv1alpha1.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "seen"}}
-	fresh := &trainerv1alpha1.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}}
+	// Runtimes are read as served (unstructured): the scheme does not
+	// know them.
+	seen, fresh := trainer.NewRuntime(api.KindClusterTrainingRuntime), trainer.NewRuntime(api.KindClusterTrainingRuntime)
+	seen.SetName("seen")
+	fresh.SetName("fresh")
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{"tier": "gpu"}}}
 	cached := fake.NewClientBuilder().WithScheme(scheme).WithObjects(seen.DeepCopy()).Build()
 	live := &countingReader{Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(seen.DeepCopy(), fresh.DeepCopy(), ns.DeepCopy()).Build()}

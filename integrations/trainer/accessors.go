@@ -3,34 +3,81 @@ package trainer
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 )
 
-// The typed accessors of Trainer's knobs, for shepherd's Go code
-// (reconcilers, the admission chain's lookups). They read a runtime object
-// in either form through the knobs above, so the seed field and its carrier
-// are known in one place only (integrations/knob).
+// The accessors of Trainer's runtimes, for shepherd's Go code
+// (reconcilers, the admission chain's lookups). shepherd reads a runtime as
+// served, unstructured, never through a Go type: its knobs may be seed
+// fields (ttlSecondsAfterFinished, podGroupPolicy.workload) that Trainer's
+// own types lack and a typed decode would drop, and Trainer's module types
+// do not compile against the Kubernetes libraries shepherd uses
+// (api/trainer/v1alpha1 says why). The knobs read either form, so the seed
+// field and its carrier are known in one place only (integrations/knob).
 
-// RuntimeSpec is the typed spec of a TrainingRuntime or
-// ClusterTrainingRuntime; ok is false for any other object. Knobs are not
-// read from it: a carrier lives in the object's metadata.
-func RuntimeSpec(rt client.Object) (spec *trainerv1alpha1.TrainingRuntimeSpec, ok bool) {
-	switch o := rt.(type) {
-	case *trainerv1alpha1.TrainingRuntime:
-		if o != nil {
-			return &o.Spec, true
-		}
-	case *trainerv1alpha1.ClusterTrainingRuntime:
-		if o != nil {
-			return &o.Spec, true
-		}
+// NewRuntime is an empty runtime of kind (TrainingRuntime or
+// ClusterTrainingRuntime), to read one into or to watch the kind.
+func NewRuntime(kind string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(trainerv1alpha1.GroupVersion.WithKind(kind))
+	return u
+}
+
+// RuntimeKind is the kind of o when o is a Trainer runtime as served.
+func RuntimeKind(o client.Object) (kind string, ok bool) {
+	u, isU := o.(*unstructured.Unstructured)
+	if !isU || u == nil {
+		return "", false
 	}
-	return nil, false
+	gvk := u.GroupVersionKind()
+	if gvk.Group != Group || !slices.Contains(runtimeKinds, gvk.Kind) {
+		return "", false
+	}
+	return gvk.Kind, true
+}
+
+// RuntimeJob is a replicatedJob of a runtime's JobSet template.
+type RuntimeJob struct {
+	Name string
+	// Labels are its Job template's labels.
+	Labels map[string]string
+}
+
+// RuntimeJobs are the replicatedJobs of rt's JobSet template.
+func RuntimeJobs(rt *unstructured.Unstructured) []RuntimeJob {
+	jobs, _, _ := unstructured.NestedSlice(rt.Object, "spec", "template", "spec", "replicatedJobs")
+	out := make([]RuntimeJob, 0, len(jobs))
+	for _, j := range jobs {
+		m, ok := j.(map[string]any)
+		if !ok {
+			continue
+		}
+		name, _, _ := unstructured.NestedString(m, "name")
+		labels, _, _ := unstructured.NestedStringMap(m, "template", "metadata", "labels")
+		out = append(out, RuntimeJob{Name: name, Labels: labels})
+	}
+	return out
+}
+
+// RuntimeNodes is rt's mlPolicy.numNodes; ok is false when rt sets none
+// (or sets something that is not a number, which Trainer's CRD rejects).
+func RuntimeNodes(rt *unstructured.Unstructured) (n int32, ok bool) {
+	v, found, err := unstructured.NestedFieldNoCopy(rt.Object, "spec", "mlPolicy", "numNodes")
+	if !found || err != nil {
+		return 0, false
+	}
+	switch x := v.(type) {
+	case int64:
+		return int32(x), true
+	case float64:
+		return int32(x), true
+	}
+	return 0, false
 }
 
 // RuntimeTTLOf is rt's ttlSecondsAfterFinished (RuntimeTTL): the seed
@@ -68,40 +115,14 @@ func UsesWorkload(rt client.Object) bool {
 	return RuntimeWorkload.Present(obj)
 }
 
-// knobObject is rt as the decoded JSON the knobs read. A typed runtime is
-// converted without its JobSet template: no knob lives there (a test
-// holds every knob to that), and the template — pod specs and all — is
-// most of the object, which the admission path would convert per request.
+// knobObject is rt as the decoded JSON the knobs read: the runtime as
+// served.
 func knobObject(rt client.Object) (map[string]any, error) {
-	var view runtime.Object
-	switch o := rt.(type) {
-	case *unstructured.Unstructured:
-		if o != nil {
-			return o.Object, nil
-		}
-	case *trainerv1alpha1.TrainingRuntime:
-		if o != nil {
-			v := *o
-			v.ManagedFields = nil
-			v.Spec.Template = trainerv1alpha1.JobSetTemplateSpec{}
-			view = &v
-		}
-	case *trainerv1alpha1.ClusterTrainingRuntime:
-		if o != nil {
-			v := *o
-			v.ManagedFields = nil
-			v.Spec.Template = trainerv1alpha1.JobSetTemplateSpec{}
-			view = &v
-		}
-	default:
-		return nil, fmt.Errorf("%T is not a Trainer runtime", rt)
+	if u, ok := rt.(*unstructured.Unstructured); rt == nil || ok && u == nil {
+		return nil, fmt.Errorf("no runtime")
 	}
-	if view == nil {
-		return nil, fmt.Errorf("no runtime (nil %T)", rt)
+	if _, ok := RuntimeKind(rt); !ok {
+		return nil, fmt.Errorf("%T is not a Trainer runtime as served (an unstructured TrainingRuntime or ClusterTrainingRuntime)", rt)
 	}
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(view)
-	if err != nil {
-		return nil, fmt.Errorf("reading the knobs of runtime %q: %w", rt.GetName(), err)
-	}
-	return obj, nil
+	return rt.(*unstructured.Unstructured).Object, nil
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
@@ -21,11 +20,30 @@ import (
 	"github.com/shepherd-k8s/shepherd/test/seedcrds"
 )
 
-func clusterRuntime(ttl *int32, annotations map[string]string) *trainerv1alpha1.ClusterTrainingRuntime {
-	return &trainerv1alpha1.ClusterTrainingRuntime{
-		ObjectMeta: metav1.ObjectMeta{Name: "rt", Annotations: annotations},
-		Spec:       trainerv1alpha1.TrainingRuntimeSpec{TTLSecondsAfterFinished: ttl},
+// runtimeOf is a runtime of kind as served, with spec and annotations.
+func runtimeOf(kind string, spec map[string]any, annotations map[string]string) *unstructured.Unstructured {
+	rt := trainer.NewRuntime(kind)
+	rt.SetName("rt")
+	if kind == api.KindTrainingRuntime {
+		rt.SetNamespace("ns")
 	}
+	if annotations != nil {
+		rt.SetAnnotations(annotations)
+	}
+	if spec != nil {
+		rt.Object["spec"] = spec
+	}
+	return rt
+}
+
+// clusterRuntime is a ClusterTrainingRuntime with the seed field
+// ttlSecondsAfterFinished (when ttl is not nil) and annotations.
+func clusterRuntime(ttl *int32, annotations map[string]string) *unstructured.Unstructured {
+	var spec map[string]any
+	if ttl != nil {
+		spec = map[string]any{"ttlSecondsAfterFinished": int64(*ttl)}
+	}
+	return runtimeOf(api.KindClusterTrainingRuntime, spec, annotations)
 }
 
 func TestRuntimeTTLOf(t *testing.T) {
@@ -46,20 +64,13 @@ func TestRuntimeTTLOf(t *testing.T) {
 		{name: "field wins over carrier", rt: clusterRuntime(ptr.To[int32](5), ttlAnnotation("7")), want: ptr.To[int32](5)},
 		{
 			name: "namespaced runtime, carrier",
-			rt: &trainerv1alpha1.TrainingRuntime{ObjectMeta: metav1.ObjectMeta{
-				Name: "rt", Namespace: "ns", Annotations: ttlAnnotation("30")}},
+			rt:   runtimeOf(api.KindTrainingRuntime, nil, ttlAnnotation("30")),
 			want: ptr.To[int32](30),
 		},
 		{
-			name: "unstructured, carrier",
-			rt: &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{
-				"annotations": map[string]any{api.AnnotationTTLSecondsAfterFinished: "12"}}}},
-			want: ptr.To[int32](12),
-		},
-		{
-			name: "unstructured, field",
-			rt:   &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"ttlSecondsAfterFinished": int64(9)}}},
-			want: ptr.To[int32](9),
+			name:    "an object of no kind",
+			rt:      &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"ttlSecondsAfterFinished": int64(9)}}},
+			wantErr: "not a Trainer runtime",
 		},
 		{name: "carrier not an integer", rt: clusterRuntime(nil, ttlAnnotation("1h")),
 			wantErr: `annotation shepherd.dev/ttl-seconds-after-finished: "1h" is not an integer`},
@@ -70,7 +81,7 @@ func TestRuntimeTTLOf(t *testing.T) {
 		{name: "seed field negative", rt: clusterRuntime(ptr.To[int32](-3), nil),
 			wantErr: "ttlSecondsAfterFinished: -3 is out of range"},
 		{name: "not a runtime", rt: &trainerv1alpha1.TrainJob{}, wantErr: "not a Trainer runtime"},
-		{name: "nil runtime", rt: (*trainerv1alpha1.ClusterTrainingRuntime)(nil), wantErr: "no runtime"},
+		{name: "nil runtime", rt: (*unstructured.Unstructured)(nil), wantErr: "no runtime"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -92,10 +103,12 @@ func TestRuntimeTTLOf(t *testing.T) {
 }
 
 func TestUsesWorkload(t *testing.T) {
-	withPolicy := func(p *trainerv1alpha1.PodGroupPolicy, annotations map[string]string) *trainerv1alpha1.ClusterTrainingRuntime {
-		rt := clusterRuntime(nil, annotations)
-		rt.Spec.PodGroupPolicy = p
-		return rt
+	withPolicy := func(p map[string]any, annotations map[string]string) *unstructured.Unstructured {
+		var spec map[string]any
+		if p != nil {
+			spec = map[string]any{"podGroupPolicy": p}
+		}
+		return runtimeOf(api.KindClusterTrainingRuntime, spec, annotations)
 	}
 	carrier := func(v string) map[string]string { return map[string]string{api.AnnotationPodGroupPolicy: v} }
 	cases := []struct {
@@ -104,17 +117,16 @@ func TestUsesWorkload(t *testing.T) {
 		want bool
 	}{
 		{name: "no policy", rt: withPolicy(nil, nil)},
-		{name: "seed field", rt: withPolicy(&trainerv1alpha1.PodGroupPolicy{Workload: &trainerv1alpha1.WorkloadPodGroupPolicySource{}}, nil), want: true},
-		{name: "coscheduling", rt: withPolicy(&trainerv1alpha1.PodGroupPolicy{Coscheduling: &trainerv1alpha1.CoschedulingPodGroupPolicySource{}}, nil)},
+		{name: "seed field", rt: withPolicy(map[string]any{"workload": map[string]any{}}, nil), want: true},
+		{name: "coscheduling", rt: withPolicy(map[string]any{"coscheduling": map[string]any{}}, nil)},
 		{name: "carrier", rt: withPolicy(nil, carrier("workload")), want: true},
-		{name: "namespaced runtime, carrier", rt: &trainerv1alpha1.TrainingRuntime{
-			ObjectMeta: metav1.ObjectMeta{Name: "rt", Namespace: "ns", Annotations: carrier("workload")}}, want: true},
+		{name: "namespaced runtime, carrier", rt: runtimeOf(api.KindTrainingRuntime, nil, carrier("workload")), want: true},
 		{name: "carrier with another value is not the workload policy", rt: withPolicy(nil, carrier("Workload"))},
 		{name: "empty carrier", rt: withPolicy(nil, carrier(""))},
-		{name: "unstructured carrier", rt: &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{
-			"annotations": map[string]any{api.AnnotationPodGroupPolicy: "workload"}}}}, want: true},
+		{name: "an object of no kind, carrier", rt: &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{
+			"annotations": map[string]any{api.AnnotationPodGroupPolicy: "workload"}}}}},
 		{name: "not a runtime", rt: &trainerv1alpha1.TrainJob{}},
-		{name: "nil runtime", rt: (*trainerv1alpha1.TrainingRuntime)(nil)},
+		{name: "nil runtime", rt: (*unstructured.Unstructured)(nil)},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,16 +134,6 @@ func TestUsesWorkload(t *testing.T) {
 				t.Errorf("UsesWorkload = %v, want %v", got, tc.want)
 			}
 		})
-	}
-}
-
-// knobObject leaves a typed runtime's JobSet template out of what the
-// knobs read: no knob may live there.
-func TestNoKnobInTheRuntimeTemplate(t *testing.T) {
-	for _, k := range trainer.Knobs {
-		if slices.Equal(k.Path[:min(2, len(k.Path))], []string{"spec", "template"}) {
-			t.Errorf("knob %s lives under spec.template, which the typed accessors do not read", k.Name)
-		}
 	}
 }
 
@@ -184,5 +186,39 @@ func TestEnforcesDeadline(t *testing.T) {
 				t.Errorf("EnforcesDeadline gave no reason")
 			}
 		})
+	}
+}
+
+// A runtime read as served: its kind only when it is one of Trainer's
+// runtimes, its replicatedJobs with their Job templates' labels, and
+// mlPolicy.numNodes however JSON decoded it.
+func TestRuntimeAsServed(t *testing.T) {
+	rt := runtimeOf(api.KindClusterTrainingRuntime, map[string]any{
+		"mlPolicy": map[string]any{"numNodes": float64(3)},
+		"template": map[string]any{"spec": map[string]any{"replicatedJobs": []any{
+			map[string]any{"name": "init", "template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"step": "init"}}}},
+			"not a job",
+			map[string]any{"name": "node"},
+		}}},
+	}, nil)
+	if kind, ok := trainer.RuntimeKind(rt); !ok || kind != api.KindClusterTrainingRuntime {
+		t.Errorf("RuntimeKind = %q, %v; want ClusterTrainingRuntime", kind, ok)
+	}
+	tj := &unstructured.Unstructured{}
+	tj.SetGroupVersionKind(schema.GroupVersionKind{Group: trainer.Group, Version: "v1alpha1", Kind: api.KindTrainJob})
+	for _, o := range []client.Object{tj, &trainerv1alpha1.TrainJob{}, (*unstructured.Unstructured)(nil)} {
+		if kind, ok := trainer.RuntimeKind(o); ok {
+			t.Errorf("RuntimeKind(%T %v) = %q, want not a runtime", o, o, kind)
+		}
+	}
+	want := []trainer.RuntimeJob{{Name: "init", Labels: map[string]string{"step": "init"}}, {Name: "node"}}
+	if diff := cmp.Diff(want, trainer.RuntimeJobs(rt)); diff != "" {
+		t.Errorf("RuntimeJobs (-want +got):\n%s", diff)
+	}
+	if n, ok := trainer.RuntimeNodes(rt); !ok || n != 3 {
+		t.Errorf("RuntimeNodes = %d, %v; want 3", n, ok)
+	}
+	if _, ok := trainer.RuntimeNodes(runtimeOf(api.KindTrainingRuntime, nil, nil)); ok {
+		t.Error("RuntimeNodes of a runtime without mlPolicy: ok, want none")
 	}
 }

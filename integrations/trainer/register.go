@@ -21,13 +21,13 @@ func init() {
 		Name: integrations.Trainer, Group: api.TrainerGroup, Version: trainerv1alpha1.GroupVersion.Version,
 		Kinds:    []string{api.KindTrainJob, api.KindTrainingRuntime, api.KindClusterTrainingRuntime},
 		Rules:    rules,
-		LookedUp: []client.Object{&trainerv1alpha1.TrainingRuntime{}, &trainerv1alpha1.ClusterTrainingRuntime{}, &trainerv1alpha1.TrainJob{}},
+		LookedUp: []client.Object{NewRuntime(api.KindTrainingRuntime), NewRuntime(api.KindClusterTrainingRuntime), &trainerv1alpha1.TrainJob{}},
 		Checks:   Checks,
 		UpstreamEnforces: map[integrations.Feature]func(knob.FieldSchemas) (bool, string){
 			integrations.FeatureDeadline: EnforcesDeadline,
 		},
 		// When a runtime's TTL was set (trainjob.TTLSince).
-		KeepManagedFields: []client.Object{&trainerv1alpha1.TrainingRuntime{}, &trainerv1alpha1.ClusterTrainingRuntime{}},
+		KeepManagedFields: []client.Object{NewRuntime(api.KindTrainingRuntime), NewRuntime(api.KindClusterTrainingRuntime)},
 		Knobs: map[string]integrations.KnobToken{
 			"runtimeTTL":      {Knob: RuntimeTTL},
 			"runtimeWorkload": {Knob: RuntimeWorkload},

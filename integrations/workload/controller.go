@@ -31,6 +31,7 @@ import (
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer/runtimes"
 	"github.com/shepherd-k8s/shepherd/reconcile/record"
 )
@@ -141,8 +142,8 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, workloadAPI func() (string,
 		For(&trainerv1alpha1.TrainJob{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		// A record deleted behind shepherd's back is written again.
 		Owns(&shepherdv1alpha1.WorkloadRecord{}, builder.WithPredicates(record.DeletedOnly())).
-		Watches(&trainerv1alpha1.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
-		Watches(&trainerv1alpha1.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
+		Watches(trainer.NewRuntime(api.KindClusterTrainingRuntime), handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
+		Watches(trainer.NewRuntime(api.KindTrainingRuntime), handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
 		Build(r)
 	if err != nil {
 		return err

@@ -1,11 +1,10 @@
 package workload
 
 import (
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // GroupTemplate is one podGroupTemplate of a TrainJob's Workload.
@@ -29,14 +28,13 @@ type Plan struct {
 // runtime does not use the Workload API — neither podGroupPolicy.workload
 // nor its carrier annotation (trainer.UsesWorkload) — then nothing is to
 // be created.
-func PlanFor(tj *trainerv1alpha1.TrainJob, rt client.Object) (plan Plan, ok bool) {
-	spec, isRuntime := trainer.RuntimeSpec(rt)
-	if !isRuntime || !trainer.UsesWorkload(rt) {
+func PlanFor(tj *trainerv1alpha1.TrainJob, rt *unstructured.Unstructured) (plan Plan, ok bool) {
+	if _, isRuntime := trainer.RuntimeKind(rt); !isRuntime || !trainer.UsesWorkload(rt) {
 		return Plan{}, false
 	}
 	hasInitializer := false
-	for _, rj := range spec.Template.Spec.ReplicatedJobs {
-		if api.PodGroupTemplateFor(rj.Name, rj.Template.Labels) == api.PodGroupTemplateInitializer {
+	for _, rj := range trainer.RuntimeJobs(rt) {
+		if api.PodGroupTemplateFor(rj.Name, rj.Labels) == api.PodGroupTemplateInitializer {
 			hasInitializer = true
 		}
 	}
@@ -46,7 +44,7 @@ func PlanFor(tj *trainerv1alpha1.TrainJob, rt client.Object) (plan Plan, ok bool
 		plan.Templates = append(plan.Templates, GroupTemplate{Name: api.PodGroupTemplateInitializer})
 	}
 	plan.Templates = append(plan.Templates, GroupTemplate{
-		Name: api.PodGroupTemplateTrainer, Gang: true, MinCount: trainerNodes(tj, spec),
+		Name: api.PodGroupTemplateTrainer, Gang: true, MinCount: trainerNodes(tj, rt),
 	})
 	return plan, true
 }
@@ -54,12 +52,12 @@ func PlanFor(tj *trainerv1alpha1.TrainJob, rt client.Object) (plan Plan, ok bool
 // trainerNodes is the trainer gang's size: the TrainJob's trainer.numNodes,
 // else the runtime's mlPolicy.numNodes, else 1 (Trainer's own default). An
 // MPI launcher counts among these nodes: it shares the trainer gang.
-func trainerNodes(tj *trainerv1alpha1.TrainJob, spec *trainerv1alpha1.TrainingRuntimeSpec) int32 {
+func trainerNodes(tj *trainerv1alpha1.TrainJob, rt *unstructured.Unstructured) int32 {
 	if tj.Spec.Trainer != nil && tj.Spec.Trainer.NumNodes != nil {
 		return *tj.Spec.Trainer.NumNodes
 	}
-	if spec.MLPolicy != nil && spec.MLPolicy.NumNodes != nil {
-		return *spec.MLPolicy.NumNodes
+	if n, ok := trainer.RuntimeNodes(rt); ok {
+		return n
 	}
 	return 1
 }

@@ -4,29 +4,57 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
-	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 )
 
-func rj(name string, labels map[string]string) jobsetv1alpha2.ReplicatedJob {
-	return jobsetv1alpha2.ReplicatedJob{Name: name, Template: batchv1.JobTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}}}
+// rj is a replicatedJob of a runtime's JobSet template, as served.
+func rj(name string, labels map[string]string) map[string]any {
+	j := map[string]any{"name": name, "template": map[string]any{}}
+	if labels != nil {
+		l := map[string]any{}
+		for k, v := range labels {
+			l[k] = v
+		}
+		j["template"] = map[string]any{"metadata": map[string]any{"labels": l}}
+	}
+	return j
 }
 
-func runtimeSpec(workload bool, mlNodes *int32, jobs ...jobsetv1alpha2.ReplicatedJob) *trainerv1alpha1.TrainingRuntimeSpec {
-	s := &trainerv1alpha1.TrainingRuntimeSpec{
-		MLPolicy: &trainerv1alpha1.MLPolicy{NumNodes: mlNodes},
-		Template: trainerv1alpha1.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: jobs}},
+// runtimeSpec is a runtime's spec as served: podGroupPolicy.workload (the
+// seed field) when workload, mlPolicy.numNodes when mlNodes is set.
+func runtimeSpec(workload bool, mlNodes *int32, jobs ...map[string]any) map[string]any {
+	list := make([]any, 0, len(jobs))
+	for _, j := range jobs {
+		list = append(list, j)
+	}
+	s := map[string]any{"template": map[string]any{"spec": map[string]any{"replicatedJobs": list}}}
+	if mlNodes != nil {
+		s["mlPolicy"] = map[string]any{"numNodes": int64(*mlNodes)}
 	}
 	if workload {
-		s.PodGroupPolicy = &trainerv1alpha1.PodGroupPolicy{Workload: &trainerv1alpha1.WorkloadPodGroupPolicySource{}}
+		s["podGroupPolicy"] = map[string]any{"workload": map[string]any{}}
 	}
 	return s
+}
+
+// runtimeOf is a runtime of kind as served, with spec.
+func runtimeOf(kind string, spec map[string]any, annotations map[string]string) *unstructured.Unstructured {
+	rt := trainer.NewRuntime(kind)
+	rt.SetName("rt")
+	if kind == api.KindTrainingRuntime {
+		rt.SetNamespace("ns")
+	}
+	rt.Object["spec"] = spec
+	if annotations != nil {
+		rt.SetAnnotations(annotations)
+	}
+	return rt
 }
 
 func trainJob(numNodes *int32) *trainerv1alpha1.TrainJob {
@@ -46,7 +74,7 @@ func TestPlanFor(t *testing.T) {
 	cases := []struct {
 		name string
 		tj   *trainerv1alpha1.TrainJob
-		spec *trainerv1alpha1.TrainingRuntimeSpec
+		spec map[string]any
 		// carrier is the runtime's shepherd.dev/pod-group-policy
 		// annotation, "" for none.
 		carrier string
@@ -61,9 +89,9 @@ func TestPlanFor(t *testing.T) {
 		{
 			name: "coscheduling podGroupPolicy: nothing",
 			tj:   trainJob(ptr.To[int32](4)),
-			spec: func() *trainerv1alpha1.TrainingRuntimeSpec {
+			spec: func() map[string]any {
 				s := runtimeSpec(false, ptr.To[int32](1), rj("node", trainerLabel))
-				s.PodGroupPolicy = &trainerv1alpha1.PodGroupPolicy{Coscheduling: &trainerv1alpha1.CoschedulingPodGroupPolicySource{}}
+				s["podGroupPolicy"] = map[string]any{"coscheduling": map[string]any{}}
 				return s
 			}(),
 		},
@@ -129,10 +157,11 @@ func TestPlanFor(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rt := &trainerv1alpha1.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "rt"}, Spec: *tc.spec}
+			var annotations map[string]string
 			if tc.carrier != "" {
-				rt.Annotations = map[string]string{api.AnnotationPodGroupPolicy: tc.carrier}
+				annotations = map[string]string{api.AnnotationPodGroupPolicy: tc.carrier}
 			}
+			rt := runtimeOf(api.KindClusterTrainingRuntime, tc.spec, annotations)
 			got, ok := PlanFor(tc.tj, rt)
 			if ok != tc.wantOK {
 				t.Fatalf("PlanFor ok = %v, want %v", ok, tc.wantOK)
@@ -145,19 +174,19 @@ func TestPlanFor(t *testing.T) {
 }
 
 func TestPlanForNamespacedRuntimeAndNonRuntimes(t *testing.T) {
-	tr := &trainerv1alpha1.TrainingRuntime{
-		ObjectMeta: metav1.ObjectMeta{Name: "rt", Namespace: "ns",
-			Annotations: map[string]string{api.AnnotationPodGroupPolicy: api.PodGroupPolicyWorkload}},
-		Spec: *runtimeSpec(false, ptr.To[int32](3), rj("node", nil)),
-	}
+	tr := runtimeOf(api.KindTrainingRuntime, runtimeSpec(false, ptr.To[int32](3), rj("node", nil)),
+		map[string]string{api.AnnotationPodGroupPolicy: api.PodGroupPolicyWorkload})
 	got, ok := PlanFor(trainJob(nil), tr)
 	if diff := cmp.Diff(Plan{Templates: []GroupTemplate{{Name: api.PodGroupTemplateTrainer, Gang: true, MinCount: 3}}}, got); !ok || diff != "" {
 		t.Errorf("PlanFor(TrainingRuntime with carrier) ok = %v (-want +got):\n%s", ok, diff)
 	}
-	if _, ok := PlanFor(trainJob(nil), (*trainerv1alpha1.ClusterTrainingRuntime)(nil)); ok {
+	if _, ok := PlanFor(trainJob(nil), nil); ok {
 		t.Errorf("PlanFor(nil runtime) ok = true, want false")
 	}
-	if _, ok := PlanFor(trainJob(nil), trainJob(nil)); ok {
+	asRuntime := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+		"metadata": map[string]any{"annotations": map[string]any{api.AnnotationPodGroupPolicy: api.PodGroupPolicyWorkload}},
+		"spec":     runtimeSpec(true, nil, rj("node", nil))}}
+	if _, ok := PlanFor(trainJob(nil), asRuntime); ok {
 		t.Errorf("PlanFor(a TrainJob as runtime) ok = true, want false")
 	}
 }

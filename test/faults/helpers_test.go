@@ -24,6 +24,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
@@ -89,21 +90,14 @@ func waitHolder(t *testing.T, ns string, within time.Duration, not ...string) (s
 // which learns of it a moment later.
 func createRuntime(t *testing.T, replicas ...*cluster.Replica) string {
 	t.Helper()
-	rt := &trainerv1alpha1.ClusterTrainingRuntime{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "faults-"},
-		Spec: trainerv1alpha1.TrainingRuntimeSpec{
-			MLPolicy: &trainerv1alpha1.MLPolicy{NumNodes: ptr.To[int32](1)},
-			Template: trainerv1alpha1.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{
-				ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: jobTemplate()}},
-			}},
-		},
-	}
+	rt := testkit.ClusterTrainingRuntime("", "").GenerateName("faults-").Set(int64(1), "spec", "mlPolicy", "numNodes").
+		RuntimeJobs(jobsetv1alpha2.ReplicatedJob{Name: "node", Template: jobTemplate()}).Obj()
 	if err := env.Client.Create(context.Background(), rt); err != nil {
 		t.Fatalf("creating a ClusterTrainingRuntime: %v", err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rt) })
 	hc := webhookClient(t)
-	review := trainJobReview(t, "default", rt.Name)
+	review := trainJobReview(t, "default", rt.GetName())
 	for _, r := range replicas {
 		var last string
 		if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
@@ -118,10 +112,10 @@ func createRuntime(t *testing.T, replicas ...*cluster.Replica) string {
 			}
 			return err == nil && resp != nil && resp.Allowed, nil
 		}); err != nil {
-			t.Fatalf("the replica on %s does not admit a TrainJob of runtime %s: %s", r.Webhook, rt.Name, last)
+			t.Fatalf("the replica on %s does not admit a TrainJob of runtime %s: %s", r.Webhook, rt.GetName(), last)
 		}
 	}
-	return rt.Name
+	return rt.GetName()
 }
 
 func jobTemplate() batchv1.JobTemplateSpec {

@@ -76,22 +76,15 @@ func TestFrameworkCRDsInstalledAfterServeArePickedUp(t *testing.T) {
 	testkit.Eventually(t, timeout, "the trainer framework to become active", func(context.Context) (bool, error) {
 		return gauge(t, integrations.Trainer) == 1, nil
 	})
-	rt := &trainerv1alpha1.ClusterTrainingRuntime{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "ctr-"},
-		Spec: trainerv1alpha1.TrainingRuntimeSpec{
-			MLPolicy: &trainerv1alpha1.MLPolicy{NumNodes: ptr.To[int32](1)},
-			Template: trainerv1alpha1.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{
-				ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: jobTemplate()}},
-			}},
-		},
-	}
+	rt := testkit.ClusterTrainingRuntime("", "").GenerateName("ctr-").Set(int64(1), "spec", "mlPolicy", "numNodes").
+		RuntimeJobs(jobsetv1alpha2.ReplicatedJob{Name: "node", Template: jobTemplate()}).Obj()
 	if err := k.Create(ctx, rt); err != nil {
 		t.Fatalf("creating a ClusterTrainingRuntime: %v", err)
 	}
 	tj := &trainerv1alpha1.TrainJob{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deadline"},
 		Spec: trainerv1alpha1.TrainJobSpec{
-			RuntimeRef:            trainerv1alpha1.RuntimeRef{Name: rt.Name},
+			RuntimeRef:            trainerv1alpha1.RuntimeRef{Name: rt.GetName()},
 			Trainer:               &trainerv1alpha1.Trainer{NumNodes: ptr.To[int32](1)},
 			ActiveDeadlineSeconds: ptr.To[int64](1),
 		},

@@ -36,6 +36,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/integrations/trainer/trainjob"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/proc"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
@@ -92,17 +93,12 @@ func BenchmarkTrainJobDeadline(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ns := c.Namespace(b)
-	rt := &trainerv1alpha1.ClusterTrainingRuntime{
-		ObjectMeta: metav1.ObjectMeta{Name: "perf"},
-		Spec: trainerv1alpha1.TrainingRuntimeSpec{Template: trainerv1alpha1.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{
-			ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: batchv1.JobTemplateSpec{
-				Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-					RestartPolicy: corev1.RestartPolicyNever,
-					Containers:    []corev1.Container{{Name: "node", Image: "busybox"}},
-				}}},
-			}}},
+	rt := testkit.ClusterTrainingRuntime("perf", "").RuntimeJobs(jobsetv1alpha2.ReplicatedJob{Name: "node", Template: batchv1.JobTemplateSpec{
+		Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers:    []corev1.Container{{Name: "node", Image: "busybox"}},
 		}}},
-	}
+	}}).Obj()
 	if err := c.Client.Create(ctx, rt); err != nil {
 		b.Fatal(err)
 	}
@@ -221,7 +217,7 @@ func BenchmarkTrainJobDeadline(b *testing.B) {
 				tj := &trainerv1alpha1.TrainJob{
 					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("tj-%05d", i)},
 					Spec: trainerv1alpha1.TrainJobSpec{
-						RuntimeRef:            trainerv1alpha1.RuntimeRef{Name: rt.Name},
+						RuntimeRef:            trainerv1alpha1.RuntimeRef{Name: rt.GetName()},
 						ActiveDeadlineSeconds: ptr.To(ads),
 					},
 				}

@@ -18,6 +18,7 @@ import (
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
@@ -44,24 +45,17 @@ func createWorkloadRuntime(t *testing.T) string {
 		tmpl.Labels = map[string]string{api.LabelTrainJobAncestorStep: ancestor}
 		return jobsetv1alpha2.ReplicatedJob{Name: name, Template: tmpl}
 	}
-	rt := &trainerv1alpha1.ClusterTrainingRuntime{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "failover-workload-"},
-		Spec: trainerv1alpha1.TrainingRuntimeSpec{
-			MLPolicy:       &trainerv1alpha1.MLPolicy{NumNodes: ptr.To[int32](1), Torch: &trainerv1alpha1.TorchMLPolicySource{}},
-			PodGroupPolicy: &trainerv1alpha1.PodGroupPolicy{Workload: &trainerv1alpha1.WorkloadPodGroupPolicySource{}},
-			Template: trainerv1alpha1.JobSetTemplateSpec{Spec: jobsetv1alpha2.JobSetSpec{
-				ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{
-					step("dataset-initializer", api.AncestorDatasetInitializer),
-					step("node", api.AncestorTrainer),
-				},
-			}},
-		},
-	}
+	// podGroupPolicy.workload is a seed field: this plane serves the
+	// seed-shaped CRDs.
+	rt := testkit.ClusterTrainingRuntime("", "").GenerateName("failover-workload-").
+		Set(map[string]any{"numNodes": int64(1), "torch": map[string]any{}}, "spec", "mlPolicy").
+		Set(map[string]any{"workload": map[string]any{}}, "spec", "podGroupPolicy").
+		RuntimeJobs(step("dataset-initializer", api.AncestorDatasetInitializer), step("node", api.AncestorTrainer)).Obj()
 	if err := env.Client.Create(context.Background(), rt); err != nil {
 		t.Fatalf("creating a ClusterTrainingRuntime with podGroupPolicy.workload: %v", err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rt) })
-	return rt.Name
+	return rt.GetName()
 }
 
 // schedulingObjects lists the Workloads or PodGroups of ns.

@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 	"sigs.k8s.io/yaml"
 
 	"github.com/shepherd-k8s/shepherd/api"
@@ -99,6 +101,27 @@ func JobSet(ns, name, image string) *Builder {
 			"containers":    []any{map[string]any{"name": "train", "image": image}},
 		}}}},
 	}}, "spec", "replicatedJobs")
+}
+
+// RuntimeJobs replaces a runtime's replicatedJobs with jobs (JobSet's own
+// Go type, converted to what the apiserver serves).
+func (b *Builder) RuntimeJobs(jobs ...jobsetv1alpha2.ReplicatedJob) *Builder {
+	list := make([]any, 0, len(jobs))
+	for i := range jobs {
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&jobs[i])
+		if err != nil {
+			panic(fmt.Sprintf("testkit: replicatedJob %s: %v", jobs[i].Name, err))
+		}
+		list = append(list, m)
+	}
+	return b.Set(list, "spec", "template", "spec", "replicatedJobs")
+}
+
+// GenerateName has the apiserver name the object, from prefix.
+func (b *Builder) GenerateName(prefix string) *Builder {
+	b.u.SetName("")
+	b.u.SetGenerateName(prefix)
+	return b
 }
 
 // Set sets the field at path to v (a map, slice or scalar as

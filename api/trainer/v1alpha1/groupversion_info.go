@@ -1,19 +1,19 @@
 // Package v1alpha1 holds the subset of the Kubeflow Trainer API
-// (trainer.kubeflow.org/v1alpha1) that shepherd reads and writes: TrainJob
-// with its activeDeadlineSeconds (KEP-2899), and TrainingRuntime /
-// ClusterTrainingRuntime with ttlSecondsAfterFinished and
-// podGroupPolicy.workload (KEP-3015), which shepherd's knobs read in either
-// form (integrations/trainer). Every field left out is preserved by the
-// CRDs.
+// (trainer.kubeflow.org/v1alpha1) that shepherd reads and writes as a Go
+// type: TrainJob, with its activeDeadlineSeconds (KEP-2899). Every field left
+// out is preserved by the CRDs. Trainer's runtimes (TrainingRuntime,
+// ClusterTrainingRuntime) have no type here: shepherd reads them as served
+// (integrations/trainer, accessors.go), because their knobs may be seed
+// fields Trainer's schema lacks.
 //
-// They stand in for the module's own types, github.com/kubeflow/trainer/v2
+// This stands in for the module's own types, github.com/kubeflow/trainer/v2
 // pkg/apis/trainer/v1alpha1 at the version go.mod pins (v2.3.0), which do not
 // compile against the Kubernetes libraries shepherd is built with (v0.37):
 // that package's generated OpenAPI definitions name corev1.PodStatusResult,
 // which k8s.io/api v0.37 no longer has. JobSet's module compiles, and
 // shepherd uses its types (sigs.k8s.io/jobset/api/jobset/v1alpha2). The
 // CRDs shepherd type-checks against are the module's own
-// (integrations/pinned); these types generate no CRD.
+// (integrations/pinned); this type generates no CRD.
 //
 // +kubebuilder:object:generate=true
 // +groupName=trainer.kubeflow.org

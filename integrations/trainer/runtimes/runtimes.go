@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 )
 
 // index indexes TrainJobs by trainerv1alpha1.RuntimeIndexKey of their runtime.
@@ -56,11 +58,12 @@ func JobsOf(c client.Reader) handler.MapFunc {
 	return func(ctx context.Context, o client.Object) []reconcile.Request {
 		var key string
 		var opts []client.ListOption
-		switch o.(type) {
-		case *trainerv1alpha1.ClusterTrainingRuntime:
-			key = trainerv1alpha1.RuntimeIndexKey(api.KindClusterTrainingRuntime, "", o.GetName())
-		case *trainerv1alpha1.TrainingRuntime:
-			key = trainerv1alpha1.RuntimeIndexKey(api.KindTrainingRuntime, o.GetNamespace(), o.GetName())
+		kind, _ := trainer.RuntimeKind(o)
+		switch kind {
+		case api.KindClusterTrainingRuntime:
+			key = trainerv1alpha1.RuntimeIndexKey(kind, "", o.GetName())
+		case api.KindTrainingRuntime:
+			key = trainerv1alpha1.RuntimeIndexKey(kind, o.GetNamespace(), o.GetName())
 			opts = append(opts, client.InNamespace(o.GetNamespace()))
 		default:
 			return nil
@@ -80,28 +83,25 @@ func JobsOf(c client.Reader) handler.MapFunc {
 	}
 }
 
-// Get reads the runtime tj references through c: a
-// *trainerv1alpha1.TrainingRuntime or *trainerv1alpha1.ClusterTrainingRuntime,
-// whose knobs integrations/trainer reads (RuntimeTTLOf, UsesWorkload) and
-// whose spec trainer.RuntimeSpec returns. It returns nil, without error,
+// Get reads the runtime tj references through c, as served (unstructured:
+// trainer.NewRuntime), whose knobs integrations/trainer reads (RuntimeTTLOf,
+// UsesWorkload) and whose JobSet template trainer.RuntimeJobs returns. It returns nil, without error,
 // when the runtime does not exist yet (the runtime watch brings the job
 // back once it does) or the reference is not to a Trainer runtime.
-func Get(ctx context.Context, c client.Reader, tj *trainerv1alpha1.TrainJob) (client.Object, error) {
+func Get(ctx context.Context, c client.Reader, tj *trainerv1alpha1.TrainJob) (*unstructured.Unstructured, error) {
 	ref := tj.Spec.RuntimeRef
 	if !ref.IsTrainerRuntime() {
 		return nil, nil
 	}
-	var rt client.Object
 	key := types.NamespacedName{Name: ref.Name}
 	switch ref.EffectiveKind() {
 	case api.KindClusterTrainingRuntime:
-		rt = &trainerv1alpha1.ClusterTrainingRuntime{}
 	case api.KindTrainingRuntime:
-		rt = &trainerv1alpha1.TrainingRuntime{}
 		key.Namespace = tj.Namespace
 	default:
 		return nil, nil
 	}
+	rt := trainer.NewRuntime(ref.EffectiveKind())
 	err := c.Get(ctx, key, rt)
 	if apierrors.IsNotFound(err) {
 		ctrl.LoggerFrom(ctx).V(1).Info("runtime not found; waiting for it", "kind", ref.EffectiveKind(), "runtime", ref.Name)

@@ -110,8 +110,8 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, enf *integrations.Enforceme
 		// A record deleted behind shepherd's back is written again; the
 		// record's other changes are shepherd's own writes.
 		Owns(&shepherdv1alpha1.WorkloadRecord{}, builder.WithPredicates(record.DeletedOnly())).
-		Watches(&trainerv1alpha1.ClusterTrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
-		Watches(&trainerv1alpha1.TrainingRuntime{}, handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
+		Watches(trainer.NewRuntime(api.KindClusterTrainingRuntime), handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
+		Watches(trainer.NewRuntime(api.KindTrainingRuntime), handler.EnqueueRequestsFromMapFunc(runtimes.JobsOf(r.Client))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: maxConcurrentReconciles}).
 		Complete(r)
 }

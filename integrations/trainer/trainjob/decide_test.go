@@ -13,6 +13,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 )
 
 // t0 is every test job's creationTimestamp.
@@ -457,7 +458,10 @@ func TestTTLSince(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			rt := &trainerv1alpha1.ClusterTrainingRuntime{ObjectMeta: metav1.ObjectMeta{Name: "rt", CreationTimestamp: metav1.NewTime(t0), ManagedFields: tc.managed}}
+			rt := trainer.NewRuntime(api.KindClusterTrainingRuntime)
+			rt.SetName("rt")
+			rt.SetCreationTimestamp(metav1.NewTime(t0))
+			rt.SetManagedFields(tc.managed)
 			if diff := cmp.Diff(tc.want, TTLSince(rt)); diff != "" {
 				t.Errorf("TTLSince (-want +got):\n%s", diff)
 			}
