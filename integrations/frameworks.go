@@ -2,10 +2,13 @@
 // jobframework is: a Framework (its group, the kinds whose CRDs must be
 // served, its CEL rule files, defaults, knobs, Go checks and the objects
 // they look up, which features its upstream operator enforces) and a
-// Controller (its reconciler and the frameworks it needs), registered from the init of
-// each framework's package beneath this one (integrations/trainer,
-// integrations/jobset, integrations/grove, and their controllers'
-// packages); integrations/all imports them, one line each. webhook,
+// Controller (its reconciler and the frameworks it needs), registered from
+// the init of each framework's packages beneath this one: the framework's
+// own (integrations/trainer, integrations/jobset, integrations/grove) and,
+// for one with controllers, its register package, which imports the
+// framework and its controllers (integrations/trainer/register,
+// integrations/grove/register); integrations/all imports one package per
+// framework. webhook,
 // celrules, reconcile and serve iterate the registry and name no framework.
 // It also detects which frameworks' CRDs the cluster serves (Decide,
 // Watcher) and whether it serves the Workload API (WorkloadAPIProbe).

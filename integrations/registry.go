@@ -74,8 +74,9 @@ type Controller struct {
 	New func(mgr ctrl.Manager, opts ControllerOptions) error
 }
 
-// RegisterController adds c to Controllers; its package calls it from
-// init.
+// RegisterController adds c to Controllers; its framework's register
+// package (or, for a framework that is a controller alone, its package)
+// calls it from init.
 func RegisterController(c Controller) {
 	if slices.ContainsFunc(controllers, func(o Controller) bool { return o.Name == c.Name }) {
 		panic(fmt.Sprintf("integrations: controller %q registered twice", c.Name))
