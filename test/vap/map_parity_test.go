@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -144,22 +145,27 @@ func mapParity(t *testing.T, c *cluster.Cluster, s *celrules.Schemas, form corpu
 	waitMAPsActive(t, c)
 	unbound := mapNamespace(t, c, "none")
 
-	changed := 0
-	for _, key := range keys {
-		for _, mc := range sets[key] {
-			t.Run(mc.name, func(t *testing.T) {
-				if mapParityCase(ctx, t, c, s, form, namespaces[key], unbound, mc) {
-					changed++
-				}
-			})
+	// The cases are independent (an object of its own each): they run side
+	// by side, and the group returns once all have.
+	var changed atomic.Int32
+	t.Run("cases", func(t *testing.T) {
+		for _, key := range keys {
+			for _, mc := range sets[key] {
+				t.Run(mc.name, func(t *testing.T) {
+					t.Parallel()
+					if mapParityCase(ctx, t, c, s, form, namespaces[key], unbound, mc) {
+						changed.Add(1)
+					}
+				})
+			}
 		}
-	}
+	})
 	// Not vacuous: most cases are defaulted, and each D-rule exported here
 	// changes at least one object (the corpus covers them all).
-	if len(cases) < 15 || changed < 10 {
-		t.Errorf("%d requests, %d of them defaulted: the corpus lost its defaulting cases", len(cases), changed)
+	if len(cases) < 15 || changed.Load() < 10 {
+		t.Errorf("%d requests, %d of them defaulted: the corpus lost its defaulting cases", len(cases), changed.Load())
 	}
-	t.Logf("%d requests (%d defaulted) through %d policies in %d configurations, by %s", len(cases), changed, exported, len(keys), form)
+	t.Logf("%d requests (%d defaulted) through %d policies in %d configurations, by %s", len(cases), changed.Load(), exported, len(keys), form)
 }
 
 // mapParityCase sends one request and compares; it reports whether the
