@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 	"reflect"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
@@ -22,9 +24,17 @@ import (
 type Suite struct {
 	// Form names the replay in the log: "by field", "by carrier".
 	Form string
-	// Env is a case's environment: a client of its own (its warnings), so
-	// that the cases run side by side.
-	Env func(t *testing.T) ReplayEnv
+	// Cluster is the control plane the cases are sent to; each case gets a
+	// client of its own (Cluster.WarningsClient: its own warnings), so that
+	// the cases run side by side.
+	Cluster *cluster.Cluster
+	// Namespace creates a namespace for a case (Cluster.Namespace when
+	// nil).
+	Namespace func(t *testing.T) string
+	// Audit reads serve's /audit (ReplayEnv.Audit).
+	Audit func(t *testing.T, since time.Time, namespace string) ([]AuditRecord, error)
+	// Timeout bounds each wait.
+	Timeout time.Duration
 	// Options are the replay options of case c under fieldValidation.
 	Options func(c *Case, fieldValidation string) ReplayOptions
 	// Skip, when set and it returns a reason, leaves c out (logged).
@@ -59,7 +69,12 @@ func ReplayAll(t *testing.T, s Suite) {
 				ran++
 				t.Run(c.Name, func(t *testing.T) {
 					t.Parallel()
-					Replay(t, s.Env(t), c, s.Options(c, mode))
+					k, w := s.Cluster.WarningsClient(t)
+					env := ReplayEnv{Client: k, TakeWarnings: w.Take, Namespace: s.Namespace, Audit: s.Audit, Timeout: s.Timeout}
+					if env.Namespace == nil {
+						env.Namespace = func(t *testing.T) string { return s.Cluster.Namespace(t) }
+					}
+					Replay(t, env, c, s.Options(c, mode))
 				})
 			}
 			if ran == 0 {

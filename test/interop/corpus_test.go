@@ -38,17 +38,10 @@ func TestCorpusByCarrierUnderStrictAndWarn(t *testing.T) {
 	}
 	admit := corpus.AdmitWith(celrules.Config{Schemas: upstreamSchemas})
 	corpus.ReplayAll(t, corpus.Suite{
-		Form: "by carrier",
-		Env: func(t *testing.T) corpus.ReplayEnv {
-			k, w := env.WarningsClient(t)
-			return corpus.ReplayEnv{
-				Client:       k,
-				TakeWarnings: w.Take,
-				Namespace:    func(t *testing.T) string { return env.Namespace(t) },
-				Audit:        readAudit,
-				Timeout:      timeout,
-			}
-		},
+		Form:    "by carrier",
+		Cluster: env,
+		Audit:   readAudit,
+		Timeout: timeout,
 		Options: func(c *corpus.Case, fieldValidation string) corpus.ReplayOptions {
 			known := knownDivergences[c.Name]
 			return corpus.ReplayOptions{

@@ -25,17 +25,11 @@ import (
 // test/corpus's replay through the chain only.
 func TestCorpusThroughTheAPIServer(t *testing.T) {
 	corpus.ReplayAll(t, corpus.Suite{
-		Form: "by field",
-		Env: func(t *testing.T) corpus.ReplayEnv {
-			k, w := env.WarningsClient(t)
-			return corpus.ReplayEnv{
-				Client:       k,
-				TakeWarnings: w.Take,
-				Namespace:    func(t *testing.T) string { return namespace(t, nil) },
-				Audit:        readAudit,
-				Timeout:      timeout,
-			}
-		},
+		Form:      "by field",
+		Cluster:   env,
+		Namespace: func(t *testing.T) string { return namespace(t, nil) },
+		Audit:     readAudit,
+		Timeout:   timeout,
 		Options: func(_ *corpus.Case, fieldValidation string) corpus.ReplayOptions {
 			return corpus.ReplayOptions{
 				Form:            corpus.SeedForm,
