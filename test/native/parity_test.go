@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
@@ -49,40 +48,40 @@ func TestCorpusVerdictsAsWebhookMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	warned := &cluster.Warnings{}
-	cfg := rest.CopyConfig(env.Config)
-	cfg.WarningHandler = warned
-	k, err := client.New(cfg, client.Options{Scheme: env.Client.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
 	waitForPolicies(t, env.Namespace(t))
-	ran, denied, byCRD := 0, 0, 0
-	for i := range cases {
-		c := &cases[i]
-		if !strings.HasPrefix(c.Rule, "V-") {
-			continue // defaulting: test/vap's MAP parity
-		}
-		if !reflect.DeepEqual(c.Config, celrules.Config{}) || c.NoWorkloadAPI {
-			continue // another server configuration than deploy/native's
-		}
-		if seedOnly(c, schemas) {
-			continue // fields the upstream CRDs lack: seed form only (test/webhook)
-		}
-		ran++
-		t.Run(c.Name, func(t *testing.T) {
-			switch replay(t, k, warned, c, schemas) {
-			case verdictDenied:
-				denied++
-			case verdictCRD:
-				byCRD++
+	ran := 0
+	var denied, byCRD atomic.Int32
+	// The cases run side by side, each with its objects and a client (its
+	// warnings) of its own; the group returns once all have.
+	t.Run("cases", func(t *testing.T) {
+		for i := range cases {
+			c := &cases[i]
+			if !strings.HasPrefix(c.Rule, "V-") {
+				continue // defaulting: test/vap's MAP parity
 			}
-		})
-	}
+			if !reflect.DeepEqual(c.Config, celrules.Config{}) || c.NoWorkloadAPI {
+				continue // another server configuration than deploy/native's
+			}
+			if seedOnly(c, schemas) {
+				continue // fields the upstream CRDs lack: seed form only (test/webhook)
+			}
+			ran++
+			t.Run(c.Name, func(t *testing.T) {
+				t.Parallel()
+				k, warned := env.WarningsClient(t)
+				switch replay(t, k, warned, c, schemas) {
+				case verdictDenied:
+					denied.Add(1)
+				case verdictCRD:
+					byCRD.Add(1)
+				}
+			})
+		}
+	})
 	if ran < 40 {
 		t.Fatalf("only %d validation cases replayed", ran)
 	}
-	t.Logf("%d validation cases: the same verdict in native mode as in webhook mode (%d denied, %d of them by the upstream CRD's own validation first)", ran, denied+byCRD, byCRD)
+	t.Logf("%d validation cases: the same verdict in native mode as in webhook mode (%d denied, %d of them by the upstream CRD's own validation first)", ran, denied.Load()+byCRD.Load(), byCRD.Load())
 }
 
 const (
