@@ -118,11 +118,12 @@ func UsesWorkload(rt client.Object) bool {
 // knobObject is rt as the decoded JSON the knobs read: the runtime as
 // served.
 func knobObject(rt client.Object) (map[string]any, error) {
-	if u, ok := rt.(*unstructured.Unstructured); rt == nil || ok && u == nil {
+	u, ok := rt.(*unstructured.Unstructured)
+	if rt == nil || ok && u == nil {
 		return nil, fmt.Errorf("no runtime")
 	}
 	if _, ok := RuntimeKind(rt); !ok {
 		return nil, fmt.Errorf("%T is not a Trainer runtime as served (an unstructured TrainingRuntime or ClusterTrainingRuntime)", rt)
 	}
-	return rt.(*unstructured.Unstructured).Object, nil
+	return u.Object, nil
 }
