@@ -68,7 +68,7 @@ manifests: $(CONTROLLER_GEN) ## Regenerate the CRDs (shepherd's, the Grove mirro
 	mkdir -p $(SHEPHERD_CRD_DIR) $(GROVE_CRD_DIR)
 	rm -f $(SHEPHERD_CRD_DIR)/shepherd.dev_*.yaml $(GROVE_CRD_DIR)/grove.io_*.yaml
 	$(CONTROLLER_GEN) $(CRD_GEN) paths=./api/shepherd/... output:crd:artifacts:config=$(SHEPHERD_CRD_DIR)
-	$(CONTROLLER_GEN) $(CRD_GEN) paths=./integrations/pinned/grove/... output:crd:artifacts:config=$(GROVE_CRD_DIR)
+	$(CONTROLLER_GEN) $(CRD_GEN) paths=./api/grove/... output:crd:artifacts:config=$(GROVE_CRD_DIR)
 	$(if $(CRD_DIR),,cp deploy/crds/shepherd.dev_*.yaml charts/shepherd/files/) # the chart's copy (test/helm)
 	$(if $(CRD_DIR),,$(MAKE) native-policies)
 

@@ -1,9 +1,13 @@
 // Package install registers every API group shepherd uses into a scheme: the
 // built-in Kubernetes types, apiextensions.k8s.io/v1 (the frameworks' CRDs,
-// watched by integrations), the Trainer and Grove types of api/, JobSet's
+// watched by integrations), Trainer's TrainJob (api/trainer), JobSet's
 // upstream types (sigs.k8s.io/jobset), and
 // OpenReports (openreports.io), whose Reports the audit writes when a
 // cluster serves them.
+//
+// Trainer's runtimes and Grove's kinds are left out on purpose: shepherd
+// reads them as the cluster serves them, since a typed decode would drop
+// the seed fields their knobs read (integrations/trainer, integrations/grove).
 package install
 
 import (
@@ -14,7 +18,6 @@ import (
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -26,7 +29,6 @@ func AddToScheme(s *runtime.Scheme) error {
 		clientgoscheme.AddToScheme,
 		apiextensionsv1.AddToScheme,
 		trainerv1alpha1.AddToScheme,
-		grovev1alpha1.AddToScheme,
 		jobsetv1alpha2.AddToScheme,
 		shepherdv1alpha1.AddToScheme,
 		openreportsv1alpha1.Install,

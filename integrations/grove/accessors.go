@@ -5,55 +5,50 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/knob"
 )
 
-// The typed accessors, for shepherd's reconcilers. api/grove/v1alpha1 holds
-// seed-shaped Go types that also decode Grove's objects — with the seed-only
-// fields left empty, since Grove's schema prunes them. Every seed field a
-// reconciler needs is read here, from the field when the object holds it,
-// else from its carrier; status shepherd keeps is written here, into the
-// field when the served schema has it, else into the carrier. Nothing in
-// reconcile/ reads or writes a seed-only field or a carrier itself.
+// The accessors, for shepherd's reconcilers. Every seed field a reconciler
+// needs is read here from the object as served (served.go): from the field
+// when the cluster's schema keeps it (the seed CRDs), else from its carrier
+// (Grove's schema). Nothing else reads a seed field or a carrier.
 
-// WorkloadTypeOf is a PodCliqueSet's workloadType (GREP-0285): the seed
-// field, else the carrier; "" when neither is set (D-PCS-1 makes that
-// Inference at admission).
-func WorkloadTypeOf(pcs *grovev1alpha1.PodCliqueSet) grovev1alpha1.WorkloadType {
-	if pcs == nil {
+// The workload types of a PodCliqueSet's workloadType (GREP-0285).
+const (
+	WorkloadTypeInference = "Inference"
+	WorkloadTypeTraining  = "Training"
+)
+
+// WorkloadTypeOf is a PodCliqueSet's workloadType: the seed field, else the
+// carrier; "" when neither is set (D-PCS-1 makes that Inference at
+// admission).
+func WorkloadTypeOf(s *Set) string {
+	if s == nil || s.Served == nil {
 		return ""
 	}
-	obj, err := setView(pcs)
-	if err != nil {
-		return ""
-	}
-	v, _ := WorkloadType.String(obj)
-	return grovev1alpha1.WorkloadType(v)
+	v, _ := WorkloadType.String(s.Served.Object)
+	return v
 }
 
 // IsTrainingSet reports whether a PodCliqueSet is a Training workload; nil
 // is not.
-func IsTrainingSet(pcs *grovev1alpha1.PodCliqueSet) bool {
-	return WorkloadTypeOf(pcs) == grovev1alpha1.WorkloadTypeTraining
-}
+func IsTrainingSet(s *Set) bool { return WorkloadTypeOf(s) == WorkloadTypeTraining }
 
 // TrainingLimits are a Training PodCliqueSet's trainingSpec.maxRestarts and
 // maxRuntime (field, else carrier); nil when unset. A carrier that does not
 // parse, or a value V-PCS-2 forbids (maxRestarts < 0, maxRuntime ≤ 0), is
 // an error naming where it was found: admission rejects both, so only an
 // object stored before shepherd's rules ran, or edited past them, holds one.
-func TrainingLimits(pcs *grovev1alpha1.PodCliqueSet) (maxRestarts *int32, maxRuntime *time.Duration, err error) {
-	obj, err := setView(pcs)
-	if err != nil {
-		return nil, nil, err
-	}
+func TrainingLimits(s *Set) (maxRestarts *int32, maxRuntime *time.Duration, err error) {
+	obj := s.Served.Object
 	n, err := MaxRestarts.Int(obj)
 	if err != nil {
 		return nil, nil, err
@@ -77,59 +72,48 @@ func TrainingLimits(pcs *grovev1alpha1.PodCliqueSet) (maxRestarts *int32, maxRun
 }
 
 // ScalingGroupDelayOf is the terminationDelay override of the
-// PodCliqueScalingGroup g, made from pcs's scaling-group config named
-// config: g's own seed field, else the config entry's seed field, else the
+// PodCliqueScalingGroup g, made from s's scaling-group config named config:
+// g's own seed field, else the config entry's seed field, else the
 // PodCliqueSet's carrier; nil when there is none (the PodCliqueSet's delay
 // applies). g may be nil.
-func ScalingGroupDelayOf(pcs *grovev1alpha1.PodCliqueSet, g *grovev1alpha1.PodCliqueScalingGroup, config string) (*time.Duration, error) {
-	if g != nil && g.Spec.TerminationDelay != nil {
-		d := g.Spec.TerminationDelay.Duration
-		return &d, nil
+func ScalingGroupDelayOf(s *Set, g *ScalingGroup, config string) (*time.Duration, error) {
+	if g != nil && g.Served != nil {
+		if v, ok := nestedString(g.Served.Object, "spec", "terminationDelay"); ok {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return nil, fmt.Errorf("spec.terminationDelay: %q is not a duration", v)
+			}
+			return &d, nil
+		}
 	}
-	obj, err := setView(pcs)
-	if err != nil {
-		return nil, err
-	}
-	return ScalingGroupDelay(obj, config)
+	return ScalingGroupDelay(s.Served.Object, config)
 }
 
 // WasAvailable reports whether a PodClique has been available (the Grove
 // gang-termination design's sticky bit): the seed status field, or the
 // carrier annotation holding "true".
-func WasAvailable(pclq *grovev1alpha1.PodClique) bool {
-	return pclq.Status.WasAvailable || pclq.Annotations[api.AnnotationWasAvailable] == "true"
+func WasAvailable(c *Clique) bool {
+	if c.Annotations[api.AnnotationWasAvailable] == "true" {
+		return true
+	}
+	v, _ := nestedValue(c.Served.Object, []string{"status", "wasAvailable"})
+	return v == true
 }
 
 // UpdateInProgress reports whether a rolling update of a PodClique is in
-// progress: started and not yet ended, in the seed's
-// status.rollingUpdateProgress or in Grove's status.updateProgress (Grove's
-// IsPCLQAutoUpdateInProgress).
-func UpdateInProgress(pclq *grovev1alpha1.PodClique) bool {
-	for _, p := range []*grovev1alpha1.RollingUpdateProgress{pclq.Status.RollingUpdateProgress, pclq.Status.UpdateProgress} {
-		if p != nil && p.UpdateEndedAt == nil {
-			return true
-		}
+// progress: started and not yet ended, in Grove's status.updateProgress
+// (Grove's IsPCLQAutoUpdateInProgress) or in the seed's
+// status.rollingUpdateProgress.
+func UpdateInProgress(c *Clique) bool {
+	if p := c.Status.UpdateProgress; p != nil && p.UpdateEndedAt == nil {
+		return true
+	}
+	p, ok := nestedValue(c.Served.Object, []string{"status", "rollingUpdateProgress"})
+	if m, isMap := p.(map[string]any); ok && isMap {
+		_, ended := m["updateEndedAt"]
+		return !ended
 	}
 	return false
-}
-
-// setView is the part of a PodCliqueSet its knobs live in, as the decoded
-// JSON the knobs read: the annotations, workloadType, trainingSpec and the
-// scaling-group configs — not the clique templates and their pod specs,
-// most of the object, which a reconcile would otherwise convert each time.
-func setView(pcs *grovev1alpha1.PodCliqueSet) (map[string]any, error) {
-	if pcs == nil {
-		return nil, fmt.Errorf("no PodCliqueSet")
-	}
-	v := grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Annotations: pcs.Annotations}}
-	v.Spec.WorkloadType = pcs.Spec.WorkloadType
-	v.Spec.TrainingSpec = pcs.Spec.TrainingSpec
-	v.Spec.Template.PodCliqueScalingGroupConfigs = pcs.Spec.Template.PodCliqueScalingGroupConfigs
-	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&v)
-	if err != nil {
-		return nil, fmt.Errorf("reading the knobs of PodCliqueSet %s/%s: %w", pcs.Namespace, pcs.Name, err)
-	}
-	return obj, nil
 }
 
 // Status carriers. Where Grove's schema has no field for status shepherd
@@ -175,125 +159,125 @@ func StatusForm(k knob.Knob, s knob.FieldSchemas) knob.Form {
 	return k.Form(s)
 }
 
-// TrainingStatus is the status of a Training PodCliqueSet shepherd keeps
-// (GREP-0285): what Grove's PodCliqueSet status has no field for.
+// TrainingStatus is the status of a Training PodCliqueSet shepherd kept
+// (GREP-0285) before its WorkloadRecords: what Grove's PodCliqueSet status
+// has no field for.
 type TrainingStatus struct {
-	Phase        grovev1alpha1.PodCliqueSetPhase
+	Phase        shepherdv1alpha1.Phase
 	RestartCount int32
 	StartTime    *metav1.Time
 }
 
 // TrainingStatusOf reads a PodCliqueSet's Training status as an earlier
 // shepherd kept it (package training reads it once, when a set has no
-// WorkloadRecord yet): each value from
-// the seed field when the object holds one, else from its carrier. A
-// carrier that does not parse is an error naming it (and that value reads
-// as unset).
-func TrainingStatusOf(pcs *grovev1alpha1.PodCliqueSet) (TrainingStatus, error) {
-	st := TrainingStatus{Phase: pcs.Status.Phase, RestartCount: pcs.Status.RestartCount, StartTime: pcs.Status.StartTime}
+// WorkloadRecord yet): each value from the seed field when the object holds
+// one, else from its carrier. A value that does not parse is an error
+// naming it (and that value reads as unset).
+func TrainingStatusOf(s *Set) (TrainingStatus, error) {
+	var st TrainingStatus
 	var errs []error
-	if v, ok := pcs.Annotations[api.AnnotationTrainingPhase]; ok && st.Phase == "" {
-		switch p := grovev1alpha1.PodCliqueSetPhase(v); p {
-		case grovev1alpha1.PhasePending, grovev1alpha1.PhaseRunning, grovev1alpha1.PhaseSucceeded, grovev1alpha1.PhaseFailed:
+	if raw, where, ok := statusValue(s, PhaseStatus); ok {
+		switch p := shepherdv1alpha1.Phase(fmt.Sprint(raw)); p {
+		case shepherdv1alpha1.PhasePending, shepherdv1alpha1.PhaseRunning, shepherdv1alpha1.PhaseSucceeded, shepherdv1alpha1.PhaseFailed:
 			st.Phase = p
 		default:
-			errs = append(errs, fmt.Errorf("annotation %s: %q is not a phase (Pending, Running, Succeeded, Failed)", api.AnnotationTrainingPhase, v))
+			errs = append(errs, fmt.Errorf("%s: %q is not a phase (Pending, Running, Succeeded, Failed)", where, raw))
 		}
 	}
-	// restartCount 0 is the field's omitted value: a carrier can still say
-	// more (an object stored before its CRD gained the field).
-	if v, ok := pcs.Annotations[api.AnnotationRestartCount]; ok && st.RestartCount == 0 {
-		n, err := knob.ParseInt(v)
+	if raw, where, ok := statusValue(s, RestartCountStatus); ok {
+		n, err := restartCount(raw)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("annotation %s: %w", api.AnnotationRestartCount, err))
+			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 		case n < 0 || n > math.MaxInt32:
-			errs = append(errs, fmt.Errorf("annotation %s: %d is out of range", api.AnnotationRestartCount, n))
+			errs = append(errs, fmt.Errorf("%s: %d is out of range", where, n))
 		default:
 			st.RestartCount = int32(n)
 		}
 	}
-	if v, ok := pcs.Annotations[api.AnnotationStartTime]; ok && st.StartTime == nil {
-		t, err := time.Parse(time.RFC3339, v)
+	if raw, where, ok := statusValue(s, StartTimeStatus); ok {
+		t, err := time.Parse(time.RFC3339, fmt.Sprint(raw))
 		if err != nil {
-			errs = append(errs, fmt.Errorf("annotation %s: %q is not an RFC 3339 time", api.AnnotationStartTime, v))
+			errs = append(errs, fmt.Errorf("%s: %q is not an RFC 3339 time", where, raw))
 		} else {
 			st.StartTime = new(metav1.NewTime(t))
 		}
 	}
 	if len(errs) > 0 {
-		return st, fmt.Errorf("Training status of PodCliqueSet %s/%s: %w", pcs.Namespace, pcs.Name, errors.Join(errs...))
+		return st, fmt.Errorf("Training status of PodCliqueSet %s/%s: %w", s.Namespace, s.Name, errors.Join(errs...))
 	}
 	return st, nil
 }
 
-// SetTrainingStatus records st on pcs the way shepherd did before its
+// statusValue is the value of a status kept in k: the field when the
+// served object has one that says something (a restartCount of 0 is the
+// field's omitted value, so a carrier can still say more: an object stored
+// before its CRD gained the field), else the carrier.
+func statusValue(s *Set, k knob.Knob) (raw any, where string, ok bool) {
+	if v, ok := nestedValue(s.Served.Object, k.Path); ok && v != nil && v != "" && v != int64(0) {
+		return v, strings.Join(k.Path, "."), true
+	}
+	if v, ok := s.Annotations[k.Annotation]; ok {
+		return v, "annotation " + k.Annotation, true
+	}
+	return nil, "", false
+}
+
+func restartCount(raw any) (int64, error) {
+	switch v := raw.(type) {
+	case int64:
+		return v, nil
+	case float64:
+		return int64(v), nil
+	case string:
+		return knob.ParseInt(v)
+	}
+	return 0, fmt.Errorf("%v is not a number", raw)
+}
+
+// SetTrainingStatus records st on s the way shepherd did before its
 // WorkloadRecords, each value in the form the served schema keeps it: the
 // status field (and its carrier, if any, removed so the two never
 // disagree), or the carrier. A zero value removes its carrier. shepherd no
-// longer writes it (package training keeps the status in the set's
-// record and reads this form once, TrainingStatusOf, on upgrade); tests
-// build the objects an earlier shepherd left with it.
-func SetTrainingStatus(pcs *grovev1alpha1.PodCliqueSet, st TrainingStatus, s knob.FieldSchemas) {
-	if StatusForm(PhaseStatus, s) == knob.Field {
-		pcs.Status.Phase = st.Phase
-		deleteAnnotation(&pcs.ObjectMeta, api.AnnotationTrainingPhase)
-	} else {
-		setOrDelete(&pcs.ObjectMeta, api.AnnotationTrainingPhase, string(st.Phase))
+// longer writes it (package training keeps the status in the set's record
+// and reads this form once, TrainingStatusOf, on upgrade); tests build the
+// objects an earlier shepherd left with it.
+func SetTrainingStatus(s *Set, st TrainingStatus, schemas knob.FieldSchemas) {
+	u := s.Served.DeepCopy()
+	start := ""
+	if st.StartTime != nil {
+		start = st.StartTime.UTC().Format(time.RFC3339)
 	}
-	if StatusForm(RestartCountStatus, s) == knob.Field {
-		pcs.Status.RestartCount = st.RestartCount
-		deleteAnnotation(&pcs.ObjectMeta, api.AnnotationRestartCount)
-	} else {
-		v := ""
-		if st.RestartCount != 0 {
-			v = strconv.FormatInt(int64(st.RestartCount), 10)
+	count := ""
+	if st.RestartCount != 0 {
+		count = strconv.FormatInt(int64(st.RestartCount), 10)
+	}
+	for _, v := range []struct {
+		k     knob.Knob
+		field any
+		s     string
+	}{
+		{PhaseStatus, string(st.Phase), string(st.Phase)},
+		{RestartCountStatus, int64(st.RestartCount), count},
+		{StartTimeStatus, start, start},
+	} {
+		a := u.GetAnnotations()
+		if StatusForm(v.k, schemas) == knob.Field {
+			unstructured.RemoveNestedField(u.Object, v.k.Path...)
+			if v.s != "" {
+				_ = unstructured.SetNestedField(u.Object, v.field, v.k.Path...)
+			}
+			delete(a, v.k.Annotation)
+		} else if v.s == "" {
+			delete(a, v.k.Annotation)
+		} else {
+			if a == nil {
+				a = map[string]string{}
+			}
+			a[v.k.Annotation] = v.s
 		}
-		setOrDelete(&pcs.ObjectMeta, api.AnnotationRestartCount, v)
+		u.SetAnnotations(a)
 	}
-	if StatusForm(StartTimeStatus, s) == knob.Field {
-		pcs.Status.StartTime = st.StartTime
-		deleteAnnotation(&pcs.ObjectMeta, api.AnnotationStartTime)
-	} else {
-		v := ""
-		if st.StartTime != nil {
-			v = st.StartTime.UTC().Format(time.RFC3339)
-		}
-		setOrDelete(&pcs.ObjectMeta, api.AnnotationStartTime, v)
-	}
-}
-
-func setOrDelete(m *metav1.ObjectMeta, k, v string) {
-	if v == "" {
-		deleteAnnotation(m, k)
-		return
-	}
-	setAnnotation(m, k, v)
-}
-
-// setAnnotation and deleteAnnotation copy the map before changing it: the
-// object is a copy of a cached one whose map it may still share.
-func setAnnotation(m *metav1.ObjectMeta, k, v string) {
-	if cur, ok := m.Annotations[k]; ok && cur == v {
-		return
-	}
-	out := make(map[string]string, len(m.Annotations)+1)
-	for kk, vv := range m.Annotations {
-		out[kk] = vv
-	}
-	out[k] = v
-	m.Annotations = out
-}
-
-func deleteAnnotation(m *metav1.ObjectMeta, k string) {
-	if _, ok := m.Annotations[k]; !ok {
-		return
-	}
-	out := make(map[string]string, len(m.Annotations))
-	for kk, vv := range m.Annotations {
-		if kk != k {
-			out[kk] = vv
-		}
-	}
-	m.Annotations = out
+	s.Served = u
+	s.Annotations = u.GetAnnotations()
 }

@@ -21,10 +21,10 @@ func init() {
 		Name: integrations.Grove, Group: api.GroveGroup, Version: grovev1alpha1.GroupVersion.Version,
 		Kinds:    []string{api.KindPodCliqueSet, api.KindPodClique, api.KindPodCliqueScalingGroup},
 		Rules:    rules,
-		LookedUp: []client.Object{&grovev1alpha1.PodCliqueSet{}},
+		LookedUp: []client.Object{NewObject(api.KindPodCliqueSet)},
 		Checks:   Checks,
 		// Who writes MinAvailableBreached (gang.Sign).
-		KeepManagedFields: []client.Object{&grovev1alpha1.PodClique{}, &grovev1alpha1.PodCliqueScalingGroup{}},
+		KeepManagedFields: []client.Object{NewObject(api.KindPodClique), NewObject(api.KindPodCliqueScalingGroup)},
 		Defaults:          Defaults,
 		Knobs: map[string]integrations.KnobToken{
 			"workloadType":      {Knob: WorkloadType},

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	grove "github.com/shepherd-k8s/shepherd/integrations/pinned/grove/v1alpha1"
+	grove "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 )
 
 // reconcilePCLQ is the PodClique controller (controller/podclique:

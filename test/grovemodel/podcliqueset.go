@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	grove "github.com/shepherd-k8s/shepherd/integrations/pinned/grove/v1alpha1"
+	grove "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 )
 
 // reconcilePCS is the PodCliqueSet controller (controller/podcliqueset:

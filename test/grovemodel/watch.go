@@ -22,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	grove "github.com/shepherd-k8s/shepherd/integrations/pinned/grove/v1alpha1"
+	grove "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 )
 
 // The predicates are those of each controller's register.go.

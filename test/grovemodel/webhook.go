@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/shepherd-k8s/shepherd/certs"
-	grove "github.com/shepherd-k8s/shepherd/integrations/pinned/grove/v1alpha1"
+	grove "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 )
 
 // The defaulting webhook is webhook/admission/pcs/defaulting (podcliqueset.go

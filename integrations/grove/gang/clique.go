@@ -7,13 +7,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
 
 // CliqueInput is what a PodClique's decision reads.
 type CliqueInput struct {
-	Clique *grovev1alpha1.PodClique
+	Clique *grove.Clique
 	// Pods are the pods the PodClique owns.
 	Pods []corev1.Pod
 	// Training is true when the owning PodCliqueSet has workloadType Training.
@@ -33,7 +32,7 @@ type CliqueInput struct {
 
 // MinAvailable is a PodClique's minAvailable, defaulting to its replicas
 // (D-PCS-6) when the webhook did not set it.
-func MinAvailable(c *grovev1alpha1.PodClique) int32 {
+func MinAvailable(c *grove.Clique) int32 {
 	if c.Spec.MinAvailable != nil {
 		return *c.Spec.MinAvailable
 	}

@@ -8,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
 
@@ -32,7 +31,7 @@ func Sign(kind string, o metav1.Object, conds []metav1.Condition) (manager, reas
 
 // GroveSign is Sign over a set's PodCliques and scaling groups: the first
 // one Grove writes, "" when none.
-func GroveSign(cliques []grovev1alpha1.PodClique, groups []grovev1alpha1.PodCliqueScalingGroup) (manager, reason string) {
+func GroveSign(cliques []grove.Clique, groups []grove.ScalingGroup) (manager, reason string) {
 	for i := range cliques {
 		if m, why := Sign(api.KindPodClique, &cliques[i], cliques[i].Status.Conditions); m != "" {
 			return m, why
@@ -49,7 +48,7 @@ func GroveSign(cliques []grovev1alpha1.PodClique, groups []grovev1alpha1.PodCliq
 // GroveBreachedSince returns when Grove's MinAvailableBreached on c became
 // True, and whether Grove says c is breached now: the start of the delay
 // after which Grove terminates c's gang itself.
-func GroveBreachedSince(c *grovev1alpha1.PodClique) (time.Time, bool) {
+func GroveBreachedSince(c *grove.Clique) (time.Time, bool) {
 	if _, upstream := grove.BreachManager(c.ManagedFields, c.Status.Conditions, api.FieldManager); !upstream {
 		return time.Time{}, false
 	}
@@ -59,7 +58,7 @@ func GroveBreachedSince(c *grovev1alpha1.PodClique) (time.Time, bool) {
 // legacyBreach returns the start of a breach an earlier shepherd kept in
 // c's own MinAvailableBreached (a condition no other manager owns), read
 // once on upgrade when the set's record has no entry for c.
-func legacyBreach(c *grovev1alpha1.PodClique) (metav1.Time, bool) {
+func legacyBreach(c *grove.Clique) (metav1.Time, bool) {
 	if _, upstream := grove.BreachManager(c.ManagedFields, c.Status.Conditions, api.FieldManager); upstream {
 		return metav1.Time{}, false
 	}

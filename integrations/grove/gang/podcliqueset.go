@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
@@ -21,11 +20,11 @@ import (
 
 // SetInput is what the decision about one Inference PodCliqueSet reads.
 type SetInput struct {
-	Set *grovev1alpha1.PodCliqueSet
+	Set *grove.Set
 	// Cliques are every PodClique of the set, standalone and PCSG-managed.
-	Cliques []grovev1alpha1.PodClique
+	Cliques []grove.Clique
 	// Groups are every PodCliqueScalingGroup of the set.
-	Groups []grovev1alpha1.PodCliqueScalingGroup
+	Groups []grove.ScalingGroup
 	// Pods are every pod of the set; a pod counts for the PodClique
 	// (that incarnation, by UID) that owns it.
 	Pods []corev1.Pod
@@ -56,7 +55,7 @@ type Termination struct {
 	// Breach is the breach whose delay expired first.
 	Breach Breach
 	// Victims are the live PodCliques to delete.
-	Victims []*grovev1alpha1.PodClique
+	Victims []*grove.Clique
 }
 
 // ExpiredAt is when the termination's delay expired.
@@ -217,8 +216,8 @@ func expiredGangs(in SetInput, breaches BreachTimes, now time.Time, wait *MinReq
 		return nil
 	}
 	pcsDelay := in.Set.Spec.Template.TerminationDelay.Duration
-	byGroup := map[string][]grovev1alpha1.PodClique{}
-	byReplica := map[int32][]*grovev1alpha1.PodClique{}
+	byGroup := map[string][]grove.Clique{}
+	byReplica := map[int32][]*grove.Clique{}
 	var setBreaches []Breach
 	for i := range in.Cliques {
 		c := &in.Cliques[i]

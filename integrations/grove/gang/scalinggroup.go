@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
 
@@ -70,7 +69,7 @@ func (g GroupBreach) unbroken() int32 {
 // breach is history, so it neither starts nor expires a terminationDelay — a stale breach on a PodClique still draining must not
 // terminate the siblings Grove has just recreated — and its replica is not
 // healthy. Only live PodCliques are ever deleted.
-func Terminating(c *grovev1alpha1.PodClique) bool { return c.DeletionTimestamp != nil }
+func Terminating(c *grove.Clique) bool { return c.DeletionTimestamp != nil }
 
 // BreachTimes holds, per live PodClique UID, when its current breach began
 // (DecideClique, kept in the set's WorkloadRecord); a clique absent is not
@@ -78,7 +77,7 @@ func Terminating(c *grovev1alpha1.PodClique) bool { return c.DeletionTimestamp !
 type BreachTimes map[types.UID]time.Time
 
 // Of returns when c's breach began and whether it is breached now.
-func (b BreachTimes) Of(c *grovev1alpha1.PodClique) (time.Time, bool) {
+func (b BreachTimes) Of(c *grove.Clique) (time.Time, bool) {
 	t, ok := b[c.UID]
 	return t, ok
 }
@@ -109,7 +108,7 @@ func PCSGReplicaIndex(labels map[string]string) int32 {
 
 // AggregateGroup computes the breach state of a PCSG from its PodCliques
 // and their breach times.
-func AggregateGroup(g *grovev1alpha1.PodCliqueScalingGroup, cliques []grovev1alpha1.PodClique, breaches BreachTimes) GroupBreach {
+func AggregateGroup(g *grove.ScalingGroup, cliques []grove.Clique, breaches BreachTimes) GroupBreach {
 	since := map[int32]time.Time{}
 	seen := map[int32]bool{}
 	terminating := map[int32]bool{}
@@ -177,7 +176,7 @@ func AggregateGroup(g *grovev1alpha1.PodCliqueScalingGroup, cliques []grovev1alp
 // override that does not parse is an error; the PodCliqueSet's delay is
 // returned with it, so a caller that only reports the error still acts on
 // a sane delay.
-func GroupDelay(pcs *grovev1alpha1.PodCliqueSet, g *grovev1alpha1.PodCliqueScalingGroup) (*time.Duration, error) {
+func GroupDelay(pcs *grove.Set, g *grove.ScalingGroup) (*time.Duration, error) {
 	base := pcs.Spec.Template.TerminationDelay
 	if base == nil {
 		return nil, nil
@@ -196,7 +195,7 @@ func GroupDelay(pcs *grovev1alpha1.PodCliqueSet, g *grovev1alpha1.PodCliqueScali
 // GroupConfigName is the name of the PodCliqueSet's scaling-group config a
 // PCSG was made from: Grove names a PCSG <pcs>-<replica index>-<config
 // name>. "" when g's name is not of that form.
-func GroupConfigName(pcs *grovev1alpha1.PodCliqueSet, g *grovev1alpha1.PodCliqueScalingGroup) string {
+func GroupConfigName(pcs *grove.Set, g *grove.ScalingGroup) string {
 	prefix := fmt.Sprintf("%s-%d-", pcs.Name, PCSReplicaIndex(g.Labels))
 	name, ok := strings.CutPrefix(g.Name, prefix)
 	if !ok {

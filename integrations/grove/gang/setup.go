@@ -15,10 +15,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
 
 // Cache indexes this package registers. The names are this package's own so
@@ -66,10 +66,10 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, enf *integrations.Enforceme
 	if err := idx.IndexField(ctx, &corev1.Pod{}, IndexPodPartOf, partOf); err != nil {
 		return fmt.Errorf("indexing pods by PodCliqueSet: %w", err)
 	}
-	if err := idx.IndexField(ctx, &grovev1alpha1.PodClique{}, IndexPartOf, partOf); err != nil {
+	if err := idx.IndexField(ctx, grove.NewObject(api.KindPodClique), IndexPartOf, partOf); err != nil {
 		return fmt.Errorf("indexing PodCliques by PodCliqueSet: %w", err)
 	}
-	if err := idx.IndexField(ctx, &grovev1alpha1.PodCliqueScalingGroup{}, IndexPartOf, partOf); err != nil {
+	if err := idx.IndexField(ctx, grove.NewObject(api.KindPodCliqueScalingGroup), IndexPartOf, partOf); err != nil {
 		return fmt.Errorf("indexing PodCliqueScalingGroups by PodCliqueSet: %w", err)
 	}
 	rec, err := events.LifecycleRecorder(mgr, "shepherd-gang")
@@ -82,10 +82,10 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock, enf *integrations.Enforceme
 	}
 	toSet := handler.EnqueueRequestsFromMapFunc(byLabel(api.LabelPartOf))
 	if err := ctrl.NewControllerManagedBy(mgr).Named("gang-podcliqueset").
-		For(&grovev1alpha1.PodCliqueSet{}).
+		For(grove.NewObject(api.KindPodCliqueSet)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: workers}).
-		Watches(&grovev1alpha1.PodClique{}, toSet).
-		Watches(&grovev1alpha1.PodCliqueScalingGroup{}, toSet).
+		Watches(grove.NewObject(api.KindPodClique), toSet).
+		Watches(grove.NewObject(api.KindPodCliqueScalingGroup), toSet).
 		Watches(&corev1.Pod{}, toSet).
 		// Each record write brings the next reconcile, which decides the
 		// next write (one write per reconcile).

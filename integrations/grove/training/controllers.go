@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
@@ -30,41 +29,39 @@ type setReconciler struct {
 }
 
 func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	var pcs grovev1alpha1.PodCliqueSet
-	if err := r.client.Get(ctx, req.NamespacedName, &pcs); err != nil {
+	pcs, err := grove.GetSet(ctx, r.client, req.NamespacedName)
+	if err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if pcs.DeletionTimestamp != nil || !grove.IsTrainingSet(&pcs) {
+	if pcs.DeletionTimestamp != nil || !grove.IsTrainingSet(pcs) {
 		return ctrl.Result{}, nil
 	}
-	maxRestarts, maxRuntime, err := grove.TrainingLimits(&pcs)
+	maxRestarts, maxRuntime, err := grove.TrainingLimits(pcs)
 	if err != nil {
 		return ctrl.Result{}, fmt.Errorf("trainingSpec of PodCliqueSet %s: %w", req.NamespacedName, err)
 	}
-	in := Input{Set: &pcs, MaxRuntime: maxRuntime}
+	in := Input{Set: pcs, MaxRuntime: maxRuntime}
 	if maxRestarts != nil {
 		in.MaxRestarts = *maxRestarts
 	}
-	var cliques grovev1alpha1.PodCliqueList
-	if err := r.client.List(ctx, &cliques, client.InNamespace(pcs.Namespace), client.MatchingFields{indexPartOf: pcs.Name}); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing PodCliques of %s: %w", req.NamespacedName, err)
+	cliques, err := grove.ListCliques(ctx, r.client, client.InNamespace(pcs.Namespace), client.MatchingFields{indexPartOf: pcs.Name})
+	if err != nil {
+		return ctrl.Result{}, fmt.Errorf("PodCliqueSet %s: %w", req.NamespacedName, err)
 	}
-	for _, c := range cliques.Items {
-		if !gang.Terminating(&c) {
-			in.Cliques = append(in.Cliques, c)
+	for i := range cliques {
+		if !gang.Terminating(&cliques[i]) {
+			in.Cliques = append(in.Cliques, cliques[i])
 		}
 	}
-	var groups grovev1alpha1.PodCliqueScalingGroupList
-	if err := r.client.List(ctx, &groups, client.InNamespace(pcs.Namespace), client.MatchingLabels{api.LabelPartOf: pcs.Name}); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing PodCliqueScalingGroups of %s: %w", req.NamespacedName, err)
+	if in.Groups, err = grove.ListGroups(ctx, r.client, client.InNamespace(pcs.Namespace), client.MatchingLabels{api.LabelPartOf: pcs.Name}); err != nil {
+		return ctrl.Result{}, fmt.Errorf("PodCliqueSet %s: %w", req.NamespacedName, err)
 	}
-	in.Groups = groups.Items
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.InNamespace(pcs.Namespace), client.MatchingFields{indexPodPartOf: pcs.Name}); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing pods of %s: %w", req.NamespacedName, err)
 	}
 	in.Pods = pods.Items
-	rec, err := record.Get(ctx, r.client, api.KindPodCliqueSet, &pcs)
+	rec, err := record.Get(ctx, r.client, api.KindPodCliqueSet, pcs.Served)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -81,7 +78,7 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		}
 		in.Unrecorded = true
 	}
-	return r.apply(ctx, &pcs, rec, in.Cliques, Decide(r.clock, in))
+	return r.apply(ctx, pcs, rec, in.Cliques, Decide(r.clock, in))
 }
 
 // apply makes the decision's one write, then — once a status write has
@@ -90,8 +87,8 @@ func (r *setReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 // create), the deletes by UID preconditions, the scale-downs by UID; a
 // write that loses a race is not retried as is but decided again from a
 // fresh read.
-func (r *setReconciler) apply(ctx context.Context, pcs *grovev1alpha1.PodCliqueSet, rec *shepherdv1alpha1.WorkloadRecord, cliques []grovev1alpha1.PodClique, d Decision) (ctrl.Result, error) {
-	log := ctrl.LoggerFrom(ctx).WithValues("podcliqueset", client.ObjectKeyFromObject(pcs))
+func (r *setReconciler) apply(ctx context.Context, pcs *grove.Set, rec *shepherdv1alpha1.WorkloadRecord, cliques []grove.Clique, d Decision) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx).WithValues("podcliqueset", client.ObjectKeyFromObject(pcs.Served))
 	switch d.Write {
 	case WriteStatus, WriteMarker, WriteCliques:
 		if err := record.Put(ctx, r.client, d.State.Record(pcs), rec, RecordManager); err != nil {
@@ -128,7 +125,9 @@ func (r *setReconciler) apply(ctx context.Context, pcs *grovev1alpha1.PodCliqueS
 // again under the name is not scaled by mistake.
 func (r *setReconciler) scaleDown(ctx context.Context, ns string, c PodRef) error {
 	body := fmt.Appendf(nil, `{"metadata":{"uid":%q},"spec":{"replicas":0}}`, c.UID)
-	pclq := &grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: c.Name}}
+	pclq := grove.NewObject(api.KindPodClique)
+	pclq.SetNamespace(ns)
+	pclq.SetName(c.Name)
 	if err := r.client.Patch(ctx, pclq, client.RawPatch(types.MergePatchType, body)); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 		return fmt.Errorf("scaling PodClique %s/%s of a failed Training set to 0: %w", ns, c.Name, err)
 	}
@@ -136,11 +135,11 @@ func (r *setReconciler) scaleDown(ctx context.Context, ns string, c PodRef) erro
 }
 
 // record emits a committed decision's events and counts its metrics.
-func (r *setReconciler) record(pcs *grovev1alpha1.PodCliqueSet, cliques []grovev1alpha1.PodClique, d Decision) {
+func (r *setReconciler) record(pcs *grove.Set, cliques []grove.Clique, d Decision) {
 	for _, e := range d.Events {
-		var regarding client.Object = pcs
+		var regarding client.Object = pcs.Served
 		if c := findClique(cliques, e.Clique); c != nil {
-			regarding = c
+			regarding = c.Served
 		}
 		r.recorder.Eventf(regarding, nil, e.Type, e.Reason, e.Reason, "%s", e.Note)
 	}
@@ -152,7 +151,7 @@ func (r *setReconciler) record(pcs *grovev1alpha1.PodCliqueSet, cliques []grovev
 	}
 }
 
-func findClique(cliques []grovev1alpha1.PodClique, name string) *grovev1alpha1.PodClique {
+func findClique(cliques []grove.Clique, name string) *grove.Clique {
 	for i := range cliques {
 		if name != "" && cliques[i].Name == name {
 			return &cliques[i]

@@ -3,7 +3,7 @@ package training
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
 )
 
@@ -11,7 +11,7 @@ import (
 // least spec.replicas of them (one when replicas is 0), none still running
 // or failed; pods named by the clique's last restart marker belong to the
 // previous attempt and are not counted.
-func CliqueSucceeded(c *grovev1alpha1.PodClique, pods []corev1.Pod, marker *gang.RestartMarker) bool {
+func CliqueSucceeded(c *grove.Clique, pods []corev1.Pod, marker *gang.RestartMarker) bool {
 	var done int32
 	for i := range pods {
 		p := &pods[i]
@@ -32,7 +32,7 @@ func CliqueSucceeded(c *grovev1alpha1.PodClique, pods []corev1.Pod, marker *gang
 // held false while a restart marker is active so a restarted replica gets
 // the startup protection of a new one), kept whatever enforces gang
 // termination, since Grove keeps no such bit.
-func DecideClique(c *grovev1alpha1.PodClique, pods []corev1.Pod, e CliqueState) (wasAvailable, succeeded bool) {
+func DecideClique(c *grove.Clique, pods []corev1.Pod, e CliqueState) (wasAvailable, succeeded bool) {
 	var active *gang.RestartMarker
 	if e.Marker != nil && !e.Marker.Done {
 		active = e.Marker

@@ -210,7 +210,7 @@ func runOutcome(t *testing.T, pcs *grovev1alpha1.PodCliqueSet, cliques []grovev1
 func crashScenario(t *testing.T, maxRestarts int32, carriers bool) *world {
 	pcs := set(maxRestarts, nil, nil)
 	pcs.Spec.Template.Cliques = append(pcs.Spec.Template.Cliques, &grovev1alpha1.PodCliqueTemplateSpec{Name: "v", Spec: grovev1alpha1.PodCliqueSpec{Replicas: 1}})
-	pcs.Status.Phase, pcs.Status.StartTime = grovev1alpha1.PhaseRunning, &metav1.Time{Time: t0.Add(-time.Minute)}
+	pcs.Status.Phase, pcs.Status.StartTime = shepherdv1alpha1.PhaseRunning, &metav1.Time{Time: t0.Add(-time.Minute)}
 	v := mkClique(0, cliqueState{wasAvail: true})
 	v.Name, v.UID, v.Spec.Replicas = "pcs-0-v", "cv", 1
 	vp := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pcs-0-v-0", UID: "pv", OwnerReferences: controller(api.KindPodClique, "pcs-0-v", "cv")}}
@@ -227,7 +227,7 @@ func crashScenario(t *testing.T, maxRestarts int32, carriers bool) *world {
 
 // final is what a run must end with whatever crashed on the way.
 type final struct {
-	Phase   grovev1alpha1.PodCliqueSetPhase
+	Phase   shepherdv1alpha1.Phase
 	Count   int32
 	Failed  string
 	Markers map[string]string
@@ -282,12 +282,12 @@ func TestRestartCrashPoints(t *testing.T) {
 		want        final
 		wantEvents  []string
 	}{
-		{name: "restart, from the seed's status fields", maxRestarts: 1, want: final{Phase: grovev1alpha1.PhaseRunning, Count: 1},
+		{name: "restart, from the seed's status fields", maxRestarts: 1, want: final{Phase: shepherdv1alpha1.PhaseRunning, Count: 1},
 			wantEvents: []string{api.EventPodCliqueFailed, api.EventReplicaRestarting}},
-		{name: "restart, from Grove's carriers", maxRestarts: 1, carriers: true, want: final{Phase: grovev1alpha1.PhaseRunning, Count: 1},
+		{name: "restart, from Grove's carriers", maxRestarts: 1, carriers: true, want: final{Phase: shepherdv1alpha1.PhaseRunning, Count: 1},
 			wantEvents: []string{api.EventPodCliqueFailed, api.EventReplicaRestarting}},
 		{name: "budget used up, from Grove's carriers", maxRestarts: 0, carriers: true,
-			want:       final{Phase: grovev1alpha1.PhaseFailed, Failed: api.ReasonMaxRestartsExceeded},
+			want:       final{Phase: shepherdv1alpha1.PhaseFailed, Failed: api.ReasonMaxRestartsExceeded},
 			wantEvents: []string{api.EventPodCliqueFailed, api.EventMaxRestartsExceeded}},
 	} {
 		t.Run(sc.name, func(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
 )
 
@@ -58,7 +58,7 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 	if err := idx.IndexField(ctx, &corev1.Pod{}, indexPodPartOf, partOf); err != nil {
 		return fmt.Errorf("indexing pods by PodCliqueSet: %w", err)
 	}
-	if err := idx.IndexField(ctx, &grovev1alpha1.PodClique{}, indexPartOf, partOf); err != nil {
+	if err := idx.IndexField(ctx, grove.NewObject(api.KindPodClique), indexPartOf, partOf); err != nil {
 		return fmt.Errorf("indexing PodCliques by PodCliqueSet: %w", err)
 	}
 	// shepherd's field manager: no MinAvailableBreached is ever its (gang.Sign).
@@ -74,8 +74,8 @@ func Setup(mgr ctrl.Manager, clk clock.PassiveClock) error {
 		return nil
 	})
 	if err := ctrl.NewControllerManagedBy(mgr).Named("training-podcliqueset").
-		For(&grovev1alpha1.PodCliqueSet{}).
-		Watches(&grovev1alpha1.PodClique{}, toSet).
+		For(grove.NewObject(api.KindPodCliqueSet)).
+		Watches(grove.NewObject(api.KindPodClique), toSet).
 		Watches(&corev1.Pod{}, toSet).
 		// Each write to the record brings the next reconcile, which
 		// decides the next write (one write per reconcile); a record

@@ -27,7 +27,7 @@ const RecordManager = "shepherd-training"
 // kept on the PodCliqueSet or its PodCliques: Grove replaces a PodClique's
 // annotations with its template's on every reconcile.
 type State struct {
-	Phase        grovev1alpha1.PodCliqueSetPhase
+	Phase        shepherdv1alpha1.Phase
 	RestartCount int32
 	StartTime    *metav1.Time
 	// Conditions: Failed (reason MaxRestartsExceeded or MaxRuntimeExceeded)
@@ -52,7 +52,7 @@ type CliqueState struct {
 
 // clique returns c's entry, the zero entry when there is none for this
 // incarnation of c.
-func (s State) clique(c *grovev1alpha1.PodClique) CliqueState {
+func (s State) clique(c *grove.Clique) CliqueState {
 	if e, ok := s.Cliques[c.Name]; ok && (e.UID == "" || e.UID == c.UID) {
 		return e
 	}
@@ -96,7 +96,7 @@ func nonEmpty(m map[string]CliqueState) map[string]CliqueState {
 // StateOf reads the State a record holds.
 func StateOf(rec *shepherdv1alpha1.WorkloadRecord) State {
 	st := rec.Status
-	s := State{Phase: grovev1alpha1.PodCliqueSetPhase(st.Phase), RestartCount: ptr.Deref(st.RestartCount, 0), StartTime: st.StartTime,
+	s := State{Phase: shepherdv1alpha1.Phase(st.Phase), RestartCount: ptr.Deref(st.RestartCount, 0), StartTime: st.StartTime,
 		Conditions: slices.Clone(st.Conditions), Cliques: map[string]CliqueState{}}
 	for _, c := range st.Cliques {
 		e := CliqueState{UID: c.UID, WasAvailable: c.WasAvailable, Succeeded: c.Succeeded}
@@ -111,7 +111,7 @@ func StateOf(rec *shepherdv1alpha1.WorkloadRecord) State {
 // Record is the WorkloadRecord of pcs holding s: the phase with the reason
 // and message of its Failed condition, the start time, the restart count,
 // and an entry per PodClique with something to keep, by name.
-func (s State) Record(pcs *grovev1alpha1.PodCliqueSet) *shepherdv1alpha1.WorkloadRecord {
+func (s State) Record(pcs *grove.Set) *shepherdv1alpha1.WorkloadRecord {
 	rec := record.For(pcs, grovev1alpha1.GroupVersion.WithKind(api.KindPodCliqueSet))
 	st := &rec.Status
 	st.Phase = shepherdv1alpha1.Phase(s.Phase)

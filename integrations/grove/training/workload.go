@@ -12,13 +12,14 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
 )
 
 // Input is what the PodCliqueSet decision reads.
 type Input struct {
-	Set *grovev1alpha1.PodCliqueSet
+	Set *grove.Set
 	// State is what shepherd keeps about the set: its WorkloadRecord's
 	// (StateOf), or, before the set has one, what an earlier shepherd
 	// kept on the objects (Upgrade).
@@ -32,10 +33,10 @@ type Input struct {
 	MaxRuntime  *time.Duration
 	// Cliques are the candidate PodCliques (by Grove's part-of label) that
 	// are not being deleted; Decide keeps those the set controls.
-	Cliques []grovev1alpha1.PodClique
+	Cliques []grove.Clique
 	// Groups are the candidate PodCliqueScalingGroups; those the set
 	// controls own PodCliques of the set.
-	Groups []grovev1alpha1.PodCliqueScalingGroup
+	Groups []grove.ScalingGroup
 	// Pods are the candidate pods (by label); Decide keeps those a kept
 	// PodClique controls.
 	Pods []corev1.Pod
@@ -160,12 +161,12 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 	now := clk.Now()
 	cur := in.State.clone()
 	switch cur.Phase {
-	case grovev1alpha1.PhaseSucceeded:
+	case shepherdv1alpha1.PhaseSucceeded:
 		if in.Unrecorded {
 			return Decision{Write: WriteCliques, State: cur}
 		}
 		return Decision{}
-	case grovev1alpha1.PhaseFailed:
+	case shepherdv1alpha1.PhaseFailed:
 		return decideFailed(in, cur, now)
 	}
 	v := view(in)
@@ -182,7 +183,7 @@ func Decide(clk clock.PassiveClock, in Input) Decision {
 	// down, or the other controller wrote Succeeded a moment late)
 	// succeeded; its pods' exits say so.
 	if v.allSucceeded() {
-		next.Phase = grovev1alpha1.PhaseSucceeded
+		next.Phase = shepherdv1alpha1.PhaseSucceeded
 		return Decision{Write: WriteStatus, State: next, Events: []Event{{Type: corev1.EventTypeNormal, Reason: api.EventWorkloadSucceeded,
 			Note: fmt.Sprintf("all %d PodCliques succeeded after %d restarts", len(v.cliques), next.RestartCount)}}}
 	}
@@ -334,7 +335,7 @@ func decideFailed(in Input, cur State, now time.Time) Decision {
 // condition, with the events (the pods go in the reconciles after it, see
 // decideFailed).
 func fail(in Input, next State, events []Event, reason, msg, event string, now time.Time) Decision {
-	next.Phase = grovev1alpha1.PhaseFailed
+	next.Phase = shepherdv1alpha1.PhaseFailed
 	next.Conditions = gang.SetCondition(next.Conditions, metav1.Condition{
 		Type: api.ConditionFailed, Status: metav1.ConditionTrue, Reason: reason, Message: msg, ObservedGeneration: in.Set.Generation,
 	}, now)
@@ -345,16 +346,16 @@ func fail(in Input, next State, events []Event, reason, msg, event string, now t
 // setView is what Decide reads of a set, by ownership (see owned).
 type setView struct {
 	in        Input
-	cliques   []*grovev1alpha1.PodClique
+	cliques   []*grove.Clique
 	pods      []corev1.Pod
 	podsOf    map[types.UID][]corev1.Pod
-	byReplica map[int32][]*grovev1alpha1.PodClique
+	byReplica map[int32][]*grove.Clique
 	// replicas are the replica indices, ascending.
 	replicas []int32
 }
 
 func view(in Input) *setView {
-	v := &setView{in: in, byReplica: map[int32][]*grovev1alpha1.PodClique{}}
+	v := &setView{in: in, byReplica: map[int32][]*grove.Clique{}}
 	v.cliques, v.pods = owned(in)
 	v.podsOf = podsByOwner(v.pods)
 	for _, c := range v.cliques {
@@ -374,13 +375,13 @@ func view(in Input) *setView {
 // status.startTime), not when shepherd noticed.
 func (v *setView) progress(s *State, now time.Time) {
 	started := slices.ContainsFunc(v.pods, func(p corev1.Pod) bool { return gang.PodStarted(&p) })
-	if s.Phase == "" || s.Phase == grovev1alpha1.PhasePending {
-		s.Phase = grovev1alpha1.PhasePending
+	if s.Phase == "" || s.Phase == shepherdv1alpha1.PhasePending {
+		s.Phase = shepherdv1alpha1.PhasePending
 		if started {
-			s.Phase = grovev1alpha1.PhaseRunning
+			s.Phase = shepherdv1alpha1.PhaseRunning
 		}
 	}
-	if s.Phase == grovev1alpha1.PhaseRunning && s.StartTime == nil {
+	if s.Phase == shepherdv1alpha1.PhaseRunning && s.StartTime == nil {
 		t := metav1.NewTime(firstStart(v.pods, now))
 		s.StartTime = &t
 	}
@@ -403,27 +404,27 @@ func (v *setView) allSucceeded() bool {
 type restart struct {
 	idx     int32
 	n       int32
-	cliques []*grovev1alpha1.PodClique
+	cliques []*grove.Clique
 }
 
 // last is c's last restart marker, done or not (nil: none).
-func (v *setView) last(c *grovev1alpha1.PodClique) *gang.RestartMarker {
+func (v *setView) last(c *grove.Clique) *gang.RestartMarker {
 	return v.in.State.clique(c).Marker
 }
 
 // active is c's restart marker while the restart is in flight (nil: none,
 // or done).
-func (v *setView) active(c *grovev1alpha1.PodClique) *gang.RestartMarker {
+func (v *setView) active(c *grove.Clique) *gang.RestartMarker {
 	if m := v.last(c); m != nil && !m.Done {
 		return m
 	}
 	return nil
 }
 
-func (v *setView) wasAvailable(c *grovev1alpha1.PodClique) bool {
+func (v *setView) wasAvailable(c *grove.Clique) bool {
 	return v.in.State.clique(c).WasAvailable
 }
-func (v *setView) succeeded(c *grovev1alpha1.PodClique) bool { return v.in.State.clique(c).Succeeded }
+func (v *setView) succeeded(c *grove.Clique) bool { return v.in.State.clique(c).Succeeded }
 
 // cliqueStates is the state with each PodClique's wasAvailable and
 // Succeeded as its pods say (DecideClique).
@@ -458,7 +459,7 @@ func (v *setView) inFlight() []restart {
 // unmarked is the first PodClique of the replica not yet marked for the
 // restart (stopped between marking two PodCliques; none of its pods was
 // deleted yet), nil when every one is.
-func (r restart) unmarked(v *setView) *grovev1alpha1.PodClique {
+func (r restart) unmarked(v *setView) *grove.Clique {
 	for _, c := range r.cliques {
 		if m := v.last(c); m == nil || m.Restart < r.n {
 			return c
@@ -488,7 +489,7 @@ func (r restart) condemned(v *setView) []PodRef {
 // through is the first PodClique whose restart is over — its replaced pods
 // gone or terminating, and its wasAvailable reset (held false while the
 // marker is active) — nil when none is.
-func (r restart) through(v *setView) *grovev1alpha1.PodClique {
+func (r restart) through(v *setView) *grove.Clique {
 	for _, c := range r.cliques {
 		m := v.active(c)
 		if m == nil || m.Restart != r.n || v.wasAvailable(c) {
@@ -505,7 +506,7 @@ func (r restart) through(v *setView) *grovev1alpha1.PodClique {
 // mark is the write of restart n's marker for a PodClique: the restart
 // number, the UIDs of its pods now, and failed when its breach caused the
 // restart.
-func (v *setView) mark(c *grovev1alpha1.PodClique, n int32, failed bool, requeue time.Duration) Decision {
+func (v *setView) mark(c *grove.Clique, n int32, failed bool, requeue time.Duration) Decision {
 	m := gang.RestartMarker{Restart: n, Failed: failed}
 	for _, p := range v.podsOf[c.UID] {
 		m.Pods = append(m.Pods, p.UID)
@@ -515,11 +516,11 @@ func (v *setView) mark(c *grovev1alpha1.PodClique, n int32, failed bool, requeue
 	return Decision{Write: WriteMarker, State: v.in.State.withClique(c.Name, e), Mark: Mark{Clique: c.Name, Marker: m}, RequeueAfter: requeue}
 }
 
-func (v *setView) breached(c *grovev1alpha1.PodClique) bool {
-	return len(v.breachedCliques([]*grovev1alpha1.PodClique{c})) > 0
+func (v *setView) breached(c *grove.Clique) bool {
+	return len(v.breachedCliques([]*grove.Clique{c})) > 0
 }
 
-func (v *setView) breachedOf(idx int32) []*grovev1alpha1.PodClique {
+func (v *setView) breachedOf(idx int32) []*grove.Clique {
 	return v.breachedCliques(v.byReplica[idx])
 }
 
@@ -541,8 +542,8 @@ func (v *setView) highestMarker() int32 {
 // write, with its own rules and its own terminationDelay. A Training breach
 // is acted on at once (delay 0, see the package doc). A clique that has
 // Succeeded is done, not breached.
-func (v *setView) breachedCliques(cliques []*grovev1alpha1.PodClique) []*grovev1alpha1.PodClique {
-	var out []*grovev1alpha1.PodClique
+func (v *setView) breachedCliques(cliques []*grove.Clique) []*grove.Clique {
+	var out []*grove.Clique
 	for _, c := range cliques {
 		if v.succeeded(c) {
 			continue
@@ -558,14 +559,14 @@ func (v *setView) breachedCliques(cliques []*grovev1alpha1.PodClique) []*grovev1
 // owned returns the set's PodCliques and pods by controller ownership: a
 // PodClique controlled by the set or by a PCSG the set controls, a pod
 // controlled by one of those PodCliques.
-func owned(in Input) ([]*grovev1alpha1.PodClique, []corev1.Pod) {
+func owned(in Input) ([]*grove.Clique, []corev1.Pod) {
 	owners := map[types.UID]bool{in.Set.UID: true}
 	for i := range in.Groups {
 		if controlledBy(&in.Groups[i], in.Set.UID) {
 			owners[in.Groups[i].UID] = true
 		}
 	}
-	var cliques []*grovev1alpha1.PodClique
+	var cliques []*grove.Clique
 	mine := map[types.UID]bool{}
 	for i := range in.Cliques {
 		c := &in.Cliques[i]
@@ -610,7 +611,7 @@ func cliqueFailed(clique string, idx, restart int32) Event {
 	return Event{Clique: clique, Type: corev1.EventTypeWarning, Reason: api.EventPodCliqueFailed, Note: note}
 }
 
-func expectedCliques(pcs *grovev1alpha1.PodCliqueSet) int {
+func expectedCliques(pcs *grove.Set) int {
 	t := pcs.Spec.Template
 	inGroup := map[string]bool{}
 	perReplica := 0

@@ -159,14 +159,14 @@ func TestDecide(t *testing.T) {
 	tests := []struct {
 		name    string
 		pcs     *grovev1alpha1.PodCliqueSet
-		phase   grovev1alpha1.PodCliqueSetPhase
+		phase   shepherdv1alpha1.Phase
 		start   *metav1.Time
 		count   int32
 		failed  string        // an existing Failed condition's reason
 		cliques []cliqueState // index = replica
 		pods    []corev1.Pod
 
-		wantPhase   grovev1alpha1.PodCliqueSetPhase
+		wantPhase   shepherdv1alpha1.Phase
 		wantStart   *time.Time
 		wantCount   int32
 		wantFailed  string
@@ -180,113 +180,113 @@ func TestDecide(t *testing.T) {
 		wantRequeue time.Duration
 	}{
 		{name: "nothing started: Pending", pcs: set(0, nil, nil), cliques: []cliqueState{{}, {}}, pods: allPods(pending),
-			wantPhase: grovev1alpha1.PhasePending},
-		{name: "a pod started: Running, startTime now", pcs: set(0, nil, nil), phase: grovev1alpha1.PhasePending, cliques: []cliqueState{{}, {}},
-			pods: pods(running, pending, pending, pending), wantPhase: grovev1alpha1.PhaseRunning, wantStart: &t0},
-		{name: "startTime is never reset", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
-			cliques: []cliqueState{{}, {}}, pods: allPods(pending), wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1},
-		{name: "maxRuntime not yet: requeue at the limit", pcs: set(0, &hour, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques: []cliqueState{{}, {}}, pods: allPods(running), wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantRequeue: 30 * time.Minute},
-		{name: "maxRuntime exactly reached: not exceeded, look again in 1s", pcs: set(0, ptr.To(30*time.Minute), nil), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques: []cliqueState{{}, {}}, pods: allPods(running), wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantRequeue: time.Second},
-		{name: "maxRuntime exceeded: Failed, every PodClique scaled to 0", pcs: set(3, ptr.To(29*time.Minute), nil), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques: []cliqueState{{}, {}}, pods: allPods(running), wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time,
+			wantPhase: shepherdv1alpha1.PhasePending},
+		{name: "a pod started: Running, startTime now", pcs: set(0, nil, nil), phase: shepherdv1alpha1.PhasePending, cliques: []cliqueState{{}, {}},
+			pods: pods(running, pending, pending, pending), wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &t0},
+		{name: "startTime is never reset", pcs: set(0, nil, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started, count: 1,
+			cliques: []cliqueState{{}, {}}, pods: allPods(pending), wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1},
+		{name: "maxRuntime not yet: requeue at the limit", pcs: set(0, &hour, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started,
+			cliques: []cliqueState{{}, {}}, pods: allPods(running), wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &started.Time, wantRequeue: 30 * time.Minute},
+		{name: "maxRuntime exactly reached: not exceeded, look again in 1s", pcs: set(0, ptr.To(30*time.Minute), nil), phase: shepherdv1alpha1.PhaseRunning, start: &started,
+			cliques: []cliqueState{{}, {}}, pods: allPods(running), wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &started.Time, wantRequeue: time.Second},
+		{name: "maxRuntime exceeded: Failed, every PodClique scaled to 0", pcs: set(3, ptr.To(29*time.Minute), nil), phase: shepherdv1alpha1.PhaseRunning, start: &started,
+			cliques: []cliqueState{{}, {}}, pods: allPods(running), wantPhase: shepherdv1alpha1.PhaseFailed, wantStart: &started.Time,
 			wantFailed: api.ReasonMaxRuntimeExceeded, wantEvents: []string{api.EventMaxRuntimeExceeded},
 			wantScaled: []string{"pcs-0-w", "pcs-1-w"}, wantRequeue: ownerGrace},
-		{name: "maxRuntime by its carrier", pcs: carriers(set(3, nil, nil), "", "29m"), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques: []cliqueState{{}, {}}, pods: allPods(running), wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time,
+		{name: "maxRuntime by its carrier", pcs: carriers(set(3, nil, nil), "", "29m"), phase: shepherdv1alpha1.PhaseRunning, start: &started,
+			cliques: []cliqueState{{}, {}}, pods: allPods(running), wantPhase: shepherdv1alpha1.PhaseFailed, wantStart: &started.Time,
 			wantFailed: api.ReasonMaxRuntimeExceeded, wantEvents: []string{api.EventMaxRuntimeExceeded},
 			wantScaled: []string{"pcs-0-w", "pcs-1-w"}, wantRequeue: ownerGrace},
-		{name: "every clique succeeded: Succeeded", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques: []cliqueState{{succeeded: true}, {succeeded: true}}, wantPhase: grovev1alpha1.PhaseSucceeded, wantStart: &started.Time,
+		{name: "every clique succeeded: Succeeded", pcs: set(0, nil, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started,
+			cliques: []cliqueState{{succeeded: true}, {succeeded: true}}, wantPhase: shepherdv1alpha1.PhaseSucceeded, wantStart: &started.Time,
 			wantEvents: []string{api.EventWorkloadSucceeded}},
 		// Issue 19, defect 4: reconciled after maxRuntime (shepherd was
 		// down), a set whose every clique succeeded in time succeeded.
-		{name: "succeeded, seen after maxRuntime: Succeeded, not Failed", pcs: set(0, ptr.To(29*time.Minute), nil), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques: []cliqueState{{succeeded: true}, {succeeded: true}}, wantPhase: grovev1alpha1.PhaseSucceeded, wantStart: &started.Time,
+		{name: "succeeded, seen after maxRuntime: Succeeded, not Failed", pcs: set(0, ptr.To(29*time.Minute), nil), phase: shepherdv1alpha1.PhaseRunning, start: &started,
+			cliques: []cliqueState{{succeeded: true}, {succeeded: true}}, wantPhase: shepherdv1alpha1.PhaseSucceeded, wantStart: &started.Time,
 			wantEvents: []string{api.EventWorkloadSucceeded}},
-		{name: "a clique not yet created: not Succeeded", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques: []cliqueState{{succeeded: true}}, wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time},
-		{name: "healthy: nothing", pcs: set(1, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
-			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: allPods(ready), wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time},
-		{name: "breach with maxRestarts 0: Failed at once", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+		{name: "a clique not yet created: not Succeeded", pcs: set(0, nil, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started,
+			cliques: []cliqueState{{succeeded: true}}, wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &started.Time},
+		{name: "healthy: nothing", pcs: set(1, nil, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started,
+			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: allPods(ready), wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &started.Time},
+		{name: "breach with maxRestarts 0: Failed at once", pcs: set(0, nil, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(ready, failed, ready, ready),
-			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRestartsExceeded,
+			wantPhase: shepherdv1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRestartsExceeded,
 			wantEvents: []string{api.EventPodCliqueFailed, api.EventMaxRestartsExceeded},
 			wantScaled: []string{"pcs-0-w", "pcs-1-w"}, wantRequeue: ownerGrace},
-		{name: "breach within budget: that replica marked for restart 1, then counted, then its pods deleted", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+		{name: "breach within budget: that replica marked for restart 1, then counted, then its pods deleted", pcs: set(2, nil, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(ready, ready, ready, failed),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
+			wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
 			wantEvents: restarted, wantDeletes: []string{"pcs-1-w-0", "pcs-1-w-1"},
 			wantMarks: []string{"pcs-1-w"}, wantMarkN: 1, wantFinish: []string{"pcs-1-w"}},
-		{name: "a lost pod is a breach too", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+		{name: "a lost pod is a breach too", pcs: set(2, nil, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(ready, pending, ready, ready),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
+			wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
 			wantEvents: restarted, wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"},
 			wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantFinish: []string{"pcs-0-w"}},
-		{name: "budget used up: Failed", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 2,
+		{name: "budget used up: Failed", pcs: set(2, nil, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started, count: 2,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(failed, ready, ready, ready),
-			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantCount: 2, wantFailed: api.ReasonMaxRestartsExceeded,
+			wantPhase: shepherdv1alpha1.PhaseFailed, wantStart: &started.Time, wantCount: 2, wantFailed: api.ReasonMaxRestartsExceeded,
 			wantEvents: []string{api.EventPodCliqueFailed, api.EventMaxRestartsExceeded},
 			wantScaled: []string{"pcs-0-w", "pcs-1-w"}, wantRequeue: ownerGrace},
-		{name: "budget by its carrier", pcs: carriers(set(0, nil, nil), "2", ""), phase: grovev1alpha1.PhaseRunning, start: &started, count: 2,
+		{name: "budget by its carrier", pcs: carriers(set(0, nil, nil), "2", ""), phase: shepherdv1alpha1.PhaseRunning, start: &started, count: 2,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(failed, ready, ready, ready),
-			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantCount: 2, wantFailed: api.ReasonMaxRestartsExceeded,
+			wantPhase: shepherdv1alpha1.PhaseFailed, wantStart: &started.Time, wantCount: 2, wantFailed: api.ReasonMaxRestartsExceeded,
 			wantEvents: []string{api.EventPodCliqueFailed, api.EventMaxRestartsExceeded},
 			wantScaled: []string{"pcs-0-w", "pcs-1-w"}, wantRequeue: ownerGrace},
-		{name: "terminationDelay 4h (Grove's default): acted on at once", pcs: set(2, nil, ptr.To(4*time.Hour)), phase: grovev1alpha1.PhaseRunning, start: &started,
+		{name: "terminationDelay 4h (Grove's default): acted on at once", pcs: set(2, nil, ptr.To(4*time.Hour)), phase: shepherdv1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true}, {wasAvail: true}}, pods: pods(failed, ready, ready, ready),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
+			wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
 			wantEvents: restarted, wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"},
 			wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantFinish: []string{"pcs-0-w"}},
-		{name: "wasAvailable by its carrier", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+		{name: "wasAvailable by its carrier", pcs: set(2, nil, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true, wasCarrier: true}, {}}, pods: pods(failed, ready, pending, pending),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
+			wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1,
 			wantEvents: restarted, wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"},
 			wantMarks: []string{"pcs-0-w"}, wantMarkN: 1, wantFinish: []string{"pcs-0-w"}},
-		{name: "a MinAvailableBreached condition the pods do not show is no breach", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+		{name: "a MinAvailableBreached condition the pods do not show is no breach", pcs: set(2, nil, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{wasAvail: true, breachCond: true}, {wasAvail: true}}, pods: allPods(ready),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time},
-		{name: "a starting clique (never available) is not breached", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+			wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &started.Time},
+		{name: "a starting clique (never available) is not breached", pcs: set(0, nil, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{}, {}}, pods: pods(ready, running, pending, pending),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time},
-		{name: "a succeeded clique's breach is no failure", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+			wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &started.Time},
+		{name: "a succeeded clique's breach is no failure", pcs: set(0, nil, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started,
 			cliques: []cliqueState{{succeeded: true, wasAvail: true}, {}}, pods: pods(failed, failed, running, running),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time},
-		{name: "restart in flight: delete what is left, no second count", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
+			wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &started.Time},
+		{name: "restart in flight: delete what is left, no second count", pcs: set(2, nil, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started, count: 1,
 			cliques:   []cliqueState{{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
 			pods:      []corev1.Pod{mkPod(0, 1, ready), mkPod(1, 0, ready), mkPod(1, 1, ready)},
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantDeletes: []string{"pcs-0-w-1"}, wantFinish: []string{"pcs-0-w"}},
-		{name: "restart in flight, pods gone: wasAvailable reset first, then the marker done", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
+			wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantDeletes: []string{"pcs-0-w-1"}, wantFinish: []string{"pcs-0-w"}},
+		{name: "restart in flight, pods gone: wasAvailable reset first, then the marker done", pcs: set(2, nil, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started, count: 1,
 			cliques:   []cliqueState{{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
 			pods:      []corev1.Pod{mkPod(1, 0, ready), mkPod(1, 1, ready)},
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantFinish: []string{"pcs-0-w"}},
-		{name: "restart done: the marker becomes done", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
+			wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantFinish: []string{"pcs-0-w"}},
+		{name: "restart done: the marker becomes done", pcs: set(2, nil, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started, count: 1,
 			cliques:   []cliqueState{{marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
 			pods:      []corev1.Pod{mkPod(1, 0, ready), mkPod(1, 1, ready)},
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantFinish: []string{"pcs-0-w"}},
-		{name: "a done marker is history: a new breach restarts again", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started, count: 1,
+			wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantFinish: []string{"pcs-0-w"}},
+		{name: "a done marker is history: a new breach restarts again", pcs: set(2, nil, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started, count: 1,
 			cliques: []cliqueState{{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Done: true}}, {wasAvail: true}}, pods: pods(ready, failed, ready, ready),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 2,
+			wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 2,
 			wantEvents: restarted, wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"},
 			wantMarks: []string{"pcs-0-w"}, wantMarkN: 2, wantFinish: []string{"pcs-0-w"}},
-		{name: "marked replica seen: commit the count, delete its pods", pcs: set(2, nil, nil), phase: grovev1alpha1.PhaseRunning, start: &started,
+		{name: "marked replica seen: commit the count, delete its pods", pcs: set(2, nil, nil), phase: shepherdv1alpha1.PhaseRunning, start: &started,
 			cliques:   []cliqueState{{wasAvail: true, marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}}, {}},
 			pods:      pods(ready, failed, running, running),
-			wantPhase: grovev1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantEvents: []string{api.EventReplicaRestarting},
+			wantPhase: shepherdv1alpha1.PhaseRunning, wantStart: &started.Time, wantCount: 1, wantEvents: []string{api.EventReplicaRestarting},
 			wantDeletes: []string{"pcs-0-w-0", "pcs-0-w-1"}, wantFinish: []string{"pcs-0-w"}},
-		{name: "Succeeded is final", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseSucceeded, start: &started,
+		{name: "Succeeded is final", pcs: set(0, nil, nil), phase: shepherdv1alpha1.PhaseSucceeded, start: &started,
 			cliques: []cliqueState{{wasAvail: true}, {}}, pods: pods(failed, ready, ready, ready),
-			wantPhase: grovev1alpha1.PhaseSucceeded, wantStart: &started.Time},
-		{name: "Failed is final: its PodCliques scaled to 0, pods nobody removed past the grace deleted", pcs: set(5, nil, nil), phase: grovev1alpha1.PhaseFailed, start: &started, failed: api.ReasonMaxRestartsExceeded,
+			wantPhase: shepherdv1alpha1.PhaseSucceeded, wantStart: &started.Time},
+		{name: "Failed is final: its PodCliques scaled to 0, pods nobody removed past the grace deleted", pcs: set(5, nil, nil), phase: shepherdv1alpha1.PhaseFailed, start: &started, failed: api.ReasonMaxRestartsExceeded,
 			cliques: []cliqueState{{wasAvail: true}, {}}, pods: []corev1.Pod{mkPod(1, 1, ready)},
-			wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRestartsExceeded,
+			wantPhase: shepherdv1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRestartsExceeded,
 			wantScaled: []string{"pcs-0-w", "pcs-1-w"}, wantDeletes: []string{"pcs-1-w-1"}},
-		{name: "Failed phase without its condition (lost): put back, budget", pcs: set(0, nil, nil), phase: grovev1alpha1.PhaseFailed, start: &started,
-			cliques: []cliqueState{{}, {}}, wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRestartsExceeded,
+		{name: "Failed phase without its condition (lost): put back, budget", pcs: set(0, nil, nil), phase: shepherdv1alpha1.PhaseFailed, start: &started,
+			cliques: []cliqueState{{}, {}}, wantPhase: shepherdv1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRestartsExceeded,
 			wantScaled: []string{"pcs-0-w", "pcs-1-w"}},
-		{name: "Failed phase without its condition (lost): put back, runtime", pcs: set(3, ptr.To(time.Minute), nil), phase: grovev1alpha1.PhaseFailed, start: &started,
-			cliques: []cliqueState{{}, {}}, wantPhase: grovev1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRuntimeExceeded,
+		{name: "Failed phase without its condition (lost): put back, runtime", pcs: set(3, ptr.To(time.Minute), nil), phase: shepherdv1alpha1.PhaseFailed, start: &started,
+			cliques: []cliqueState{{}, {}}, wantPhase: shepherdv1alpha1.PhaseFailed, wantStart: &started.Time, wantFailed: api.ReasonMaxRuntimeExceeded,
 			wantScaled: []string{"pcs-0-w", "pcs-1-w"}},
 	}
 	for _, tc := range tests {
@@ -324,7 +324,7 @@ func TestDecide(t *testing.T) {
 			}
 			// The failure metric counts the failure once: when it is
 			// committed, never for a set already Failed.
-			if want := tc.wantFailed; tc.phase == grovev1alpha1.PhaseFailed {
+			if want := tc.wantFailed; tc.phase == shepherdv1alpha1.PhaseFailed {
 				want = ""
 				if o.Failure != want {
 					t.Errorf("failure = %q, want %q", o.Failure, want)
@@ -384,7 +384,7 @@ func TestDecide(t *testing.T) {
 
 func TestReplicaRestartingEventHasTheCount(t *testing.T) {
 	pcs := set(3, nil, nil)
-	pcs.Status.Phase, pcs.Status.RestartCount = grovev1alpha1.PhaseRunning, 1
+	pcs.Status.Phase, pcs.Status.RestartCount = shepherdv1alpha1.PhaseRunning, 1
 	marked := mkClique(0, cliqueState{wasAvail: true, marker: &gang.RestartMarker{Restart: 2, Pods: []types.UID{"p00", "p01"}}})
 	tr := newWorld(t, pcs, []grovev1alpha1.PodClique{marked}, allPods(ready)).run()
 	var evs []Event
@@ -413,7 +413,7 @@ func (f fieldSchemas) HasField(_ schema.GroupKind, path []string) bool {
 // reconcile reads, and the record is the set's, controlled by it.
 func TestStateRecordRoundTrip(t *testing.T) {
 	started := metav1.NewTime(t0)
-	st := State{Phase: grovev1alpha1.PhaseFailed, RestartCount: 2, StartTime: &started,
+	st := State{Phase: shepherdv1alpha1.PhaseFailed, RestartCount: 2, StartTime: &started,
 		Conditions: []metav1.Condition{{Type: api.ConditionFailed, Status: metav1.ConditionTrue, Reason: api.ReasonMaxRestartsExceeded, Message: "used up"}},
 		Cliques: map[string]CliqueState{
 			"pcs-0-w": {UID: "c0", WasAvailable: true, Marker: &gang.RestartMarker{Restart: 2, Pods: []types.UID{"p1"}, Failed: true}},
@@ -438,14 +438,14 @@ func TestStateRecordRoundTrip(t *testing.T) {
 func TestUpgradeFromAnnotations(t *testing.T) {
 	started := metav1.NewTime(t0)
 	pcs := set(2, nil, nil)
-	grove.SetTrainingStatus(pcs, grove.TrainingStatus{Phase: grovev1alpha1.PhaseRunning, RestartCount: 1, StartTime: &started}, fieldSchemas{})
+	grove.SetTrainingStatus(pcs, grove.TrainingStatus{Phase: shepherdv1alpha1.PhaseRunning, RestartCount: 1, StartTime: &started}, fieldSchemas{})
 	marker := &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00"}, Failed: true}
 	cliques := []grovev1alpha1.PodClique{mkClique(0, cliqueState{marker: marker}), mkClique(1, cliqueState{wasAvail: true, wasCarrier: true})}
 	got, err := Upgrade(Input{Set: pcs, Cliques: cliques})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := State{Phase: grovev1alpha1.PhaseRunning, RestartCount: 1, StartTime: &started, Cliques: map[string]CliqueState{
+	want := State{Phase: shepherdv1alpha1.PhaseRunning, RestartCount: 1, StartTime: &started, Cliques: map[string]CliqueState{
 		"pcs-0-w": {UID: "c0", Marker: marker},
 		"pcs-1-w": {UID: "c1", WasAvailable: true},
 	}}
@@ -462,14 +462,14 @@ func TestUpgradeFromAnnotations(t *testing.T) {
 // another PodClique of the replica is still restarting.
 func TestRestartDoneCliqueLeftAlone(t *testing.T) {
 	pcs := set(2, nil, nil)
-	pcs.Status.Phase, pcs.Status.RestartCount = grovev1alpha1.PhaseRunning, 1
+	pcs.Status.Phase, pcs.Status.RestartCount = shepherdv1alpha1.PhaseRunning, 1
 	a := mkClique(0, cliqueState{marker: &gang.RestartMarker{Restart: 1, Done: true}})
 	b := mkClique(0, cliqueState{marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"old"}}})
 	b.Name, b.UID = "pcs-0-v", "cv"
 	newA := mkPod(0, 0, running) // owned by a, created after the restart
 	old := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "old-v", UID: "old", OwnerReferences: controller(api.KindPodClique, "pcs-0-v", "cv")}}
 	o := runOutcome(t, pcs, []grovev1alpha1.PodClique{a, b}, []corev1.Pod{newA, old})
-	want := outcome{Phase: grovev1alpha1.PhaseRunning, Count: 1, Start: ptr.To(t0),
+	want := outcome{Phase: shepherdv1alpha1.PhaseRunning, Count: 1, Start: ptr.To(t0),
 		Deletes: []string{"old-v"}, Finishes: []string{"pcs-0-v:1:[old]:done"}}
 	if diff := cmp.Diff(want, o, cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("run (-want +got):\n%s", diff)
