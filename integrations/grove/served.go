@@ -140,3 +140,21 @@ func served(o runtime.Object, kind string) *unstructured.Unstructured {
 	u.SetGroupVersionKind(grovev1alpha1.GroupVersion.WithKind(kind))
 	return u
 }
+
+// CliquesOf is each of cs as served (CliqueOf).
+func CliquesOf(cs ...grovev1alpha1.PodClique) []Clique {
+	out := make([]Clique, len(cs))
+	for i := range cs {
+		out[i] = CliqueOf(&cs[i])
+	}
+	return out
+}
+
+// GroupsOf is each of gs as served (GroupOf).
+func GroupsOf(gs ...grovev1alpha1.PodCliqueScalingGroup) []ScalingGroup {
+	out := make([]ScalingGroup, len(gs))
+	for i := range gs {
+		out[i] = GroupOf(&gs[i])
+	}
+	return out
+}
