@@ -10,10 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	. "github.com/shepherd-k8s/shepherd/integrations"
 	_ "github.com/shepherd-k8s/shepherd/integrations/all"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 )
 
@@ -118,7 +118,9 @@ func TestKeepsManagedFields(t *testing.T) {
 		{trainer.NewRuntime("TrainingRuntime"), true},
 		// Read as served, only the registered kinds keep them.
 		{&unstructured.Unstructured{Object: map[string]any{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob"}}, false},
-		{&grovev1alpha1.PodClique{}, true},
+		{grove.NewObject(api.KindPodClique), true},
+		{grove.NewObject(api.KindPodCliqueScalingGroup), true},
+		{grove.NewObject(api.KindPodCliqueSet), false},
 		{&trainerv1alpha1.TrainJob{}, false},
 		{&corev1.Pod{}, false},
 		{"not an object", false},

@@ -18,9 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/integrations/pinned"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer"
 	"github.com/shepherd-k8s/shepherd/webhook/policies"
@@ -34,10 +35,9 @@ func TestStripManagedFields(t *testing.T) {
 	meta := func() metav1.ObjectMeta { return metav1.ObjectMeta{Name: "x", ManagedFields: managed} }
 	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "scheduling.k8s.io/v1alpha1", "kind": "Workload"}}
 	u.SetManagedFields(managed)
-	runtime := func(kind string) *unstructured.Unstructured {
-		rt := trainer.NewRuntime(kind)
-		rt.SetManagedFields(managed)
-		return rt
+	served := func(o *unstructured.Unstructured) *unstructured.Unstructured {
+		o.SetManagedFields(managed)
+		return o
 	}
 	for _, tc := range []struct {
 		obj  metav1.Object
@@ -45,12 +45,12 @@ func TestStripManagedFields(t *testing.T) {
 	}{
 		{&trainerv1alpha1.TrainJob{ObjectMeta: meta()}, false},
 		{&corev1.Pod{ObjectMeta: meta()}, false},
-		{&grovev1alpha1.PodCliqueSet{ObjectMeta: meta()}, false},
+		{served(grove.NewObject(api.KindPodCliqueSet)), false},
 		{u, false},
-		{runtime("TrainingRuntime"), true},
-		{runtime("ClusterTrainingRuntime"), true},
-		{&grovev1alpha1.PodClique{ObjectMeta: meta()}, true},
-		{&grovev1alpha1.PodCliqueScalingGroup{ObjectMeta: meta()}, true},
+		{served(trainer.NewRuntime("TrainingRuntime")), true},
+		{served(trainer.NewRuntime("ClusterTrainingRuntime")), true},
+		{served(grove.NewObject(api.KindPodClique)), true},
+		{served(grove.NewObject(api.KindPodCliqueScalingGroup)), true},
 	} {
 		out, err := stripManagedFields()(tc.obj)
 		if err != nil {

@@ -1,6 +1,9 @@
 // Package grove is shepherd's integration with Grove: the seed knobs and
-// status shepherd keeps on Grove's objects and their carriers, and whether
-// Grove itself already enforces a feature shepherd would otherwise enforce.
+// status shepherd keeps on Grove's objects and their carriers, Grove's
+// objects as its controllers read them (served.go: Grove's published types
+// from api/grove/v1alpha1 beside the object as served, which the
+// accessors read the seed fields from), and whether Grove itself already
+// enforces a feature shepherd would otherwise enforce.
 package grove
 
 import (

@@ -7,8 +7,9 @@
 // of shepherd's own that is committed: the schemas without their
 // descriptions. A plain `go build` or `go install` therefore embeds them.
 // Grove publishes no Go module the proxy serves, so its CRDs here are
-// generated from ./grove/v1alpha1, which mirrors Grove's published API. shepherd never installs any of them: on a
-// cluster, `serve` reads the schemas the apiserver serves instead.
+// generated from api/grove/v1alpha1, which mirrors Grove's published API.
+// shepherd never installs any of them: on a cluster, `serve` reads the
+// schemas the apiserver serves instead.
 package pinned
 
 import (

@@ -13,6 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
@@ -29,6 +31,7 @@ import (
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
 	"github.com/shepherd-k8s/shepherd/integrations/grove/training"
 )
@@ -169,15 +172,23 @@ func (w *world) createSet(s setSpec) *grovev1alpha1.PodCliqueSet {
 	pcs := &grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: w.ns}}
 	pcs.Spec.Replicas = s.replicas
 	pcs.Spec.Template.TerminationDelay = dur(s.delay)
-	wt := grovev1alpha1.WorkloadTypeInference
+	wt := grove.WorkloadTypeInference
 	if s.training {
-		wt = grovev1alpha1.WorkloadTypeTraining
+		wt = grove.WorkloadTypeTraining
 	}
 	annotations := map[string]string{}
+	seed := map[string]any{}
 	if w.p.seed {
-		pcs.Spec.WorkloadType = ptr.To(wt)
+		seed["workloadType"] = wt
 		if s.training {
-			pcs.Spec.TrainingSpec = &grovev1alpha1.TrainingSpec{MaxRestarts: s.maxRestarts, MaxRuntime: dur(s.maxRuntime)}
+			ts := map[string]any{}
+			if s.maxRestarts != nil {
+				ts["maxRestarts"] = int64(*s.maxRestarts)
+			}
+			if s.maxRuntime != nil {
+				ts["maxRuntime"] = s.maxRuntime.String()
+			}
+			seed["trainingSpec"] = ts
 		}
 	} else {
 		annotations[api.AnnotationWorkloadType] = string(wt)
@@ -193,15 +204,18 @@ func (w *world) createSet(s setSpec) *grovev1alpha1.PodCliqueSet {
 			Spec: grovev1alpha1.PodCliqueSpec{RoleName: c.name, Replicas: c.replicas, MinAvailable: ptr.To(c.minAvailable), PodSpec: podSpec()}})
 	}
 	var delays []string
+	groupDelays := make([]any, 0, len(s.groups)) // the seed field of each config, in order
 	for _, g := range s.groups {
 		cfg := grovev1alpha1.PodCliqueScalingGroupConfig{Name: g.name, CliqueNames: g.cliques, Replicas: ptr.To(g.replicas), MinAvailable: ptr.To(g.minAvailable)}
+		var seedDelay any
 		switch {
 		case g.delay == nil:
 		case w.p.seed:
-			cfg.TerminationDelay = dur(g.delay)
+			seedDelay = g.delay.String()
 		default:
 			delays = append(delays, g.name+"="+g.delay.String())
 		}
+		groupDelays = append(groupDelays, seedDelay)
 		pcs.Spec.Template.PodCliqueScalingGroupConfigs = append(pcs.Spec.Template.PodCliqueScalingGroupConfigs, cfg)
 	}
 	if len(delays) > 0 {
@@ -210,7 +224,21 @@ func (w *world) createSet(s setSpec) *grovev1alpha1.PodCliqueSet {
 	if len(annotations) > 0 {
 		pcs.Annotations = annotations
 	}
-	w.create(pcs)
+	w.createSeed(pcs, api.KindPodCliqueSet, func(u map[string]any) {
+		for k, v := range seed {
+			_ = unstructured.SetNestedField(u, v, "spec", k)
+		}
+		cfgs, _, _ := unstructured.NestedSlice(u, "spec", "template", "podCliqueScalingGroups")
+		if len(cfgs) == 0 {
+			return
+		}
+		for i := range cfgs {
+			if d := groupDelays[i]; d != nil {
+				cfgs[i].(map[string]any)["terminationDelay"] = d
+			}
+		}
+		_ = unstructured.SetNestedSlice(u, cfgs, "spec", "template", "podCliqueScalingGroups")
+	})
 	for i := range s.replicas {
 		w.createReplica(pcs, s, i)
 	}
@@ -290,6 +318,24 @@ func (w *world) createPod(pclq *grovev1alpha1.PodClique, k int32) *corev1.Pod {
 	return p
 }
 
+// createSeed creates o with the seed fields seed adds to it as served (the
+// published Go type has none), and reads back what the apiserver stored.
+func (w *world) createSeed(o client.Object, kind string, seed func(map[string]any)) {
+	w.t.Helper()
+	u := grove.NewObject(kind)
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	u.Object = m
+	u.SetGroupVersionKind(grovev1alpha1.GroupVersion.WithKind(kind))
+	seed(u.Object)
+	w.create(u)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, o); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
 func (w *world) create(o client.Object) {
 	w.t.Helper()
 	if err := w.c.Create(w.ctx, o); err != nil {
@@ -307,14 +353,14 @@ func (w *world) pods(clique string) []corev1.Pod {
 	return l.Items
 }
 
-// cliques lists the PodCliques of a set.
-func (w *world) cliques(pcs string) []grovev1alpha1.PodClique {
+// cliques lists the PodCliques of a set, as served (seed fields included).
+func (w *world) cliques(pcs string) []grove.Clique {
 	w.t.Helper()
-	var l grovev1alpha1.PodCliqueList
-	if err := w.c.List(w.ctx, &l, client.InNamespace(w.ns), client.MatchingLabels{api.LabelPartOf: pcs}); err != nil {
+	l, err := grove.ListCliques(w.ctx, w.c, client.InNamespace(w.ns), client.MatchingLabels{api.LabelPartOf: pcs})
+	if err != nil {
 		w.t.Fatal(err)
 	}
-	return l.Items
+	return l
 }
 
 // kubelet sets a pod's status the way the kubelet would.

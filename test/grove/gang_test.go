@@ -18,6 +18,7 @@ import (
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
 
 // delay is the terminationDelay of the gang scenarios: short, real time.
@@ -68,9 +69,9 @@ func TestGangStandaloneCliqueLosesPodTerminatesReplica(t *testing.T) {
 			{name: "leader", replicas: 1, minAvailable: 1}, {name: "worker", replicas: 2, minAvailable: 2}}})
 		w.runAll("inf")
 		for _, c := range w.cliques("inf") {
-			if _, carrier := c.Annotations[api.AnnotationWasAvailable]; carrier || c.Status.WasAvailable || len(c.Status.Conditions) > 0 || slices.Contains(managers(&c), api.FieldManager) {
+			if _, carrier := c.Annotations[api.AnnotationWasAvailable]; carrier || grove.WasAvailable(&c) || len(c.Status.Conditions) > 0 || slices.Contains(managers(&c), api.FieldManager) {
 				t.Errorf("%s schema: shepherd wrote PodClique %s: carrier %v, field %v, conditions %+v, managers %v",
-					w.p.name, c.Name, carrier, c.Status.WasAvailable, c.Status.Conditions, managers(&c))
+					w.p.name, c.Name, carrier, grove.WasAvailable(&c), c.Status.Conditions, managers(&c))
 			}
 		}
 		if rec := w.record("inf"); rec.Status.GangTermination == nil || rec.Status.GangTermination.EnforcedBy != shepherdv1alpha1.EnforcerShepherd {
@@ -325,7 +326,7 @@ func TestGangGroveEnforcesShepherdStandsDown(t *testing.T) {
 				if c.DeletionTimestamp != nil {
 					return fmt.Errorf("PodClique %s is being deleted", c.Name)
 				}
-				if _, ok := c.Annotations[api.AnnotationWasAvailable]; ok || c.Status.WasAvailable {
+				if _, ok := c.Annotations[api.AnnotationWasAvailable]; ok || grove.WasAvailable(&c) {
 					return fmt.Errorf("PodClique %s got wasAvailable", c.Name)
 				}
 				if slices.Contains(managers(&c), api.FieldManager) {

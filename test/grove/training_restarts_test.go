@@ -134,7 +134,7 @@ func TestTrainingRestartNotHeldByTerminatingPod(t *testing.T) {
 			}
 		}
 		for k := int32(live); k < c.Spec.Replicas; k++ {
-			w.createPod(&c, k)
+			w.createPod(&c.PodClique, k)
 		}
 	}
 	w.runAll("train")
@@ -208,9 +208,9 @@ func TestTrainingRecreatedSetIgnoresOldPods(t *testing.T) {
 
 	w.createSet(trainingSet("train", 0, nil, nil))
 	w.dumpOnFailure("train")
-	w.waitSet("train", "Pending", phase(grovev1alpha1.PhasePending))
+	w.waitSet("train", "Pending", phase(shepherdv1alpha1.PhasePending))
 	w.quiet("the old pods do not start the new set", 2*time.Second, func() error {
-		if st := w.status("train"); st.Phase != grovev1alpha1.PhasePending || st.StartTime != nil {
+		if st := w.status("train"); st.Phase != shepherdv1alpha1.PhasePending || st.StartTime != nil {
 			return fmt.Errorf("phase %q, startTime %v; want Pending without one", st.Phase, st.StartTime)
 		}
 		return nil

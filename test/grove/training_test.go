@@ -9,12 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
@@ -26,13 +26,14 @@ func trainingSet(name string, maxRestarts int32, maxRuntime, delay *time.Duratio
 		cliques: []cliqueSpec{{name: "launcher", replicas: 1, minAvailable: 1}, {name: "worker", replicas: 2, minAvailable: 2}}}
 }
 
-func (w *world) set(name string) *grovev1alpha1.PodCliqueSet {
+// set is a PodCliqueSet as served (seed fields included).
+func (w *world) set(name string) *grove.Set {
 	w.t.Helper()
-	var pcs grovev1alpha1.PodCliqueSet
-	if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: name}, &pcs); err != nil {
+	pcs, err := grove.GetSet(w.ctx, w.c, types.NamespacedName{Namespace: w.ns, Name: name})
+	if err != nil {
 		w.t.Fatal(err)
 	}
-	return &pcs
+	return pcs
 }
 
 // record is shepherd's WorkloadRecord of a set (nil: none yet).
@@ -50,7 +51,7 @@ func statusOf(rec *shepherdv1alpha1.WorkloadRecord) grove.TrainingStatus {
 	if rec == nil {
 		return grove.TrainingStatus{}
 	}
-	return grove.TrainingStatus{Phase: grovev1alpha1.PodCliqueSetPhase(rec.Status.Phase), RestartCount: ptr.Deref(rec.Status.RestartCount, 0), StartTime: rec.Status.StartTime}
+	return grove.TrainingStatus{Phase: rec.Status.Phase, RestartCount: ptr.Deref(rec.Status.RestartCount, 0), StartTime: rec.Status.StartTime}
 }
 
 // status is a set's Training status, from its record.
@@ -71,7 +72,7 @@ func (w *world) waitSet(name, what string, ok func(grove.TrainingStatus, *shephe
 	return statusOf(rec), rec
 }
 
-func phase(p grovev1alpha1.PodCliqueSetPhase) func(grove.TrainingStatus, *shepherdv1alpha1.WorkloadRecord) bool {
+func phase(p shepherdv1alpha1.Phase) func(grove.TrainingStatus, *shepherdv1alpha1.WorkloadRecord) bool {
 	return func(s grove.TrainingStatus, _ *shepherdv1alpha1.WorkloadRecord) bool { return s.Phase == p }
 }
 
@@ -82,7 +83,7 @@ func restarts(n int32) func(grove.TrainingStatus, *shepherdv1alpha1.WorkloadReco
 func failedCondition(reason string) func(grove.TrainingStatus, *shepherdv1alpha1.WorkloadRecord) bool {
 	return func(s grove.TrainingStatus, rec *shepherdv1alpha1.WorkloadRecord) bool {
 		c := meta.FindStatusCondition(rec.Status.Conditions, api.ConditionFailed)
-		return s.Phase == grovev1alpha1.PhaseFailed && c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason && rec.Status.Reason == reason
+		return s.Phase == shepherdv1alpha1.PhaseFailed && c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason && rec.Status.Reason == reason
 	}
 }
 
@@ -92,9 +93,11 @@ func failedCondition(reason string) func(grove.TrainingStatus, *shepherdv1alpha1
 func (w *world) checkForm(name string) {
 	w.t.Helper()
 	pcs := w.set(name)
-	if v, carrier := pcs.Annotations[api.AnnotationTrainingPhase]; carrier || pcs.Status.Phase != "" || pcs.Status.RestartCount != 0 {
+	phase, _, _ := unstructured.NestedString(pcs.Served.Object, "status", "phase")
+	count, _, _ := unstructured.NestedInt64(pcs.Served.Object, "status", "restartCount")
+	if v, carrier := pcs.Annotations[api.AnnotationTrainingPhase]; carrier || phase != "" || count != 0 {
 		w.t.Errorf("%s schema: the set carries Training status (phase field %q, restartCount %d, carrier %q); want it in the record only",
-			w.p.name, pcs.Status.Phase, pcs.Status.RestartCount, v)
+			w.p.name, phase, count, v)
 	}
 	if meta.FindStatusCondition(pcs.Status.Conditions, api.ConditionFailed) != nil {
 		w.t.Errorf("%s schema: shepherd wrote a Failed condition on the set", w.p.name)
@@ -147,7 +150,7 @@ func (w *world) regrow(name string) {
 	w.waitNoPods(name)
 	for _, c := range w.cliques(name) {
 		for k := range c.Spec.Replicas {
-			w.createPod(&c, k)
+			w.createPod(&c.PodClique, k)
 		}
 	}
 }
@@ -183,13 +186,13 @@ func TestTrainingAllPodsSucceed(t *testing.T) {
 	w := newWorld(t)
 	w.startShepherd()
 	w.createSet(trainingSet("train", 0, nil, nil))
-	pending, _ := w.waitSet("train", "Pending", phase(grovev1alpha1.PhasePending))
+	pending, _ := w.waitSet("train", "Pending", phase(shepherdv1alpha1.PhasePending))
 	if pending.StartTime != nil {
 		t.Errorf("a Pending set has startTime %v", pending.StartTime)
 	}
 	w.runAll("train")
 	running, _ := w.waitSet("train", "Running with a startTime", func(s grove.TrainingStatus, _ *shepherdv1alpha1.WorkloadRecord) bool {
-		return s.Phase == grovev1alpha1.PhaseRunning && s.StartTime != nil
+		return s.Phase == shepherdv1alpha1.PhaseRunning && s.StartTime != nil
 	})
 	w.checkForm("train")
 
@@ -199,7 +202,7 @@ func TestTrainingAllPodsSucceed(t *testing.T) {
 			return w.cliqueRecord("train", c.Name).Succeeded, nil
 		})
 	}
-	done, _ := w.waitSet("train", "Succeeded", phase(grovev1alpha1.PhaseSucceeded))
+	done, _ := w.waitSet("train", "Succeeded", phase(shepherdv1alpha1.PhaseSucceeded))
 	if !done.StartTime.Equal(running.StartTime) || done.RestartCount != 0 {
 		t.Errorf("startTime %v → %v, restartCount %d; want unchanged and 0", running.StartTime, done.StartTime, done.RestartCount)
 	}
@@ -243,7 +246,7 @@ func TestTrainingRestartThenSucceed(t *testing.T) {
 		w.createSet(trainingSet("train", 1, nil, nil))
 		w.dumpOnFailure("train")
 		w.runAll("train")
-		first, _ := w.waitSet("train", "Running", phase(grovev1alpha1.PhaseRunning))
+		first, _ := w.waitSet("train", "Running", phase(shepherdv1alpha1.PhaseRunning))
 
 		w.failWorker("train")
 		_, _ = w.waitSet("train", "restartCount 1", restarts(1))
@@ -256,7 +259,7 @@ func TestTrainingRestartThenSucceed(t *testing.T) {
 		w.runAll("train")
 		w.exitAll("train", 0)
 
-		done, _ := w.waitSet("train", "Succeeded", phase(grovev1alpha1.PhaseSucceeded))
+		done, _ := w.waitSet("train", "Succeeded", phase(shepherdv1alpha1.PhaseSucceeded))
 		if done.RestartCount != 1 || !done.StartTime.Equal(first.StartTime) {
 			t.Errorf("restartCount %d, startTime %v; want 1 and the first start %v", done.RestartCount, done.StartTime, first.StartTime)
 		}
@@ -264,8 +267,8 @@ func TestTrainingRestartThenSucceed(t *testing.T) {
 			if m := w.cliqueRecord("train", c.Name).Restart; m == nil || !m.Done || m.Restart != 1 {
 				t.Errorf("PodClique %s: recorded restart = %+v, want restart 1 done", c.Name, m)
 			}
-			if _, carrier := c.Annotations[api.AnnotationWasAvailable]; carrier || c.Status.WasAvailable || c.Annotations[api.AnnotationRestart] != "" {
-				t.Errorf("PodClique %s on the %s schema: shepherd's state on the clique (annotations %v, wasAvailable %v)", c.Name, w.p.name, c.Annotations, c.Status.WasAvailable)
+			if _, carrier := c.Annotations[api.AnnotationWasAvailable]; carrier || grove.WasAvailable(&c) || c.Annotations[api.AnnotationRestart] != "" {
+				t.Errorf("PodClique %s on the %s schema: shepherd's state on the clique (annotations %v, wasAvailable %v)", c.Name, w.p.name, c.Annotations, grove.WasAvailable(&c))
 			}
 		}
 		if after := counterValue(t, "shepherd_training_restarts_total", "", ""); after < before+1 {
@@ -315,7 +318,7 @@ func TestTrainingActsBeforeGrovesTerminationDelay(t *testing.T) {
 	w.regrow("train")
 	w.runAll("train")
 	w.exitAll("train", 0)
-	w.waitSet("train", "Succeeded", phase(grovev1alpha1.PhaseSucceeded))
+	w.waitSet("train", "Succeeded", phase(shepherdv1alpha1.PhaseSucceeded))
 }
 
 // Stateless: the restart count, the start time and the phase live in the
@@ -405,13 +408,13 @@ func TestTrainingRestartOnlyTouchesItsReplica(t *testing.T) {
 	for _, c := range w.cliques("train") {
 		if c.Labels[api.LabelPodCliqueSetReplicaIndex] == "1" {
 			for k := range c.Spec.Replicas {
-				w.createPod(&c, k)
+				w.createPod(&c.PodClique, k)
 			}
 		}
 	}
 	w.runAll("train")
 	w.exitAll("train", 0)
-	done, _ := w.waitSet("train", "Succeeded", phase(grovev1alpha1.PhaseSucceeded))
+	done, _ := w.waitSet("train", "Succeeded", phase(shepherdv1alpha1.PhaseSucceeded))
 	if done.RestartCount != 1 {
 		t.Errorf("restartCount = %d, want 1", done.RestartCount)
 	}

@@ -1,6 +1,6 @@
 // Package grovemodel is a behaviour model of the Grove operator at
 // github.com/ai-dynamo/grove commit fcc3b3bbbc5e6a2a797cd080bdbc6983b1ccec24
-// (the commit integrations/pinned/grove mirrors): a test double that does,
+// (the commit api/grove/v1alpha1 mirrors): a test double that does,
 // in the test process against a test control plane (test/cluster), what the
 // real operator does to the objects shepherd shares with it. Grove is not on
 // the Go module proxy, so tests cannot run the real one. Each rule names the

@@ -17,6 +17,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
 
@@ -35,18 +36,22 @@ func groveSet(t *testing.T, ns, name string, delay *time.Duration) *corev1.Pod {
 	}}
 	pcs := &grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	pcs.Spec.Replicas = 1
-	if delay == nil {
-		pcs.Spec.WorkloadType = ptr.To(grovev1alpha1.WorkloadTypeTraining)
-		pcs.Spec.TrainingSpec = &grovev1alpha1.TrainingSpec{MaxRestarts: ptr.To[int32](1)}
-	} else {
-		pcs.Spec.WorkloadType = ptr.To(grovev1alpha1.WorkloadTypeInference)
+	// The seed CRDs' fields, which Grove's published type lacks.
+	seed := map[string]any{"workloadType": grove.WorkloadTypeTraining, "trainingSpec": map[string]any{"maxRestarts": int64(1)}}
+	if delay != nil {
+		seed = map[string]any{"workloadType": grove.WorkloadTypeInference}
 		pcs.Spec.Template.TerminationDelay = &metav1.Duration{Duration: *delay}
 		spec.PodSpec.RestartPolicy = corev1.RestartPolicyAlways
 	}
 	pcs.Spec.Template.Cliques = []*grovev1alpha1.PodCliqueTemplateSpec{{Name: "w", Spec: spec}}
-	if err := env.Client.Create(ctx, pcs); err != nil {
+	served := grove.SetOf(pcs).Served
+	for k, v := range seed {
+		served.Object["spec"].(map[string]any)[k] = v
+	}
+	if err := env.Client.Create(ctx, served); err != nil {
 		t.Fatalf("creating PodCliqueSet %s: %v", name, err)
 	}
+	pcs.UID = served.GetUID()
 	labels := map[string]string{api.LabelPartOf: name, api.LabelPodCliqueSetReplicaIndex: "0"}
 	pclq := &grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-0-w", Labels: labels,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: grovev1alpha1.GroupVersion.String(), Kind: api.KindPodCliqueSet,

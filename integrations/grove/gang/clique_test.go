@@ -10,6 +10,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
 
 func TestDecideClique(t *testing.T) {
@@ -19,13 +20,16 @@ func TestDecideClique(t *testing.T) {
 		name         string
 		replicas     int32
 		minAvailable *int32
+		// wasAvailable is the seed field status.wasAvailable.
 		wasAvailable bool
 		// wasCarrier sets wasAvailable through its carrier annotation, as on
 		// Grove's schema, instead of the seed field.
 		wasCarrier bool
-		rolling    *grovev1alpha1.RollingUpdateProgress
+		// rolling is the seed's status.rollingUpdateProgress (its
+		// updateStartedAt and updateEndedAt).
+		rolling *grovev1alpha1.PodCliqueUpdateProgress
 		// groveUpdate is Grove's status.updateProgress.
-		groveUpdate *grovev1alpha1.RollingUpdateProgress
+		groveUpdate *grovev1alpha1.PodCliqueUpdateProgress
 		training    bool
 		marker      *RestartMarker
 		last        *RestartMarker
@@ -64,13 +68,13 @@ func TestDecideClique(t *testing.T) {
 			wantReady: 1, wantWas: true, wantStatus: metav1.ConditionTrue, wantReason: api.ReasonInsufficientReadyPods, wantLTT: t0},
 		{name: "lost a pod but minAvailable still met", replicas: 2, minAvailable: ptr.To[int32](1), wasAvailable: true, pods: []podState{ready, notReady},
 			wantReady: 1, wantWas: true, wantStatus: metav1.ConditionFalse, wantReason: api.ReasonSufficientReadyPods, wantLTT: t0},
-		{name: "rolling update: unknown", replicas: 2, wasAvailable: true, rolling: &grovev1alpha1.RollingUpdateProgress{UpdateStartedAt: metav1.NewTime(earlier)}, pods: []podState{ready},
+		{name: "rolling update: unknown", replicas: 2, wasAvailable: true, rolling: &grovev1alpha1.PodCliqueUpdateProgress{UpdateStartedAt: metav1.NewTime(earlier)}, pods: []podState{ready},
 			wantReady: 1, wantWas: true, wantStatus: metav1.ConditionUnknown, wantReason: api.ReasonUpdateInProgress, wantLTT: t0},
-		{name: "never available wins over rolling update", replicas: 2, rolling: &grovev1alpha1.RollingUpdateProgress{UpdateStartedAt: metav1.NewTime(earlier)}, pods: []podState{ready},
+		{name: "never available wins over rolling update", replicas: 2, rolling: &grovev1alpha1.PodCliqueUpdateProgress{UpdateStartedAt: metav1.NewTime(earlier)}, pods: []podState{ready},
 			wantReady: 1, wantWas: false, wantStatus: metav1.ConditionFalse, wantReason: api.ReasonNeverAvailable, wantLTT: t0},
-		{name: "no wasAvailable during a rolling update", replicas: 2, rolling: &grovev1alpha1.RollingUpdateProgress{UpdateStartedAt: metav1.NewTime(earlier)}, pods: []podState{ready, ready},
+		{name: "no wasAvailable during a rolling update", replicas: 2, rolling: &grovev1alpha1.PodCliqueUpdateProgress{UpdateStartedAt: metav1.NewTime(earlier)}, pods: []podState{ready, ready},
 			wantReady: 2, wantWas: false, wantStatus: metav1.ConditionFalse, wantReason: api.ReasonSufficientReadyPods, wantLTT: t0},
-		{name: "finished rolling update is no rolling update", replicas: 2, wasAvailable: true, rolling: &grovev1alpha1.RollingUpdateProgress{UpdateStartedAt: metav1.NewTime(earlier), UpdateEndedAt: &endedAt}, pods: []podState{ready},
+		{name: "finished rolling update is no rolling update", replicas: 2, wasAvailable: true, rolling: &grovev1alpha1.PodCliqueUpdateProgress{UpdateStartedAt: metav1.NewTime(earlier), UpdateEndedAt: &endedAt}, pods: []podState{ready},
 			wantReady: 1, wantWas: true, wantStatus: metav1.ConditionTrue, wantReason: api.ReasonInsufficientReadyPods, wantLTT: t0},
 		{name: "sticky wasAvailable survives losing every pod", replicas: 2, wasAvailable: true,
 			wantReady: 0, wantWas: true, wantStatus: metav1.ConditionTrue, wantReason: api.ReasonInsufficientReadyPods, wantLTT: t0},
@@ -86,9 +90,9 @@ func TestDecideClique(t *testing.T) {
 			wantReady: 1, wantWas: true, wantStatus: metav1.ConditionTrue, wantReason: api.ReasonInsufficientReadyPods, wantLTT: t0},
 		{name: "carrier: wasAvailable from the annotation, then lost a pod: breached", replicas: 2, wasCarrier: true, pods: []podState{ready},
 			wantReady: 1, wantWas: true, wantStatus: metav1.ConditionTrue, wantReason: api.ReasonInsufficientReadyPods, wantLTT: t0},
-		{name: "Grove's updateProgress is a rolling update", replicas: 2, wasCarrier: true, groveUpdate: &grovev1alpha1.RollingUpdateProgress{UpdateStartedAt: metav1.NewTime(earlier)}, pods: []podState{ready},
+		{name: "Grove's updateProgress is a rolling update", replicas: 2, wasCarrier: true, groveUpdate: &grovev1alpha1.PodCliqueUpdateProgress{UpdateStartedAt: metav1.NewTime(earlier)}, pods: []podState{ready},
 			wantReady: 1, wantWas: true, wantStatus: metav1.ConditionUnknown, wantReason: api.ReasonUpdateInProgress, wantLTT: t0},
-		{name: "Grove's finished updateProgress is none", replicas: 2, wasCarrier: true, groveUpdate: &grovev1alpha1.RollingUpdateProgress{UpdateStartedAt: metav1.NewTime(earlier), UpdateEndedAt: &endedAt}, pods: []podState{ready},
+		{name: "Grove's finished updateProgress is none", replicas: 2, wasCarrier: true, groveUpdate: &grovev1alpha1.PodCliqueUpdateProgress{UpdateStartedAt: metav1.NewTime(earlier), UpdateEndedAt: &endedAt}, pods: []podState{ready},
 			wantReady: 1, wantWas: true, wantStatus: metav1.ConditionTrue, wantReason: api.ReasonInsufficientReadyPods, wantLTT: t0},
 		{name: "restart marker: named pods do not count and wasAvailable is held false", replicas: 2, wasAvailable: true, training: true,
 			marker: &RestartMarker{Restart: 1, Pods: []types.UID{"uid-0", "uid-1"}}, pods: []podState{ready, ready},
@@ -99,17 +103,28 @@ func TestDecideClique(t *testing.T) {
 			c := &grovev1alpha1.PodClique{
 				ObjectMeta: metav1.ObjectMeta{Name: "c", Generation: 3},
 				Spec:       grovev1alpha1.PodCliqueSpec{Replicas: tc.replicas, MinAvailable: tc.minAvailable},
-				Status: grovev1alpha1.PodCliqueStatus{WasAvailable: tc.wasAvailable, RollingUpdateProgress: tc.rolling, UpdateProgress: tc.groveUpdate,
+				Status: grovev1alpha1.PodCliqueStatus{UpdateProgress: tc.groveUpdate,
 					Conditions: append([]metav1.Condition{{Type: "Other", Status: metav1.ConditionTrue, Reason: "Kept"}}, tc.existing...)},
 			}
 			if tc.wasCarrier {
 				c.Annotations = map[string]string{api.AnnotationWasAvailable: "true"}
 			}
+			cl := grove.CliqueOf(c)
+			if tc.wasAvailable {
+				setServed(t, cl.Served, true, "status", "wasAvailable")
+			}
+			if p := tc.rolling; p != nil {
+				seed := map[string]any{"updateStartedAt": p.UpdateStartedAt.UTC().Format(time.RFC3339)}
+				if p.UpdateEndedAt != nil {
+					seed["updateEndedAt"] = p.UpdateEndedAt.UTC().Format(time.RFC3339)
+				}
+				setServed(t, cl.Served, seed, "status", "rollingUpdateProgress")
+			}
 			var since *metav1.Time
 			if len(tc.existing) > 0 && tc.existing[0].Status == metav1.ConditionTrue {
 				since = &tc.existing[0].LastTransitionTime
 			}
-			got := DecideClique(CliqueInput{Clique: c, Pods: mkPods(tc.pods...), Training: tc.training, Marker: tc.marker, Last: tc.last}, since, t0.Add(300*time.Millisecond))
+			got := DecideClique(CliqueInput{Clique: &cl, Pods: mkPods(tc.pods...), Training: tc.training, Marker: tc.marker, Last: tc.last}, since, t0.Add(300*time.Millisecond))
 			if got.Ready != tc.wantReady || got.WasAvailable != tc.wantWas {
 				t.Errorf("ready, wasAvailable = %d, %v; want %d, %v", got.Ready, got.WasAvailable, tc.wantReady, tc.wantWas)
 			}

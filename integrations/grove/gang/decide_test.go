@@ -13,6 +13,7 @@ import (
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
 
 // podsOf gives c pods in the given states, owned by c's incarnation.
@@ -40,8 +41,7 @@ func groveOwned(c grovev1alpha1.PodClique, since time.Time) grovev1alpha1.PodCli
 func TestDecide(t *testing.T) {
 	delay := 10 * time.Second
 	at := func(d time.Duration) *metav1.Time { return ptr.To(metav1.NewTime(t0.Add(d))) }
-	plain := clique("a", 0, "", 0)
-	plain.Status.WasAvailable = false // nothing kept on the PodClique
+	plain := unavailable(clique("a", 0, "", 0)) // nothing kept on the PodClique
 	entry := func(was bool, since *metav1.Time) []shepherdv1alpha1.CliqueRecord {
 		return []shepherdv1alpha1.CliqueRecord{{Name: "a", UID: plain.UID, WasAvailable: was, BreachedSince: since}}
 	}
@@ -108,15 +108,17 @@ func TestDecide(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pcs := setWithDelay(&delay)
 			if tc.training {
-				pcs.Spec.WorkloadType = ptr.To(grovev1alpha1.WorkloadTypeTraining)
+				pcs.Annotations = map[string]string{api.AnnotationWorkloadType: grove.WorkloadTypeTraining}
 			}
 			mode := tc.mode
 			if mode == "" {
 				mode = integrations.ModeAuto
 			}
 			c := tc.clique
-			c.Status.WasAvailable = c.Status.WasAvailable && len(c.Status.Conditions) > 0
-			d := Decide(SetInput{Set: pcs, Cliques: []grovev1alpha1.PodClique{c}, Pods: podsOf(&c, tc.pods...), Record: tc.record, Mode: mode}, t0)
+			if len(c.Status.Conditions) == 0 {
+				c = unavailable(c) // wasAvailable is kept on the PodClique only beside its breach
+			}
+			d := Decide(SetInput{Set: grove.SetOf(pcs), Cliques: grove.CliquesOf(c), Pods: podsOf(&c, tc.pods...), Record: tc.record, Mode: mode}, t0)
 			got := out{Write: d.Write, LeftToGrove: len(d.LeftToGrove), Requeue: d.RequeueAfter}
 			if d.Write == WriteRecord {
 				got.Status = &d.Status

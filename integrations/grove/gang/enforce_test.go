@@ -8,9 +8,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
 
 // managed is a managedFields entry of manager owning fieldsV1.
@@ -32,7 +32,7 @@ const (
 // by the first PodClique seen).
 func TestWhoEnforcesPerSet(t *testing.T) {
 	breach := []metav1.Condition{{Type: api.ConditionMinAvailableBreached, Status: metav1.ConditionTrue, Reason: api.ReasonInsufficientReadyPods}}
-	grove := shepherdv1alpha1.EnforcerGrove
+	upstream := shepherdv1alpha1.EnforcerGrove
 	me := shepherdv1alpha1.EnforcerShepherd
 	tests := []struct {
 		name    string
@@ -44,9 +44,9 @@ func TestWhoEnforcesPerSet(t *testing.T) {
 		{name: "auto, only an earlier shepherd wrote it", setting: integrations.ModeAuto, conds: breach,
 			managed: []metav1.ManagedFieldsEntry{managed(api.FieldManager, atomicConds)}, want: me},
 		{name: "auto, Grove owns the atomic conditions list", setting: integrations.ModeAuto, conds: breach,
-			managed: []metav1.ManagedFieldsEntry{managed(api.FieldManager, `{"f:metadata":{"f:annotations":{}}}`), managed("grove-operator", atomicConds)}, want: grove},
+			managed: []metav1.ManagedFieldsEntry{managed(api.FieldManager, `{"f:metadata":{"f:annotations":{}}}`), managed("grove-operator", atomicConds)}, want: upstream},
 		{name: "auto, Grove owns the map-list entry", setting: integrations.ModeAuto, conds: breach,
-			managed: []metav1.ManagedFieldsEntry{managed("grove-operator", mapConds)}, want: grove},
+			managed: []metav1.ManagedFieldsEntry{managed("grove-operator", mapConds)}, want: upstream},
 		{name: "auto, another manager owns only another condition", setting: integrations.ModeAuto, conds: breach,
 			managed: []metav1.ManagedFieldsEntry{managed("grove-operator", otherCond), managed(api.FieldManager, mapConds)}, want: me},
 		{name: "auto, a list without MinAvailableBreached proves nothing", setting: integrations.ModeAuto,
@@ -59,18 +59,18 @@ func TestWhoEnforcesPerSet(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			c := clique("c", 0, "", 0, tc.conds...)
 			c.Namespace, c.ManagedFields = "ns", tc.managed
-			d := Decide(SetInput{Set: setWithDelay(nil), Cliques: []grovev1alpha1.PodClique{c}, Mode: tc.setting}, t0)
+			d := Decide(SetInput{Set: grove.SetOf(setWithDelay(nil)), Cliques: grove.CliquesOf(c), Mode: tc.setting}, t0)
 			if d.Write != WriteRecord || d.Status.GangTermination == nil {
 				t.Fatalf("decision %+v: want the record written with who enforces", d)
 			}
 			if got := d.Status.GangTermination.EnforcedBy; got != tc.want {
 				t.Errorf("enforcedBy = %s, want %s (%s)", got, tc.want, d.Status.GangTermination.Message)
 			}
-			if tc.want == grove && (len(d.Status.Cliques) != 0 || !strings.Contains(d.Status.GangTermination.Message, `"grove-operator"`)) {
+			if tc.want == upstream && (len(d.Status.Cliques) != 0 || !strings.Contains(d.Status.GangTermination.Message, `"grove-operator"`)) {
 				t.Errorf("standing down, shepherd derived %+v, message %q; want nothing, naming Grove's field manager", d.Status.Cliques, d.Status.GangTermination.Message)
 			}
 			// Another set, without the sign, is shepherd's whatever this one shows.
-			other := Decide(SetInput{Set: setWithDelay(nil), Cliques: []grovev1alpha1.PodClique{clique("d", 0, "", 0)}, Mode: tc.setting}, t0)
+			other := Decide(SetInput{Set: grove.SetOf(setWithDelay(nil)), Cliques: grove.CliquesOf(clique("d", 0, "", 0)), Mode: tc.setting}, t0)
 			if got := other.Status.GangTermination.EnforcedBy; got != me {
 				t.Errorf("a set without Grove's sign: enforcedBy = %s, want shepherd", got)
 			}

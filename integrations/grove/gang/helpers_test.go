@@ -2,15 +2,19 @@ package gang
 
 import (
 	"fmt"
+	"maps"
+	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -65,14 +69,15 @@ func breachedCond(status metav1.ConditionStatus, since time.Time) metav1.Conditi
 }
 
 // clique builds a PodClique of a PodCliqueSet replica; pcsg "" is standalone.
+// It has been available (wasAvailable, kept through its carrier annotation).
 func clique(name string, pcsIdx int, pcsg string, pcsgIdx int, conds ...metav1.Condition) grovev1alpha1.PodClique {
 	c := grovev1alpha1.PodClique{
 		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{
 			api.LabelPartOf:                   "pcs",
 			api.LabelPodCliqueSetReplicaIndex: fmt.Sprint(pcsIdx),
-		}},
+		}, Annotations: map[string]string{api.AnnotationWasAvailable: "true"}},
 		Spec:   grovev1alpha1.PodCliqueSpec{Replicas: 2, MinAvailable: ptr.To[int32](2)},
-		Status: grovev1alpha1.PodCliqueStatus{WasAvailable: true, Conditions: conds},
+		Status: grovev1alpha1.PodCliqueStatus{Conditions: conds},
 	}
 	if pcsg != "" {
 		c.Labels[api.LabelPodCliqueScalingGroup] = pcsg
@@ -81,10 +86,17 @@ func clique(name string, pcsIdx int, pcsg string, pcsgIdx int, conds ...metav1.C
 	return c
 }
 
+// unavailable is c with no wasAvailable kept on it.
+func unavailable(c grovev1alpha1.PodClique) grovev1alpha1.PodClique {
+	c.Annotations = maps.Clone(c.Annotations)
+	delete(c.Annotations, api.AnnotationWasAvailable)
+	return c
+}
+
 // breachesOf reads each live clique's breach start from its own
 // MinAvailableBreached, the way an earlier shepherd kept it (legacyBreach):
 // the tables below state breach times as conditions.
-func breachesOf(cliques []grovev1alpha1.PodClique) BreachTimes {
+func breachesOf(cliques []grove.Clique) BreachTimes {
 	out := BreachTimes{}
 	for i := range cliques {
 		if t, ok := legacyBreach(&cliques[i]); ok && !Terminating(&cliques[i]) {
@@ -96,7 +108,7 @@ func breachesOf(cliques []grovev1alpha1.PodClique) BreachTimes {
 
 // gangs runs step 3 of Decide (expiredGangs) at t0: the PodCliqueSet
 // replicas and the scaling-group replicas it terminates, and the requeue.
-func gangs(pcs *grovev1alpha1.PodCliqueSet, cliques []grovev1alpha1.PodClique, groups []grovev1alpha1.PodCliqueScalingGroup) (setKill, groupKill []int32, requeue time.Duration) {
+func gangs(pcs *grove.Set, cliques []grove.Clique, groups []grove.ScalingGroup) (setKill, groupKill []int32, requeue time.Duration) {
 	var wait MinRequeue
 	for _, t := range expiredGangs(SetInput{Set: pcs, Cliques: cliques, Groups: groups}, breachesOf(cliques), t0, &wait) {
 		if t.Level == LevelPCS {
@@ -115,4 +127,13 @@ func setWithDelay(d *time.Duration) *grovev1alpha1.PodCliqueSet {
 		pcs.Spec.Template.TerminationDelay = &metav1.Duration{Duration: *d}
 	}
 	return pcs
+}
+
+// setServed sets a seed field, absent from Grove's published types, on an
+// object as served (a JSON-like value: string, int64, bool, map, slice).
+func setServed(t *testing.T, u *unstructured.Unstructured, v any, path ...string) {
+	t.Helper()
+	if err := unstructured.SetNestedField(u.Object, v, path...); err != nil {
+		t.Fatalf("setting %v: %v", path, err)
+	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
 
 func TestExpiredGangs(t *testing.T) {
@@ -25,7 +26,7 @@ func TestExpiredGangs(t *testing.T) {
 		// Grove's schema.
 		groupCarrier  string
 		cliques       []grovev1alpha1.PodClique
-		groups        []grovev1alpha1.PodCliqueScalingGroup
+		groups        []grove.ScalingGroup
 		wantTerminate []int32
 		wantGroupKill []int32
 		wantRequeue   time.Duration
@@ -52,27 +53,27 @@ func TestExpiredGangs(t *testing.T) {
 		{name: "breached PCSG past its delay terminates the replica", delay: ptr.To(10 * time.Second),
 			cliques: []grovev1alpha1.PodClique{clique("s", 0, "", 0, ok),
 				clique("w0", 0, "pcs-0-g", 0, at(20*time.Second)), clique("w1", 0, "pcs-0-g", 1, at(15*time.Second))},
-			groups:        []grovev1alpha1.PodCliqueScalingGroup{group("pcs-0-g", 0, 2, 1)},
+			groups:        []grove.ScalingGroup{group("pcs-0-g", 0, 2, 1)},
 			wantTerminate: []int32{0}},
 		{name: "PCSG still above minAvailable: only its breached replica goes", delay: ptr.To(10 * time.Second),
 			cliques: []grovev1alpha1.PodClique{
 				clique("w0", 0, "pcs-0-g", 0, at(20*time.Second)), clique("w1", 0, "pcs-0-g", 1, ok)},
-			groups:        []grovev1alpha1.PodCliqueScalingGroup{group("pcs-0-g", 0, 2, 1)},
+			groups:        []grove.ScalingGroup{group("pcs-0-g", 0, 2, 1)},
 			wantGroupKill: []int32{0}},
 		{name: "PCSG override shorter than the PodCliqueSet delay is honoured", delay: ptr.To(time.Hour), groupDelay: ptr.To(2 * time.Second),
 			cliques: []grovev1alpha1.PodClique{
 				clique("w0", 0, "pcs-0-g", 0, at(3*time.Second)), clique("w1", 0, "pcs-0-g", 1, at(3*time.Second))},
-			groups:        []grovev1alpha1.PodCliqueScalingGroup{group("pcs-0-g", 0, 2, 1)},
+			groups:        []grove.ScalingGroup{group("pcs-0-g", 0, 2, 1)},
 			wantTerminate: []int32{0}},
 		{name: "PCSG override by its carrier is honoured", delay: ptr.To(time.Hour), groupCarrier: "g=2s",
 			cliques: []grovev1alpha1.PodClique{
 				clique("w0", 0, "pcs-0-g", 0, at(3*time.Second)), clique("w1", 0, "pcs-0-g", 1, at(3*time.Second))},
-			groups:        []grovev1alpha1.PodCliqueScalingGroup{group("pcs-0-g", 0, 2, 1)},
+			groups:        []grove.ScalingGroup{group("pcs-0-g", 0, 2, 1)},
 			wantTerminate: []int32{0}},
 		{name: "PCSG delay counts from the breach that took it below minAvailable", delay: ptr.To(10 * time.Second),
 			cliques: []grovev1alpha1.PodClique{
 				clique("w0", 0, "pcs-0-g", 0, at(time.Hour)), clique("w1", 0, "pcs-0-g", 1, at(4*time.Second))},
-			groups:      []grovev1alpha1.PodCliqueScalingGroup{group("pcs-0-g", 0, 2, 1)},
+			groups:      []grove.ScalingGroup{group("pcs-0-g", 0, 2, 1)},
 			wantRequeue: 6 * time.Second},
 	}
 	for _, tc := range tests {
@@ -86,9 +87,13 @@ func TestExpiredGangs(t *testing.T) {
 				pcs.Spec.Template.PodCliqueScalingGroupConfigs = []grovev1alpha1.PodCliqueScalingGroupConfig{{Name: "g"}}
 			}
 			if tc.groupDelay != nil {
-				pcs.Spec.Template.PodCliqueScalingGroupConfigs = []grovev1alpha1.PodCliqueScalingGroupConfig{{Name: "g", TerminationDelay: &metav1.Duration{Duration: *tc.groupDelay}}}
+				pcs.Spec.Template.PodCliqueScalingGroupConfigs = []grovev1alpha1.PodCliqueScalingGroupConfig{{Name: "g"}}
 			}
-			setKill, groupKill, requeue := gangs(pcs, tc.cliques, tc.groups)
+			set := grove.SetOf(pcs)
+			if tc.groupDelay != nil {
+				seedConfigDelay(t, set, "g", *tc.groupDelay)
+			}
+			setKill, groupKill, requeue := gangs(set, grove.CliquesOf(tc.cliques...), tc.groups)
 			if !slices.Equal(setKill, tc.wantTerminate) || !slices.Equal(groupKill, tc.wantGroupKill) {
 				t.Errorf("terminate replicas %v, group replicas %v; want %v, %v", setKill, groupKill, tc.wantTerminate, tc.wantGroupKill)
 			}

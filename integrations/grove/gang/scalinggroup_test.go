@@ -7,17 +7,34 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
 
-func group(name string, pcsIdx int, replicas, minAvailable int32) grovev1alpha1.PodCliqueScalingGroup {
-	return grovev1alpha1.PodCliqueScalingGroup{
+func group(name string, pcsIdx int, replicas, minAvailable int32) grove.ScalingGroup {
+	return grove.GroupOf(&grovev1alpha1.PodCliqueScalingGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{api.LabelPartOf: "pcs", api.LabelPodCliqueSetReplicaIndex: itoa(pcsIdx)}},
 		Spec:       grovev1alpha1.PodCliqueScalingGroupSpec{Replicas: replicas, MinAvailable: ptr.To(minAvailable)},
+	})
+}
+
+// seedConfigDelay gives the scaling-group config name of s the seed field
+// terminationDelay d, on s as served.
+func seedConfigDelay(t *testing.T, s *grove.Set, name string, d time.Duration) {
+	t.Helper()
+	cfgs, _, _ := unstructured.NestedSlice(s.Served.Object, "spec", "template", "podCliqueScalingGroups")
+	for _, c := range cfgs {
+		if m := c.(map[string]any); m["name"] == name {
+			m["terminationDelay"] = d.String()
+			setServed(t, s.Served, cfgs, "spec", "template", "podCliqueScalingGroups")
+			return
+		}
 	}
+	t.Fatalf("no scaling-group config %q", name)
 }
 
 func itoa(i int) string { return string(rune('0' + i)) }
@@ -78,14 +95,15 @@ func TestGroupGangs(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			g := group("g", 0, tc.replicas, tc.minAvailable)
-			agg := AggregateGroup(&g, tc.cliques, breachesOf(tc.cliques))
+			cliques := grove.CliquesOf(tc.cliques...)
+			agg := AggregateGroup(&g, cliques, breachesOf(cliques))
 			if agg.Available() != tc.wantAvailable {
 				t.Errorf("available replicas = %d, want %d", agg.Available(), tc.wantAvailable)
 			}
 			if agg.Below != (tc.wantBreached == metav1.ConditionTrue) {
 				t.Errorf("below minAvailable = %v, want %v", agg.Below, tc.wantBreached == metav1.ConditionTrue)
 			}
-			_, kill, requeue := gangs(setWithDelay(tc.delay), tc.cliques, []grovev1alpha1.PodCliqueScalingGroup{g})
+			_, kill, requeue := gangs(grove.SetOf(setWithDelay(tc.delay)), cliques, []grove.ScalingGroup{g})
 			if !slices.Equal(kill, tc.wantTerminate) {
 				t.Errorf("terminate = %v, want %v", kill, tc.wantTerminate)
 			}
@@ -102,12 +120,12 @@ func TestAggregateGroupSince(t *testing.T) {
 	// Three replicas, minAvailable 2: the group drops below at the second
 	// breach, whatever order the cliques come in.
 	g := group("g", 0, 3, 2)
-	cl := []grovev1alpha1.PodClique{
+	cl := grove.CliquesOf(
 		clique("c2", 0, "g", 2, breachedCond(metav1.ConditionTrue, t0.Add(-1*time.Minute))),
 		clique("c0", 0, "g", 0, breachedCond(metav1.ConditionTrue, t0.Add(-5*time.Minute))),
 		clique("d0", 0, "g", 0, breachedCond(metav1.ConditionTrue, t0.Add(-9*time.Minute))),
 		clique("c1", 0, "g", 1, breachedCond(metav1.ConditionFalse, t0)),
-	}
+	)
 	agg := AggregateGroup(&g, cl, breachesOf(cl))
 	if !agg.Below || !agg.Since.Equal(t0.Add(-1*time.Minute)) {
 		t.Fatalf("below=%v since=%v; want true since %v", agg.Below, agg.Since, t0.Add(-time.Minute))
@@ -141,13 +159,19 @@ func TestGroupDelay(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pcs := &grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Name: "pcs"}}
 			pcs.Spec.Template.TerminationDelay = tc.setDelay
-			pcs.Spec.Template.PodCliqueScalingGroupConfigs = []grovev1alpha1.PodCliqueScalingGroupConfig{{Name: "workers", TerminationDelay: tc.config}}
+			pcs.Spec.Template.PodCliqueScalingGroupConfigs = []grovev1alpha1.PodCliqueScalingGroupConfig{{Name: "workers"}}
 			if tc.carrier != "" {
 				pcs.Annotations = map[string]string{api.AnnotationTerminationDelay: tc.carrier}
 			}
+			set := grove.SetOf(pcs)
+			if tc.config != nil {
+				seedConfigDelay(t, set, "workers", tc.config.Duration)
+			}
 			g := group("pcs-0-workers", 0, 2, 1)
-			g.Spec.TerminationDelay = tc.groupField
-			got, err := GroupDelay(pcs, &g)
+			if tc.groupField != nil {
+				setServed(t, g.Served, tc.groupField.Duration.String(), "spec", "terminationDelay")
+			}
+			got, err := GroupDelay(set, &g)
 			if (err != nil) != tc.wantErr {
 				t.Errorf("err = %v, want error %v", err, tc.wantErr)
 			}
@@ -159,7 +183,7 @@ func TestGroupDelay(t *testing.T) {
 }
 
 func TestGroupConfigName(t *testing.T) {
-	pcs := &grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Name: "inf"}}
+	pcs := grove.SetOf(&grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Name: "inf"}})
 	for name, want := range map[string]string{"inf-1-workers": "workers", "inf-1-sg-a": "sg-a", "other-1-workers": "", "inf-0-workers": ""} {
 		g := group(name, 1, 1, 1)
 		if got := GroupConfigName(pcs, &g); got != want {

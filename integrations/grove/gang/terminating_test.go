@@ -9,6 +9,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
 
 // deleting marks a PodClique as being deleted.
@@ -86,8 +87,9 @@ func TestTerminatingPodCliquesBothLevelsAgree(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			g := group("g", 0, tc.replicas, tc.minAvailable)
-			var inGroup []grovev1alpha1.PodClique
-			for _, c := range tc.cliques {
+			cliques := grove.CliquesOf(tc.cliques...)
+			var inGroup []grove.Clique
+			for _, c := range cliques {
 				if c.Labels[api.LabelPodCliqueScalingGroup] == "g" {
 					inGroup = append(inGroup, c)
 				}
@@ -97,7 +99,7 @@ func TestTerminatingPodCliquesBothLevelsAgree(t *testing.T) {
 			if agg.Below {
 				breached = metav1.ConditionTrue
 			}
-			setKill, groupKill, _ := gangs(setWithDelay(&delay), tc.cliques, []grovev1alpha1.PodCliqueScalingGroup{g})
+			setKill, groupKill, _ := gangs(grove.SetOf(setWithDelay(&delay)), cliques, []grove.ScalingGroup{g})
 			type levels struct {
 				Available int32
 				Breached  metav1.ConditionStatus

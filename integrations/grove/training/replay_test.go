@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/clock"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
 )
 
@@ -29,8 +31,8 @@ import (
 type world struct {
 	t       *testing.T
 	clk     clock.PassiveClock
-	pcs     *grovev1alpha1.PodCliqueSet
-	cliques []grovev1alpha1.PodClique
+	pcs     *grove.Set
+	cliques []grove.Clique
 	pods    []corev1.Pod
 	// state is the set's record, once recorded; recRV its resourceVersion.
 	state    State
@@ -39,10 +41,10 @@ type world struct {
 	rv       int
 }
 
-func newWorld(t *testing.T, pcs *grovev1alpha1.PodCliqueSet, cliques []grovev1alpha1.PodClique, pods []corev1.Pod) *world {
-	w := &world{t: t, clk: clockAt(t0), pcs: pcs.DeepCopy(), pods: slices.Clone(pods)}
+func newWorld(t *testing.T, pcs *grove.Set, cliques []grove.Clique, pods []corev1.Pod) *world {
+	w := &world{t: t, clk: clockAt(t0), pcs: &grove.Set{PodCliqueSet: *pcs.PodCliqueSet.DeepCopy(), Served: pcs.Served.DeepCopy()}, pods: slices.Clone(pods)}
 	for _, c := range cliques {
-		w.cliques = append(w.cliques, *c.DeepCopy())
+		w.cliques = append(w.cliques, grove.Clique{PodClique: *c.PodClique.DeepCopy(), Served: c.Served.DeepCopy()})
 	}
 	return w
 }
@@ -90,8 +92,11 @@ func (w *world) apply(d Decision, readRV string) bool {
 		w.state, w.recorded, w.recRV = d.State.clone(), true, w.bump()
 	case WriteScale:
 		for _, ref := range d.Scale {
-			if i := slices.IndexFunc(w.cliques, func(c grovev1alpha1.PodClique) bool { return c.Name == ref.Name && c.UID == ref.UID }); i >= 0 {
+			if i := slices.IndexFunc(w.cliques, func(c grove.Clique) bool { return c.Name == ref.Name && c.UID == ref.UID }); i >= 0 {
 				w.cliques[i].Spec.Replicas = 0
+				if err := unstructured.SetNestedField(w.cliques[i].Served.Object, int64(0), "spec", "replicas"); err != nil {
+					w.t.Fatal(err)
+				}
 			}
 		}
 	case WriteDelete:
@@ -196,7 +201,7 @@ func markString(m Mark) string {
 }
 
 // runOutcome runs a set to quiescence from the objects given.
-func runOutcome(t *testing.T, pcs *grovev1alpha1.PodCliqueSet, cliques []grovev1alpha1.PodClique, pods []corev1.Pod) outcome {
+func runOutcome(t *testing.T, pcs *grove.Set, cliques []grove.Clique, pods []corev1.Pod) outcome {
 	t.Helper()
 	w := newWorld(t, pcs, cliques, pods)
 	return w.outcome(w.run())
@@ -210,20 +215,23 @@ func runOutcome(t *testing.T, pcs *grovev1alpha1.PodCliqueSet, cliques []grovev1
 func crashScenario(t *testing.T, maxRestarts int32, carriers bool) *world {
 	pcs := set(maxRestarts, nil, nil)
 	pcs.Spec.Template.Cliques = append(pcs.Spec.Template.Cliques, &grovev1alpha1.PodCliqueTemplateSpec{Name: "v", Spec: grovev1alpha1.PodCliqueSpec{Replicas: 1}})
-	pcs.Status.Phase, pcs.Status.StartTime = shepherdv1alpha1.PhaseRunning, &metav1.Time{Time: t0.Add(-time.Minute)}
-	v := mkClique(0, cliqueState{wasAvail: true})
-	v.Name, v.UID, v.Spec.Replicas = "pcs-0-v", "cv", 1
+	v := mkClique(0, cliqueState{wasAvail: true}, func(c *grovev1alpha1.PodClique) { c.Name, c.UID, c.Spec.Replicas = "pcs-0-v", "cv", 1 })
 	vp := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pcs-0-v-0", UID: "pv", OwnerReferences: controller(api.KindPodClique, "pcs-0-v", "cv")}}
 	vp.Status.Phase = corev1.PodRunning
 	vp.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-	w := newWorld(t, pcs, []grovev1alpha1.PodClique{mkClique(0, cliqueState{wasAvail: true, wasCarrier: carriers}), v, mkClique(1, cliqueState{wasAvail: true, wasCarrier: carriers})},
+	w := newWorld(t, grove.SetOf(pcs), []grove.Clique{mkClique(0, cliqueState{wasAvail: true, wasCarrier: carriers}), v, mkClique(1, cliqueState{wasAvail: true, wasCarrier: carriers})},
 		append(pods(failed, ready, ready, ready), vp))
+	schemas := seedStatus
 	if carriers {
-		grove.SetTrainingStatus(w.pcs, grove.TrainingStatus{Phase: pcs.Status.Phase, StartTime: pcs.Status.StartTime}, fieldSchemas{})
-		w.pcs.Status.Phase, w.pcs.Status.StartTime = "", nil
+		schemas = fieldSchemas{}
 	}
+	grove.SetTrainingStatus(w.pcs, grove.TrainingStatus{Phase: shepherdv1alpha1.PhaseRunning, StartTime: &metav1.Time{Time: t0.Add(-time.Minute)}}, schemas)
 	return w
 }
+
+// seedStatus is the seed schema's PodCliqueSet status: the Training status
+// fields an earlier shepherd kept there.
+var seedStatus = fieldSchemas{"status.phase", "status.restartCount", "status.startTime"}
 
 // final is what a run must end with whatever crashed on the way.
 type final struct {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
 )
 
@@ -192,23 +194,24 @@ func TestDecideIssue19(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			pcs := set(tc.maxRestarts, tc.maxRuntime, nil)
-			pcs.Status.Phase, pcs.Status.RestartCount = tc.phase, tc.count
+			st := grove.TrainingStatus{Phase: tc.phase, RestartCount: tc.count}
 			if tc.phase != shepherdv1alpha1.PhasePending {
-				pcs.Status.StartTime = &metav1.Time{Time: started}
+				st.StartTime = &metav1.Time{Time: started}
 			}
 			if tc.phase == shepherdv1alpha1.PhaseFailed {
 				pcs.Status.Conditions = []metav1.Condition{{Type: api.ConditionFailed, Status: metav1.ConditionTrue, Reason: api.ReasonMaxRestartsExceeded}}
 			}
-			var cliques []grovev1alpha1.PodClique
+			var cliques []grove.Clique
 			for i, s := range tc.cliques {
 				cliques = append(cliques, mkClique(i, s))
 			}
 			// A PodClique of the deleted set, still there (garbage
 			// collection is asynchronous).
-			old := mkClique(0, cliqueState{wasAvail: true})
-			old.Name, old.UID, old.OwnerReferences = "pcs-0-w", "old-c0", controller(api.KindPodCliqueSet, "pcs", "old-set")
+			old := mkClique(0, cliqueState{wasAvail: true}, func(c *grovev1alpha1.PodClique) {
+				c.Name, c.UID, c.OwnerReferences = "pcs-0-w", "old-c0", controller(api.KindPodCliqueSet, "pcs", "old-set")
+			})
 			cliques = append(cliques, old)
-			got := runOutcome(t, pcs, cliques, tc.pods)
+			got := runOutcome(t, withStatus(pcs, st), cliques, tc.pods)
 			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("decision (-want +got):\n%s", diff)
 			}
@@ -220,13 +223,11 @@ func TestDecideIssue19(t *testing.T) {
 // reconcile marks the rest with the same number (failed where the clique is
 // breached), commits the restart once, and emits its events once.
 func TestRestartResumesAfterPartialMarking(t *testing.T) {
-	pcs := set(2, nil, nil)
-	pcs.Status.Phase, pcs.Status.StartTime = shepherdv1alpha1.PhaseRunning, &metav1.Time{Time: t0}
+	pcs := withStatus(set(2, nil, nil), grove.TrainingStatus{Phase: shepherdv1alpha1.PhaseRunning, StartTime: &metav1.Time{Time: t0}})
 	a := mkClique(0, cliqueState{marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00", "p01"}}})
-	b := mkClique(0, cliqueState{wasAvail: true})
-	b.Name, b.UID = "pcs-0-v", "cv"
+	b := mkClique(0, cliqueState{wasAvail: true}, named("pcs-0-v", "cv"))
 	bp := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pcs-0-v-0", UID: "pv", OwnerReferences: controller(api.KindPodClique, "pcs-0-v", "cv")}}
-	in := input(t, pcs, []grovev1alpha1.PodClique{a, b, mkClique(1, cliqueState{wasAvail: true})},
+	in := input(t, pcs, []grove.Clique{a, b, mkClique(1, cliqueState{wasAvail: true})},
 		[]corev1.Pod{mkPod(0, 0, ready), mkPod(0, 1, ready), bp, mkPod(1, 0, ready), mkPod(1, 1, ready)})
 	got := runOutcome(t, in.Set, in.Cliques, in.Pods)
 	want := outcome{Phase: shepherdv1alpha1.PhaseRunning, Count: 1, Start: &t0, Restarted: 1,

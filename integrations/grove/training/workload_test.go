@@ -12,12 +12,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
 )
@@ -31,20 +33,28 @@ func controller(kind, name string, uid types.UID) []metav1.OwnerReference {
 	return []metav1.OwnerReference{{APIVersion: "grove.io/v1alpha1", Kind: kind, Name: name, UID: uid, Controller: ptr.To(true)}}
 }
 
-// set is a Training PodCliqueSet with 2 replicas of one clique "w" of 2 pods.
+// set is a Training PodCliqueSet with 2 replicas of one clique "w" of 2 pods,
+// its workloadType and trainingSpec in their carriers (Grove's schema).
 func set(maxRestarts int32, maxRuntime *time.Duration, delay *time.Duration) *grovev1alpha1.PodCliqueSet {
 	pcs := &grovev1alpha1.PodCliqueSet{ObjectMeta: metav1.ObjectMeta{Name: "pcs", Namespace: "ns", UID: setUID}}
 	pcs.Spec.Replicas = 2
-	pcs.Spec.WorkloadType = ptr.To(grovev1alpha1.WorkloadTypeTraining)
-	pcs.Spec.TrainingSpec = &grovev1alpha1.TrainingSpec{MaxRestarts: ptr.To(maxRestarts)}
+	pcs.Annotations = map[string]string{api.AnnotationWorkloadType: grove.WorkloadTypeTraining, api.AnnotationMaxRestarts: fmt.Sprint(maxRestarts)}
 	if maxRuntime != nil {
-		pcs.Spec.TrainingSpec.MaxRuntime = &metav1.Duration{Duration: *maxRuntime}
+		pcs.Annotations[api.AnnotationMaxRuntime] = maxRuntime.String()
 	}
 	if delay != nil {
 		pcs.Spec.Template.TerminationDelay = &metav1.Duration{Duration: *delay}
 	}
 	pcs.Spec.Template.Cliques = []*grovev1alpha1.PodCliqueTemplateSpec{{Name: "w", Spec: grovev1alpha1.PodCliqueSpec{Replicas: 2}}}
 	return pcs
+}
+
+// withStatus is pcs as served with the Training status an earlier shepherd
+// kept on it, in its carriers (Grove's schema): what Upgrade reads.
+func withStatus(pcs *grovev1alpha1.PodCliqueSet, st grove.TrainingStatus) *grove.Set {
+	s := grove.SetOf(pcs)
+	grove.SetTrainingStatus(s, st, nil)
+	return s
 }
 
 type cliqueState struct {
@@ -59,12 +69,13 @@ type cliqueState struct {
 	marker     *gang.RestartMarker
 }
 
-func mkClique(idx int, s cliqueState) grovev1alpha1.PodClique {
+// mkClique is replica idx's clique "w" as served, after edits (of its
+// published fields; the served form is taken last).
+func mkClique(idx int, s cliqueState, edits ...func(*grovev1alpha1.PodClique)) grove.Clique {
 	c := grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pcs-%d-w", idx), UID: types.UID(fmt.Sprintf("c%d", idx)),
 		Labels: map[string]string{api.LabelPartOf: "pcs", api.LabelPodCliqueSetReplicaIndex: fmt.Sprint(idx)}, Annotations: map[string]string{},
 		OwnerReferences: controller(api.KindPodCliqueSet, "pcs", setUID)},
 		Spec: grovev1alpha1.PodCliqueSpec{Replicas: 2}}
-	c.Status.WasAvailable = s.wasAvail && !s.wasCarrier
 	if s.wasAvail && s.wasCarrier {
 		c.Annotations[api.AnnotationWasAvailable] = "true"
 	}
@@ -78,7 +89,17 @@ func mkClique(idx int, s cliqueState) grovev1alpha1.PodClique {
 	if s.marker != nil {
 		c.Annotations[api.AnnotationRestart] = s.marker.String()
 	}
-	return c
+	for _, edit := range edits {
+		edit(&c)
+	}
+	served := grove.CliqueOf(&c)
+	if s.wasAvail && !s.wasCarrier {
+		// The seed's status field, on a cluster serving the seed schema.
+		if err := unstructured.SetNestedField(served.Served.Object, true, "status", "wasAvailable"); err != nil {
+			panic(err)
+		}
+	}
+	return served
 }
 
 type podState int
@@ -115,7 +136,7 @@ func pods(r0a, r0b, r1a, r1b podState) []corev1.Pod {
 func allPods(s podState) []corev1.Pod { return pods(s, s, s, s) }
 
 // input is Decide's input for a set as the controller reads it.
-func input(t *testing.T, pcs *grovev1alpha1.PodCliqueSet, cliques []grovev1alpha1.PodClique, ps []corev1.Pod) Input {
+func input(t *testing.T, pcs *grove.Set, cliques []grove.Clique, ps []corev1.Pod) Input {
 	t.Helper()
 	// The state as an earlier shepherd kept it on the objects: the
 	// upgrade path reads it (Upgrade), as the controller does for a set
@@ -292,15 +313,14 @@ func TestDecide(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			pcs := tc.pcs
-			pcs.Status.Phase, pcs.Status.StartTime, pcs.Status.RestartCount = tc.phase, tc.start, tc.count
 			if tc.failed != "" {
 				pcs.Status.Conditions = []metav1.Condition{{Type: api.ConditionFailed, Status: metav1.ConditionTrue, Reason: tc.failed}}
 			}
-			var cliques []grovev1alpha1.PodClique
+			var cliques []grove.Clique
 			for i, s := range tc.cliques {
 				cliques = append(cliques, mkClique(i, s))
 			}
-			w := newWorld(t, pcs, cliques, tc.pods)
+			w := newWorld(t, withStatus(pcs, grove.TrainingStatus{Phase: tc.phase, StartTime: tc.start, RestartCount: tc.count}), cliques, tc.pods)
 			tr := w.run()
 			o := w.outcome(tr)
 			if o.Phase != tc.wantPhase {
@@ -383,10 +403,9 @@ func TestDecide(t *testing.T) {
 }
 
 func TestReplicaRestartingEventHasTheCount(t *testing.T) {
-	pcs := set(3, nil, nil)
-	pcs.Status.Phase, pcs.Status.RestartCount = shepherdv1alpha1.PhaseRunning, 1
+	pcs := withStatus(set(3, nil, nil), grove.TrainingStatus{Phase: shepherdv1alpha1.PhaseRunning, RestartCount: 1})
 	marked := mkClique(0, cliqueState{wasAvail: true, marker: &gang.RestartMarker{Restart: 2, Pods: []types.UID{"p00", "p01"}}})
-	tr := newWorld(t, pcs, []grovev1alpha1.PodClique{marked}, allPods(ready)).run()
+	tr := newWorld(t, pcs, []grove.Clique{marked}, allPods(ready)).run()
 	var evs []Event
 	for _, st := range tr {
 		evs = append(evs, st.d.Events...)
@@ -419,8 +438,7 @@ func TestStateRecordRoundTrip(t *testing.T) {
 			"pcs-0-w": {UID: "c0", WasAvailable: true, Marker: &gang.RestartMarker{Restart: 2, Pods: []types.UID{"p1"}, Failed: true}},
 			"pcs-1-w": {UID: "c1", Succeeded: true, WasAvailable: true},
 		}}
-	pcs := set(2, nil, nil)
-	rec := st.Record(pcs)
+	rec := st.Record(grove.SetOf(set(2, nil, nil)))
 	if rec.Name != "podcliqueset-pcs" || rec.Spec.WorkloadRef.UID != setUID || len(rec.OwnerReferences) != 1 || rec.OwnerReferences[0].UID != setUID {
 		t.Errorf("record %s of %+v owned by %+v: want podcliqueset-pcs of the set", rec.Name, rec.Spec.WorkloadRef, rec.OwnerReferences)
 	}
@@ -437,10 +455,10 @@ func TestStateRecordRoundTrip(t *testing.T) {
 // whole, so an upgrade in the middle of a restart loses nothing.
 func TestUpgradeFromAnnotations(t *testing.T) {
 	started := metav1.NewTime(t0)
-	pcs := set(2, nil, nil)
+	pcs := grove.SetOf(set(2, nil, nil))
 	grove.SetTrainingStatus(pcs, grove.TrainingStatus{Phase: shepherdv1alpha1.PhaseRunning, RestartCount: 1, StartTime: &started}, fieldSchemas{})
 	marker := &gang.RestartMarker{Restart: 1, Pods: []types.UID{"p00"}, Failed: true}
-	cliques := []grovev1alpha1.PodClique{mkClique(0, cliqueState{marker: marker}), mkClique(1, cliqueState{wasAvail: true, wasCarrier: true})}
+	cliques := []grove.Clique{mkClique(0, cliqueState{marker: marker}), mkClique(1, cliqueState{wasAvail: true, wasCarrier: true})}
 	got, err := Upgrade(Input{Set: pcs, Cliques: cliques})
 	if err != nil {
 		t.Fatal(err)
@@ -453,7 +471,7 @@ func TestUpgradeFromAnnotations(t *testing.T) {
 		t.Errorf("Upgrade (-want +got):\n%s", diff)
 	}
 	pcs.Annotations[api.AnnotationRestartCount] = "two"
-	if _, err := Upgrade(Input{Set: pcs, Cliques: cliques}); err == nil || !strings.Contains(err.Error(), api.AnnotationRestartCount) {
+	if _, err := Upgrade(Input{Set: grove.SetOf(&pcs.PodCliqueSet), Cliques: cliques}); err == nil || !strings.Contains(err.Error(), api.AnnotationRestartCount) {
 		t.Errorf("a carrier that does not parse: error %v, want one naming %s", err, api.AnnotationRestartCount)
 	}
 }
@@ -461,14 +479,12 @@ func TestUpgradeFromAnnotations(t *testing.T) {
 // Within one replica, a PodClique through restart n keeps its new pods while
 // another PodClique of the replica is still restarting.
 func TestRestartDoneCliqueLeftAlone(t *testing.T) {
-	pcs := set(2, nil, nil)
-	pcs.Status.Phase, pcs.Status.RestartCount = shepherdv1alpha1.PhaseRunning, 1
+	pcs := withStatus(set(2, nil, nil), grove.TrainingStatus{Phase: shepherdv1alpha1.PhaseRunning, RestartCount: 1})
 	a := mkClique(0, cliqueState{marker: &gang.RestartMarker{Restart: 1, Done: true}})
-	b := mkClique(0, cliqueState{marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"old"}}})
-	b.Name, b.UID = "pcs-0-v", "cv"
+	b := mkClique(0, cliqueState{marker: &gang.RestartMarker{Restart: 1, Pods: []types.UID{"old"}}}, named("pcs-0-v", "cv"))
 	newA := mkPod(0, 0, running) // owned by a, created after the restart
 	old := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "old-v", UID: "old", OwnerReferences: controller(api.KindPodClique, "pcs-0-v", "cv")}}
-	o := runOutcome(t, pcs, []grovev1alpha1.PodClique{a, b}, []corev1.Pod{newA, old})
+	o := runOutcome(t, pcs, []grove.Clique{a, b}, []corev1.Pod{newA, old})
 	want := outcome{Phase: shepherdv1alpha1.PhaseRunning, Count: 1, Start: ptr.To(t0),
 		Deletes: []string{"old-v"}, Finishes: []string{"pcs-0-v:1:[old]:done"}}
 	if diff := cmp.Diff(want, o, cmpopts.EquateEmpty()); diff != "" {
@@ -476,11 +492,14 @@ func TestRestartDoneCliqueLeftAlone(t *testing.T) {
 	}
 }
 
-// carriers moves a set's trainingSpec and workloadType to their carriers,
-// as on Grove's schema, optionally with other values.
+// named renames a PodClique (mkClique).
+func named(name string, uid types.UID) func(*grovev1alpha1.PodClique) {
+	return func(c *grovev1alpha1.PodClique) { c.Name, c.UID = name, uid }
+}
+
+// carriers gives a set's trainingSpec carriers (Grove's schema) the values
+// given, as written ("" keeps a value).
 func carriers(pcs *grovev1alpha1.PodCliqueSet, maxRestarts, maxRuntime string) *grovev1alpha1.PodCliqueSet {
-	pcs.Spec.WorkloadType, pcs.Spec.TrainingSpec = nil, nil
-	pcs.Annotations = map[string]string{api.AnnotationWorkloadType: "Training"}
 	if maxRestarts != "" {
 		pcs.Annotations[api.AnnotationMaxRestarts] = maxRestarts
 	}
