@@ -310,6 +310,7 @@ func Run(ctx context.Context, o *Options) error {
 		Scheme:                  install.NewScheme(),
 		Metrics:                 metricsOpts,
 		Cache:                   cacheOptions(),
+		Client:                  ClientOptions(),
 		WebhookServer:           webhooks,
 		HealthProbeBindAddress:  o.healthAddr,
 		PprofBindAddress:        o.pprofAddr,
@@ -451,6 +452,18 @@ func webhookServing(o *Options, log logr.Logger) server.ServingOptions {
 	s.TLSOpts = server.TLSOptions(o.enableHTTP2)
 	s.Log = log.WithName("webhook-server")
 	return s
+}
+
+// ClientOptions are the manager client's options: its reads of objects
+// held unstructured — the kinds shepherd reads as served, Trainer's
+// runtimes and Grove's objects (api/install) — come from the informer
+// cache like typed reads. controller-runtime sends unstructured reads to the
+// apiserver unless told otherwise, which would put a GET on the apiserver
+// per admission lookup and per reconcile, and make the controllers'
+// field-indexed lists fail. The frameworks' controllers watch exactly
+// these kinds, so no other informer starts.
+func ClientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{Unstructured: true}}
 }
 
 // cacheOptions narrows the manager's caches to what shepherd reads. Only the

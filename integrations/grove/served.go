@@ -43,6 +43,18 @@ type ScalingGroup struct {
 	Served *unstructured.Unstructured
 }
 
+// Set, Clique and ScalingGroup are not client.Objects: embedding would
+// promote the published type's methods and make them one, and a write or
+// Event naming the wrapper would then fail at run time (the published types
+// are not in shepherd's scheme) or, with a scheme that has them, drop the
+// seed fields. These methods shadow DeepCopyObject so that naming a wrapper
+// where an object is wanted does not compile: name its Served form.
+type notAnObject struct{}
+
+func (*Set) DeepCopyObject(notAnObject)          {}
+func (*Clique) DeepCopyObject(notAnObject)       {}
+func (*ScalingGroup) DeepCopyObject(notAnObject) {}
+
 // NewObject is an empty object of a Grove kind, read as served: what
 // controllers watch, index and get.
 func NewObject(kind string) *unstructured.Unstructured {

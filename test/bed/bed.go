@@ -117,8 +117,9 @@ func Dir() (string, error) {
 }
 
 // auditPolicy logs every write (metadata only; deletes with their
-// DeleteOptions, whose preconditions a test reads) and nothing else; the
-// apiserver's own lease renewals are left out.
+// DeleteOptions, whose preconditions a test reads), the GETs of the kinds
+// shepherd reads as served (Bed.Gets: they must come from its cache), and
+// nothing else; the apiserver's own lease renewals are left out.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived"]
@@ -131,6 +132,13 @@ rules:
   verbs: ["delete"]
 - level: Metadata
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
+- level: Metadata
+  verbs: ["get"]
+  resources:
+  - group: trainer.kubeflow.org
+    resources: ["clustertrainingruntimes", "trainingruntimes"]
+  - group: grove.io
+    resources: ["podcliquesets", "podcliques", "podcliquescalinggroups"]
 - level: None
 `
 

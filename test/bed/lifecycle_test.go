@@ -41,6 +41,17 @@ func TestTTLThroughTheRealChain(t *testing.T) {
 		t.Errorf("no %s Event for TrainJob %s", api.EventTTLExpired, name)
 	}
 	kit.DependentsGone(t, ns, name)
+	// shepherd read the runtime (read as served, unstructured) at
+	// admission and at every reconcile, from its informer cache: at most
+	// one GET, by an admission lookup that missed the cache the moment
+	// after the runtime was created (webhook/lookups.go reads a miss live).
+	gets, err := kit.Bed.Gets("clustertrainingruntimes", "", rt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mine := bed.By(gets, shepherdUser); len(mine) > 1 {
+		t.Errorf("shepherd read ClusterTrainingRuntime %s from the apiserver %d times, want at most 1 (its cache answers):\n%s", rt, len(mine), bed.Lines(mine))
+	}
 }
 
 // TestTTLRuntimeDeletedWhileRunning: Trainer v2.3.0 lets a runtime be

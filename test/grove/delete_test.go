@@ -12,6 +12,7 @@ import (
 
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/api/install"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
 )
 
@@ -30,13 +31,14 @@ func TestDeleterSparesRecreatedObjects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A PodClique as the controllers hold it: as served (grove.Clique).
 	clique := func() client.Object {
-		return &grovev1alpha1.PodClique{
+		return grove.CliqueOf(&grovev1alpha1.PodClique{
 			ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "c"},
 			Spec: grovev1alpha1.PodCliqueSpec{RoleName: "main", Replicas: 1, PodSpec: corev1.PodSpec{
 				Containers: []corev1.Container{{Name: "main", Image: "trainer:latest"}},
 			}},
-		}
+		}).Served
 	}
 	pod := func() client.Object {
 		return &corev1.Pod{

@@ -34,6 +34,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
 	"github.com/shepherd-k8s/shepherd/integrations/grove/training"
+	"github.com/shepherd-k8s/shepherd/serve"
 )
 
 // pollTimeout is generous: the machine is shared by several engineers.
@@ -65,6 +66,7 @@ func (w *world) startShepherdWith(mode integrations.Mode) *shepherd {
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{w.ns: {}}},
+		Client:                 serve.ClientOptions(),
 		// Every test runs its own instance; names repeat across them.
 		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	}

@@ -184,7 +184,7 @@ func TestTrainingRecreatedSetIgnoresOldPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range w.cliques("train") {
-		if err := w.c.Delete(w.ctx, &c); err != nil {
+		if err := w.c.Delete(w.ctx, c.Served); err != nil {
 			t.Fatal(err)
 		}
 	}

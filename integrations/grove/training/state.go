@@ -11,7 +11,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
@@ -112,7 +111,7 @@ func StateOf(rec *shepherdv1alpha1.WorkloadRecord) State {
 // and message of its Failed condition, the start time, the restart count,
 // and an entry per PodClique with something to keep, by name.
 func (s State) Record(pcs *grove.Set) *shepherdv1alpha1.WorkloadRecord {
-	rec := record.For(pcs, grovev1alpha1.GroupVersion.WithKind(api.KindPodCliqueSet))
+	rec := record.For(pcs.Served, pcs.Served.GroupVersionKind())
 	st := &rec.Status
 	st.Phase = shepherdv1alpha1.Phase(s.Phase)
 	if c := meta.FindStatusCondition(s.Conditions, api.ConditionFailed); c != nil && c.Status == metav1.ConditionTrue {
