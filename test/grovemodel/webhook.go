@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/shepherd-k8s/shepherd/certs"
 	grove "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/certs"
 )
 
 // The defaulting webhook is webhook/admission/pcs/defaulting (podcliqueset.go
