@@ -48,7 +48,7 @@ help: ## Show this help.
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate deepcopy functions and CRDs from api/, and the pinned upstream schemas.
-	$(CONTROLLER_GEN) object paths=./api/...
+	$(CONTROLLER_GEN) object paths=./api/shepherd/... paths=./api/trainer/... # api/grove has none: plain structs (its doc)
 	go run ./hack/pinnedcrds
 	$(MAKE) manifests
 

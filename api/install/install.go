@@ -5,9 +5,9 @@
 // OpenReports (openreports.io), whose Reports the audit writes when a
 // cluster serves them.
 //
-// Trainer's runtimes and Grove's kinds are left out on purpose: shepherd
-// reads them as the cluster serves them, since a typed decode would drop
-// the seed fields their knobs read (integrations/trainer, integrations/grove).
+// Trainer's runtimes and Grove's kinds are not in it: shepherd reads them as
+// the cluster serves them, since a typed decode would drop the seed fields
+// their knobs read (integrations/trainer, integrations/grove).
 package install
 
 import (

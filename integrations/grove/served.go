@@ -18,12 +18,12 @@ import (
 // decisions), and the object as served (Served), which the accessors of
 // accessors.go read the seed fields from — a seed field on a cluster whose
 // CRD has it, else its carrier annotation. A typed read would drop every
-// seed field the published type lacks, so api/install leaves the Grove
-// types out of shepherd's scheme.
+// seed field the published type lacks.
 //
-// Served is also what shepherd names the object by in writes (deletes,
-// Events): it has the apiVersion and kind a typed object outside the
-// scheme could not give. It is never changed.
+// The published types are plain structs, in no scheme and not
+// runtime.Objects, so nothing can read a Grove object through them by
+// mistake; Served is what shepherd names an object by in writes (deletes,
+// patches, Events). It is never changed.
 
 // Set is a PodCliqueSet as served.
 type Set struct {
@@ -43,18 +43,6 @@ type ScalingGroup struct {
 	Served *unstructured.Unstructured
 }
 
-// Set, Clique and ScalingGroup are not client.Objects: embedding would
-// promote the published type's methods and make them one, and a write or
-// Event naming the wrapper would then fail at run time (the published types
-// are not in shepherd's scheme) or, with a scheme that has them, drop the
-// seed fields. These methods shadow DeepCopyObject so that naming a wrapper
-// where an object is wanted does not compile: name its Served form.
-type notAnObject struct{}
-
-func (*Set) DeepCopyObject(notAnObject)          {}
-func (*Clique) DeepCopyObject(notAnObject)       {}
-func (*ScalingGroup) DeepCopyObject(notAnObject) {}
-
 // NewObject is an empty object of a Grove kind, read as served: what
 // controllers watch, index and get.
 func NewObject(kind string) *unstructured.Unstructured {
@@ -69,36 +57,46 @@ func GetSet(ctx context.Context, c client.Reader, key client.ObjectKey) (*Set, e
 	if err := c.Get(ctx, key, u); err != nil {
 		return nil, err
 	}
-	s := &Set{Served: u}
-	return s, decode(u, &s.PodCliqueSet)
+	return SetFrom(u)
 }
 
 // ListCliques lists PodCliques.
 func ListCliques(ctx context.Context, c client.Reader, opts ...client.ListOption) ([]Clique, error) {
-	items, err := list(ctx, c, api.KindPodClique, opts)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Clique, len(items))
-	for i := range items {
-		out[i].Served = &items[i]
-		if err := decode(&items[i], &out[i].PodClique); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return listAs(ctx, c, api.KindPodClique, opts, CliqueFrom)
 }
 
 // ListGroups lists PodCliqueScalingGroups.
 func ListGroups(ctx context.Context, c client.Reader, opts ...client.ListOption) ([]ScalingGroup, error) {
-	items, err := list(ctx, c, api.KindPodCliqueScalingGroup, opts)
+	return listAs(ctx, c, api.KindPodCliqueScalingGroup, opts, GroupFrom)
+}
+
+// SetFrom, CliqueFrom and GroupFrom read a served object (u, kept as
+// Served and never changed).
+func SetFrom(u *unstructured.Unstructured) (*Set, error) {
+	s := &Set{Served: u}
+	return s, decode(u, &s.PodCliqueSet)
+}
+
+// CliqueFrom is a PodClique read from u; see SetFrom.
+func CliqueFrom(u *unstructured.Unstructured) (Clique, error) {
+	c := Clique{Served: u}
+	return c, decode(u, &c.PodClique)
+}
+
+// GroupFrom is a PodCliqueScalingGroup read from u; see SetFrom.
+func GroupFrom(u *unstructured.Unstructured) (ScalingGroup, error) {
+	g := ScalingGroup{Served: u}
+	return g, decode(u, &g.PodCliqueScalingGroup)
+}
+
+func listAs[T any](ctx context.Context, c client.Reader, kind string, opts []client.ListOption, from func(*unstructured.Unstructured) (T, error)) ([]T, error) {
+	items, err := list(ctx, c, kind, opts)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]ScalingGroup, len(items))
+	out := make([]T, len(items))
 	for i := range items {
-		out[i].Served = &items[i]
-		if err := decode(&items[i], &out[i].PodCliqueScalingGroup); err != nil {
+		if out[i], err = from(&items[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -141,7 +139,7 @@ func GroupOf(g *grovev1alpha1.PodCliqueScalingGroup) ScalingGroup {
 	return ScalingGroup{PodCliqueScalingGroup: *g, Served: served(g, api.KindPodCliqueScalingGroup)}
 }
 
-func served(o runtime.Object, kind string) *unstructured.Unstructured {
+func served(o any, kind string) *unstructured.Unstructured {
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
 	if err != nil {
 		// Only a type the converter cannot walk fails, and these three are

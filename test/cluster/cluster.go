@@ -29,7 +29,6 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/api/install"
 	"github.com/shepherd-k8s/shepherd/integrations/pinned"
 )
@@ -257,10 +256,8 @@ func New(opts Options) (*Cluster, error) {
 	// The tests create many objects quickly; client-go's default 5 QPS would
 	// make them measure the rate limiter instead of shepherd.
 	cfg.QPS, cfg.Burst = 500, 1000
-	// Tests also play Grove, through Grove's published types, which
-	// shepherd's own scheme leaves out (api/install).
 	scheme := install.NewScheme()
-	if err := errors.Join(apiextensionsv1.AddToScheme(scheme), grovev1alpha1.AddToScheme(scheme)); err != nil {
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
 		return fail(errors.Join(err, env.Stop()))
 	}
 	if c.Client, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,6 +26,7 @@ import (
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/api/install"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/test/proc"
 )
 
@@ -213,7 +215,9 @@ func watchCliques(b *testing.B, w *world) *cliqueRecorder {
 	ctx, cancel := context.WithCancel(w.ctx)
 	b.Cleanup(cancel)
 	watchFrom := func(rv string) (watch.Interface, error) {
-		return wc.Watch(ctx, &grovev1alpha1.PodCliqueList{}, client.InNamespace(w.ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(grovev1alpha1.GroupVersion.WithKind(api.KindPodClique + "List"))
+		return wc.Watch(ctx, l, client.InNamespace(w.ns), &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv}})
 	}
 	watcher, err := watchFrom("")
 	if err != nil {
@@ -228,12 +232,16 @@ func watchCliques(b *testing.B, w *world) *cliqueRecorder {
 		for {
 			for ev := range watcher.ResultChan() {
 				now := time.Now()
-				c, ok := ev.Object.(*grovev1alpha1.PodClique)
+				u, ok := ev.Object.(*unstructured.Unstructured)
 				if !ok {
 					continue
 				}
+				c, err := grove.CliqueFrom(u)
+				if err != nil {
+					continue
+				}
 				rv = c.ResourceVersion
-				r.record(ev.Type, c, now)
+				r.record(ev.Type, &c, now)
 			}
 			if ctx.Err() != nil {
 				return
@@ -253,7 +261,7 @@ func watchCliques(b *testing.B, w *world) *cliqueRecorder {
 	return r
 }
 
-func (r *cliqueRecorder) record(t watch.EventType, c *grovev1alpha1.PodClique, at time.Time) {
+func (r *cliqueRecorder) record(t watch.EventType, c *grove.Clique, at time.Time) {
 	set := c.Labels[api.LabelPartOf]
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -162,7 +162,7 @@ func dur(d *time.Duration) *metav1.Duration {
 	return &metav1.Duration{Duration: *d}
 }
 
-func ownerRef(o client.Object, kind string) metav1.OwnerReference {
+func ownerRef(o metav1.Object, kind string) metav1.OwnerReference {
 	return metav1.OwnerReference{APIVersion: grovev1alpha1.GroupVersion.String(), Kind: kind, Name: o.GetName(), UID: o.GetUID(), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
 }
 
@@ -226,7 +226,7 @@ func (w *world) createSet(s setSpec) *grovev1alpha1.PodCliqueSet {
 	if len(annotations) > 0 {
 		pcs.Annotations = annotations
 	}
-	w.createSeed(pcs, api.KindPodCliqueSet, func(u map[string]any) {
+	w.createGrove(pcs, api.KindPodCliqueSet, func(u map[string]any) {
 		for k, v := range seed {
 			_ = unstructured.SetNestedField(u, v, "spec", k)
 		}
@@ -260,7 +260,7 @@ func (w *world) createReplica(pcs *grovev1alpha1.PodCliqueSet, s setSpec, idx in
 			Labels:          map[string]string{api.LabelPartOf: pcs.Name, api.LabelPodCliqueSetReplicaIndex: fmt.Sprint(idx)},
 			OwnerReferences: []metav1.OwnerReference{ownerRef(pcs, api.KindPodCliqueSet)},
 		}, Spec: grovev1alpha1.PodCliqueScalingGroupSpec{Replicas: g.replicas, MinAvailable: ptr.To(g.minAvailable), CliqueNames: g.cliques}}
-		w.create(pcsg)
+		w.createGrove(pcsg, api.KindPodCliqueScalingGroup, nil)
 		for j := range g.replicas {
 			for _, c := range s.cliques {
 				if inGroup[c.name].name == g.name {
@@ -296,7 +296,7 @@ func (w *world) createClique(pcs *grovev1alpha1.PodCliqueSet, pcsg *grovev1alpha
 	pclq := &grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{
 		Name: cliqueName(pcs.Name, idx, pcsg, j, c.name), Namespace: w.ns, Labels: labels, OwnerReferences: []metav1.OwnerReference{owner},
 	}, Spec: grovev1alpha1.PodCliqueSpec{RoleName: c.name, Replicas: c.replicas, MinAvailable: ptr.To(c.minAvailable), PodSpec: podSpec()}}
-	w.create(pclq)
+	w.createGrove(pclq, api.KindPodClique, nil)
 	for k := range c.replicas {
 		w.createPod(pclq, k)
 	}
@@ -320,18 +320,20 @@ func (w *world) createPod(pclq *grovev1alpha1.PodClique, k int32) *corev1.Pod {
 	return p
 }
 
-// createSeed creates o with the seed fields seed adds to it as served (the
-// published Go type has none), and reads back what the apiserver stored.
-func (w *world) createSeed(o client.Object, kind string, seed func(map[string]any)) {
+// createGrove creates o, a Grove object of a published type, as served —
+// with the seed fields seed adds (the published type has none; nil adds
+// none) — and reads back into o what the apiserver stored.
+func (w *world) createGrove(o any, kind string, seed func(map[string]any)) {
 	w.t.Helper()
-	u := grove.NewObject(kind)
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	u.Object = m
+	u := &unstructured.Unstructured{Object: m}
 	u.SetGroupVersionKind(grovev1alpha1.GroupVersion.WithKind(kind))
-	seed(u.Object)
+	if seed != nil {
+		seed(u.Object)
+	}
 	w.create(u)
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, o); err != nil {
 		w.t.Fatal(err)
@@ -436,8 +438,8 @@ func (w *world) waitRecord(pcs, clique, what string, ok func(shepherdv1alpha1.Cl
 	w.t.Helper()
 	var r shepherdv1alpha1.CliqueRecord
 	w.eventually(fmt.Sprintf("PodClique %s: %s in the record of %s", clique, what, pcs), func() (bool, error) {
-		var c grovev1alpha1.PodClique
-		if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: clique}, &c); err != nil {
+		c, err := w.getClique(w.ctx, clique)
+		if err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
 		r = w.cliqueRecord(pcs, clique)
@@ -482,16 +484,27 @@ func (w *world) eventually(what string, cond func() (bool, error)) {
 }
 
 // waitClique waits until a PodClique satisfies ok.
-func (w *world) waitClique(name, what string, ok func(*grovev1alpha1.PodClique) bool) *grovev1alpha1.PodClique {
+func (w *world) waitClique(name, what string, ok func(*grove.Clique) bool) *grove.Clique {
 	w.t.Helper()
-	var c grovev1alpha1.PodClique
+	var c *grove.Clique
 	w.eventually(fmt.Sprintf("PodClique %s: %s", name, what), func() (bool, error) {
-		if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: name}, &c); err != nil {
+		var err error
+		if c, err = w.getClique(w.ctx, name); err != nil {
 			return false, client.IgnoreNotFound(err)
 		}
-		return ok(&c), nil
+		return ok(c), nil
 	})
-	return &c
+	return c
+}
+
+// getClique reads a PodClique as served.
+func (w *world) getClique(ctx context.Context, name string) (*grove.Clique, error) {
+	u := grove.NewObject(api.KindPodClique)
+	if err := w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: name}, u); err != nil {
+		return nil, err
+	}
+	c, err := grove.CliqueFrom(u)
+	return &c, err
 }
 
 // waitGone waits until the named PodCliques no longer exist.
@@ -499,7 +512,7 @@ func (w *world) waitGone(names ...string) {
 	w.t.Helper()
 	for _, n := range names {
 		w.eventually("PodClique "+n+" deleted", func() (bool, error) {
-			err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: n}, &grovev1alpha1.PodClique{})
+			err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: n}, grove.NewObject(api.KindPodClique))
 			if apierrors.IsNotFound(err) {
 				return true, nil
 			}
@@ -512,7 +525,7 @@ func (w *world) waitGone(names ...string) {
 func (w *world) mustExist(names ...string) {
 	w.t.Helper()
 	for _, n := range names {
-		if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: n}, &grovev1alpha1.PodClique{}); err != nil {
+		if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: n}, grove.NewObject(api.KindPodClique)); err != nil {
 			w.t.Errorf("PodClique %s: %v (want it kept)", n, err)
 		}
 	}
@@ -571,8 +584,8 @@ func rawMerge(s string) client.Patch { return client.RawPatch(types.MergePatchTy
 // seed's status.rollingUpdateProgress, or Grove's status.updateProgress.
 func (w *world) setRollingUpdate(name string, ended bool) {
 	w.t.Helper()
-	var c grovev1alpha1.PodClique
-	if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: name}, &c); err != nil {
+	c := grove.NewObject(api.KindPodClique)
+	if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: name}, c); err != nil {
 		w.t.Fatal(err)
 	}
 	now := metav1.Now().UTC().Format(time.RFC3339)
@@ -589,7 +602,7 @@ func (w *world) setRollingUpdate(name string, ended bool) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	if err := w.c.Status().Patch(w.ctx, &c, client.RawPatch(types.MergePatchType, body), client.FieldOwner(groveManager)); err != nil {
+	if err := w.c.Status().Patch(w.ctx, c, client.RawPatch(types.MergePatchType, body), client.FieldOwner(groveManager)); err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -600,15 +613,25 @@ func (w *world) setRollingUpdate(name string, ended bool) {
 func (w *world) groveBreach(name string, status metav1.ConditionStatus, reason string, since time.Time) {
 	w.t.Helper()
 	err := wait.PollUntilContextTimeout(w.ctx, 50*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
-		var c grovev1alpha1.PodClique
-		if err := w.c.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: name}, &c); err != nil {
+		c, err := w.getClique(ctx, name)
+		if err != nil {
 			return false, err
 		}
-		orig := c.DeepCopy()
-		meta.RemoveStatusCondition(&c.Status.Conditions, api.ConditionMinAvailableBreached)
-		c.Status.Conditions = append(c.Status.Conditions, metav1.Condition{Type: api.ConditionMinAvailableBreached, Status: status, Reason: reason,
+		conds := c.Status.Conditions
+		meta.RemoveStatusCondition(&conds, api.ConditionMinAvailableBreached)
+		conds = append(conds, metav1.Condition{Type: api.ConditionMinAvailableBreached, Status: status, Reason: reason,
 			Message: "written by the test playing Grove", LastTransitionTime: metav1.NewTime(since.Truncate(time.Second))})
-		if err := w.c.Status().Patch(ctx, &c, client.MergeFromWithOptions(orig, client.MergeFromWithOptimisticLock{}), client.FieldOwner(groveManager)); err != nil {
+		patched := c.Served.DeepCopy()
+		list, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&struct {
+			C []metav1.Condition `json:"conditions"`
+		}{conds})
+		if err != nil {
+			return false, err
+		}
+		if err := unstructured.SetNestedField(patched.Object, list["conditions"], "status", "conditions"); err != nil {
+			return false, err
+		}
+		if err := w.c.Status().Patch(ctx, patched, client.MergeFromWithOptions(c.Served, client.MergeFromWithOptimisticLock{}), client.FieldOwner(groveManager)); err != nil {
 			if apierrors.IsConflict(err) {
 				return false, nil
 			}

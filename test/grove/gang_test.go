@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/shepherd-k8s/shepherd/api"
-	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
@@ -336,8 +335,12 @@ func TestGangGroveEnforcesShepherdStandsDown(t *testing.T) {
 					return fmt.Errorf("PodClique %s MinAvailableBreached = %+v, want Grove's", c.Name, cond)
 				}
 			}
-			var g grovev1alpha1.PodCliqueScalingGroup
-			if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: "inf-0-sg"}, &g); err != nil {
+			u := grove.NewObject(api.KindPodCliqueScalingGroup)
+			if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: "inf-0-sg"}, u); err != nil {
+				return err
+			}
+			g, err := grove.GroupFrom(u)
+			if err != nil {
 				return err
 			}
 			if slices.Contains(managers(&g), api.FieldManager) || len(g.Status.Conditions) > 0 {

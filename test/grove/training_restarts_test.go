@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -16,6 +17,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	grovev1alpha1 "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
 )
 
@@ -23,8 +25,8 @@ import (
 // by Grove's labels, which a same-named predecessor's pods share).
 func (w *world) ownedPods(clique string) []corev1.Pod {
 	w.t.Helper()
-	var pclq grovev1alpha1.PodClique
-	if err := w.c.Get(w.ctx, types.NamespacedName{Namespace: w.ns, Name: clique}, &pclq); err != nil {
+	pclq, err := w.getClique(w.ctx, clique)
+	if err != nil {
 		w.t.Fatal(err)
 	}
 	var out []corev1.Pod
@@ -180,7 +182,7 @@ func TestTrainingRecreatedSetIgnoresOldPods(t *testing.T) {
 	old := w.createSet(trainingSet("train", 0, nil, nil))
 	w.runPods("train")
 	oldPods := w.setPods("train")
-	if err := w.c.Delete(w.ctx, old); err != nil {
+	if err := w.c.Delete(w.ctx, grove.SetOf(old).Served); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range w.cliques("train") {
@@ -193,8 +195,9 @@ func TestTrainingRecreatedSetIgnoresOldPods(t *testing.T) {
 	// then no record of the new set can be created (record.Put), and
 	// shepherd retries. The old pods stay: they are what the test is about.
 	w.eventually("the old set, its PodCliques and its record gone", func() (bool, error) {
-		var l grovev1alpha1.PodCliqueSetList
-		if err := w.c.List(w.ctx, &l, client.InNamespace(w.ns)); err != nil {
+		l := &unstructured.UnstructuredList{}
+		l.SetGroupVersionKind(grovev1alpha1.GroupVersion.WithKind(api.KindPodCliqueSet + "List"))
+		if err := w.c.List(w.ctx, l, client.InNamespace(w.ns)); err != nil {
 			return false, err
 		}
 		if rec := w.record("train"); rec != nil {

@@ -56,9 +56,11 @@ func groveSet(t *testing.T, ns, name string, delay *time.Duration) *corev1.Pod {
 	pclq := &grovev1alpha1.PodClique{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-0-w", Labels: labels,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: grovev1alpha1.GroupVersion.String(), Kind: api.KindPodCliqueSet,
 			Name: name, UID: pcs.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}}, Spec: spec}
-	if err := env.Client.Create(ctx, pclq); err != nil {
+	servedClique := grove.CliqueOf(pclq).Served
+	if err := env.Client.Create(ctx, servedClique); err != nil {
 		t.Fatalf("creating PodClique %s: %v", pclq.Name, err)
 	}
+	pclq.UID = servedClique.GetUID()
 	podLabels := map[string]string{api.LabelPartOf: name, api.LabelPodCliqueSetReplicaIndex: "0", api.LabelPodClique: pclq.Name}
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pclq.Name + "-0", Labels: podLabels,
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: grovev1alpha1.GroupVersion.String(), Kind: api.KindPodClique,
@@ -287,12 +289,12 @@ func TestFailoverMidGangTerminations(t *testing.T) {
 		t.Fatalf("the PodCliques never all became available: %v", err)
 	}
 	remaining := func(ctx context.Context) (int, error) {
-		var l grovev1alpha1.PodCliqueList
-		if err := env.Client.List(ctx, &l, client.InNamespace(ns)); err != nil {
+		l, err := grove.ListCliques(ctx, env.Client, client.InNamespace(ns))
+		if err != nil {
 			return 0, err
 		}
 		n := 0
-		for _, c := range l.Items {
+		for _, c := range l {
 			if c.DeletionTimestamp == nil {
 				n++
 			}

@@ -9,9 +9,10 @@
 // (workloadType, trainingSpec, a scaling group's terminationDelay, the old
 // Training status, status.wasAvailable, status.rollingUpdateProgress) are
 // read by package integrations/grove from the objects as the cluster serves
-// them, field or carrier annotation; shepherd's controllers therefore read
-// Grove objects unstructured, and api/install leaves this package out of
-// shepherd's scheme so that no typed read can drop those fields.
+// them, field or carrier annotation. So the types are plain structs: no
+// deepcopy, not runtime.Objects, in no scheme. Grove objects are read and
+// written unstructured (integrations/grove.Set, Clique and ScalingGroup pair
+// both views), and no typed read can drop a seed field.
 //
 // The markers also render integrations/pinned/crds (`make manifests`): CRDs
 // that store what a real Grove cluster stores — the same field names and
@@ -19,6 +20,6 @@
 // deploy manifests never install them. When Grove's API changes, re-read
 // the new commit and update these types and the commit named above.
 //
-// +kubebuilder:object:generate=true
+// +kubebuilder:object:generate=false
 // +groupName=grove.io
 package v1alpha1

@@ -42,9 +42,18 @@ type world struct {
 }
 
 func newWorld(t *testing.T, pcs *grove.Set, cliques []grove.Clique, pods []corev1.Pod) *world {
-	w := &world{t: t, clk: clockAt(t0), pcs: &grove.Set{PodCliqueSet: *pcs.PodCliqueSet.DeepCopy(), Served: pcs.Served.DeepCopy()}, pods: slices.Clone(pods)}
+	// The world's own copies, read again from copies of the served objects.
+	set, err := grove.SetFrom(pcs.Served.DeepCopy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, clk: clockAt(t0), pcs: set, pods: slices.Clone(pods)}
 	for _, c := range cliques {
-		w.cliques = append(w.cliques, grove.Clique{PodClique: *c.PodClique.DeepCopy(), Served: c.Served.DeepCopy()})
+		cc, err := grove.CliqueFrom(c.Served.DeepCopy())
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.cliques = append(w.cliques, cc)
 	}
 	return w
 }
