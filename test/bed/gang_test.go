@@ -210,6 +210,15 @@ func TestGangTerminatedByExactlyOneActor(t *testing.T) {
 						t.Errorf("shepherd wrote %s %s (%s %s): it writes nothing on Grove's objects", res, w.ObjectRef.Name, w.Verb, w.ObjectRef.Subresource)
 					}
 				}
+				// Its controllers read Grove's objects as served, from the
+				// informer cache (serve.ClientOptions), never one GET at a time.
+				gets, err := kit.Bed.Gets(res, ns, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if mine := bed.By(gets, shepherdUser); len(mine) > 0 {
+					t.Errorf("shepherd read %s from the apiserver %d times, want 0 (its cache answers):\n%s", res, len(mine), bed.Lines(mine))
+				}
 			}
 		})
 	}
