@@ -123,20 +123,29 @@ func decode(u *unstructured.Unstructured, into any) error {
 
 // SetOf, CliqueOf and GroupOf are a typed object as a cluster serving
 // Grove's published schema would serve it, for callers that build objects
-// rather than read them (tests, the Grove test double); a seed field is
+// rather than read them (tests); a seed field is
 // then added to Served by the caller, or carried by an annotation.
 func SetOf(pcs *grovev1alpha1.PodCliqueSet) *Set {
-	return &Set{PodCliqueSet: *pcs, Served: served(pcs, api.KindPodCliqueSet)}
+	return must(SetFrom(served(pcs, api.KindPodCliqueSet)))
 }
 
 // CliqueOf is c as served; see SetOf.
 func CliqueOf(c *grovev1alpha1.PodClique) Clique {
-	return Clique{PodClique: *c, Served: served(c, api.KindPodClique)}
+	return must(CliqueFrom(served(c, api.KindPodClique)))
 }
 
 // GroupOf is g as served; see SetOf.
 func GroupOf(g *grovev1alpha1.PodCliqueScalingGroup) ScalingGroup {
-	return ScalingGroup{PodCliqueScalingGroup: *g, Served: served(g, api.KindPodCliqueScalingGroup)}
+	return must(GroupFrom(served(g, api.KindPodCliqueScalingGroup)))
+}
+
+// must is for the builders: a published type converted to its served form
+// always reads back.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 func served(o any, kind string) *unstructured.Unstructured {
