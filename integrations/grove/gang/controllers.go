@@ -140,7 +140,7 @@ func names(cs []*grove.Clique) []string {
 }
 
 // served names each PodClique by its object as served: the deletes need
-// its kind, which a Grove type outside the scheme cannot give.
+// its kind, which the published type (a plain struct) cannot give.
 func served(cs []*grove.Clique) []client.Object {
 	out := make([]client.Object, len(cs))
 	for i, c := range cs {
