@@ -40,7 +40,7 @@ func WorkloadTypeOf(s *Set) string {
 
 // IsTrainingSet reports whether a PodCliqueSet is a Training workload; nil
 // is not.
-func IsTrainingSet(s *Set) bool { return WorkloadTypeOf(s) == WorkloadTypeTraining }
+func IsTrainingSet(s *Set) bool { return s != nil && s.Served != nil && IsTraining(s.Served.Object) }
 
 // TrainingLimits are a Training PodCliqueSet's trainingSpec.maxRestarts and
 // maxRuntime (field, else carrier); nil when unset. A carrier that does not

@@ -54,8 +54,8 @@ func checkTrainingChild(ctx context.Context, l gocheck.Lookups, req *gocheck.Req
 		return []gocheck.Finding{{Field: "metadata.ownerReferences",
 			Message: fmt.Sprintf("rule V-PCLQ-1 could not look up the owning PodCliqueSet %q: %v", pcsName, err)}}
 	}
-	// Read as served (api/install leaves Grove out of the scheme), so the
-	// seed field is there on a cluster whose CRD keeps it.
+	// Read as served (Grove's types are in no scheme), so the seed field is
+	// there on a cluster whose CRD keeps it.
 	if set, ok := pcs.(*unstructured.Unstructured); !ok || !IsTraining(set.Object) {
 		return nil
 	}

@@ -65,7 +65,7 @@ var Knobs = []knob.Knob{WorkloadType, MaxRestarts, MaxRuntime, ScalingGroupTermi
 // IsTraining reports whether a PodCliqueSet is a Training workload.
 func IsTraining(obj map[string]any) bool {
 	v, _ := WorkloadType.String(obj)
-	return v == "Training"
+	return v == WorkloadTypeTraining
 }
 
 var delayEntry = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)=(.+)$`)
