@@ -33,7 +33,9 @@ HELM := $(TOOLS)/helm-$(HELM_VERSION)
 # Where `make chart-push` pushes the packaged chart, e.g. ghcr.io/shepherd-k8s/charts.
 CHART_REGISTRY ?=
 
-GO_TEST_FLAGS ?= -count=1 -timeout 40m
+# -ldflags=-w: test binaries without DWARF (stack traces and profiles do not
+# need it) link in about a quarter less time, and make test links some 60.
+GO_TEST_FLAGS ?= -count=1 -timeout 40m -ldflags=-w
 
 .PHONY: all
 all: build

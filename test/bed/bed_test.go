@@ -3,7 +3,6 @@ package bed_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +27,7 @@ var shepherdUser = cluster.ShepherdUser
 var kit *bed.Suite
 
 func TestMain(m *testing.M) {
-	os.Exit(bed.Main(m, bed.SuiteOptions{WorkloadAPI: cluster.WorkloadAPIV1beta1, GenericWorkload: true, Grove: true}, &kit))
+	cluster.RunMain(m, cluster.Options{}, nil, bed.Setup(bed.SuiteOptions{WorkloadAPI: cluster.WorkloadAPIV1beta1, GenericWorkload: true, Grove: true}, &kit))
 }
 
 var (

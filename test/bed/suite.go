@@ -57,7 +57,7 @@ type SuiteOptions struct {
 // (deploy/webhook) registered after the operators' on a loopback URL, and
 // `shepherd serve` as its ServiceAccount bound by exactly the shipped RBAC.
 // Every integration suite that involves Trainer or JobSet starts one:
-// once per package (Main) or once per test (StartSuite).
+// once per package (Setup) or once per test (StartSuite).
 type Suite struct {
 	Cluster *cluster.Cluster
 	Bed     *Bed
@@ -170,30 +170,34 @@ func (s *Suite) Logs() string {
 	return b.String()
 }
 
-// Main runs a package's tests on one Suite (into), printing every log when
-// they fail or a component exits; use it as TestMain's body.
-func Main(m *testing.M, o SuiteOptions, into **Suite) int {
-	start := time.Now()
-	s, err := NewSuite(o)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "test bed:", err)
-		return 1
+// Setup starts a Suite (into) for a package's tests, as a cluster.RunMain
+// setup: the Suite runs its own control plane, so the suite's RunMain has
+// none (a nil env) or one of its own beside it. Its Teardown prints every
+// log when the tests failed, and fails the suite when a bed component
+// exited meanwhile.
+func Setup(o SuiteOptions, into **Suite) cluster.Setup {
+	return func(*cluster.Cluster) (cluster.Teardown, error) {
+		start := time.Now()
+		s, err := NewSuite(o)
+		if err != nil {
+			return nil, fmt.Errorf("test bed: %w", err)
+		}
+		*into = s
+		fmt.Fprintf(os.Stderr, "test bed: JobSet %s, Trainer %s, kube-controller-manager and kube-scheduler %s, kwok %s up in %v\n",
+			JobSetVersion, TrainerVersion, K8sVersion, KwokVersion, time.Since(start).Round(time.Millisecond))
+		return s.teardown, nil
 	}
-	*into = s
-	fmt.Fprintf(os.Stderr, "test bed: JobSet %s, Trainer %s, kube-controller-manager and kube-scheduler %s, kwok %s up in %v\n",
-		JobSetVersion, TrainerVersion, K8sVersion, KwokVersion, time.Since(start).Round(time.Millisecond))
-	code := m.Run()
+}
+
+func (s *Suite) teardown(failed bool) error {
+	var exited error
 	if gone := s.Bed.Exited(); len(gone) > 0 {
-		fmt.Fprintln(os.Stderr, "test bed components exited:", gone)
-		code = 1
+		exited = fmt.Errorf("test bed components exited: %v", gone)
 	}
-	if code != 0 {
+	if failed || exited != nil {
 		fmt.Fprintln(os.Stderr, s.Logs())
 	}
-	if err := s.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the test bed:", err)
-	}
-	return code
+	return errors.Join(exited, s.Stop())
 }
 
 // StartSuite starts a Suite for one test, stopped when it ends (with every

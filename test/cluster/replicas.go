@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,21 +13,6 @@ import (
 	"testing"
 	"time"
 )
-
-// ReplicaEnv, set in a child process's environment, makes a test binary
-// whose TestMain calls RunReplicaIfChild run `shepherd serve` instead of
-// its tests. Controller names are unique per process, so a second serve
-// (a second replica) needs a process of its own.
-const ReplicaEnv = "SHEPHERD_TEST_REPLICA"
-
-// RunReplicaIfChild runs serve (ServeChild) and exits when this process is
-// a replica started by StartReplica; otherwise it returns. Call it first
-// thing in TestMain.
-func RunReplicaIfChild() {
-	if os.Getenv(ReplicaEnv) != "" {
-		os.Exit(ServeChild(os.Args[1:]))
-	}
-}
 
 // Replica is a `shepherd serve` running in a child process of the test
 // binary, with a webhook port, health and metrics addresses of its own.
@@ -50,7 +36,7 @@ func (r *Replica) Log() string { return r.log.String() }
 // StartReplica starts a replica (ServeArgs plus extra, on a free webhook
 // port) and waits until its /readyz answers 200. The control plane must
 // have been started with Options.Webhooks (for the serving certificate),
-// and TestMain must call RunReplicaIfChild. The replica is stopped when the
+// and TestMain must be RunMain (or call RunChildIfAsked). The replica is stopped when the
 // test ends; its log is printed if the test failed. The background audit
 // is off unless extra turns it on (--audit-interval): the suites that start
 // replicas time failovers and outages on a shared two-core machine, and a
@@ -66,8 +52,7 @@ func (c *Cluster) StartReplica(t testing.TB, extra ...string) *Replica {
 		t.Fatal(err)
 	}
 	r := &Replica{Webhook: webhook, Health: "http://" + health, Metrics: metrics, log: &SyncBuffer{}, done: make(chan error, 1)}
-	r.cmd = exec.Command(os.Args[0], args...) //nolint:gosec // this test binary
-	r.cmd.Env = append(os.Environ(), ReplicaEnv+"=1")
+	r.cmd = ChildCommand(context.Background(), ServeRole, args...)
 	r.cmd.Stdout, r.cmd.Stderr = r.log, r.log
 	if err := r.cmd.Start(); err != nil {
 		t.Fatalf("starting a replica: %v", err)

@@ -19,9 +19,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 )
 
 // This file replays corpus cases as real creates and updates through a
@@ -137,6 +140,21 @@ type ReplayOptions struct {
 	// must hold a value other than the chain's there; every other path of
 	// the patch must hold the chain's.
 	PreemptedDefaults map[string]string
+	// Native, when set, replays against shepherd's native admission mode
+	// (the exported policies and the narrowed webhooks): its answers name
+	// rules, not the chain's causes, so the replay compares the rules
+	// instead of the exact answer (sameRules).
+	Native *NativeMode
+}
+
+// NativeMode names the rule behind an answer of the native admission mode.
+type NativeMode struct {
+	// DeniedBy is the rule a denial of an operation comes from: the
+	// exported policy's, or the narrowed webhook's; "" if neither.
+	DeniedBy func(err error, operation string) string
+	// WarnedBy is the rule of an admission warning; false when the warning
+	// is not a rule's.
+	WarnedBy func(warning string) (string, bool)
 }
 
 // contextOrder creates what other objects refer to first.
@@ -297,6 +315,10 @@ func Replay(t *testing.T, env ReplayEnv, c *Case, opts ReplayOptions) {
 	if (err == nil) != want.Allowed {
 		t.Fatalf("apiserver allowed=%v (err %v), chain allowed=%v", err == nil, err, want.Allowed)
 	}
+	if opts.Native != nil {
+		sameRules(t, err, gotWarnings, want, c.OperationOrDefault(), opts.Native)
+		return
+	}
 	if err != nil {
 		causes := ShepherdCauses(t, err)
 		if diff := cmp.Diff(sortCauses(want.Causes), sortCauses(causes)); diff != "" {
@@ -391,11 +413,45 @@ func checkAudited(t *testing.T, env ReplayEnv, obj *unstructured.Unstructured, o
 	}
 }
 
-// rejectedByCRD: err is a 422 Invalid that no admission webhook answered,
-// the CRD's own validation (schema, CEL) between the mutating and the
-// validating webhooks.
+// sameRules checks a native-mode answer against the chain's verdict, which
+// it has the same allowed as: a denial comes from a rule the chain denies
+// with, and an admission is warned by the same Warn rules (the webhook
+// mode's defaulter notices have no policy twin, and are not rules').
+func sameRules(t *testing.T, err error, warnings []string, want *Verdict, operation string, n *NativeMode) {
+	t.Helper()
+	deny, warn := sets.New[string](), sets.New[string]()
+	for _, a := range want.Audited {
+		rule, action, _ := strings.Cut(a, "/")
+		switch action {
+		case string(shepherdv1alpha1.ActionDeny):
+			deny.Insert(rule)
+		case string(shepherdv1alpha1.ActionWarn):
+			warn.Insert(rule)
+		}
+	}
+	if err != nil {
+		if rule := n.DeniedBy(err, operation); !deny.Has(rule) {
+			t.Errorf("denied by %q in native mode; the chain denies with %v: %v", rule, sets.List(deny), err)
+		}
+		return
+	}
+	warned := sets.New[string]()
+	for _, w := range warnings {
+		if rule, ok := n.WarnedBy(w); ok {
+			warned.Insert(rule)
+		}
+	}
+	if !warned.Equal(warn) {
+		t.Errorf("warned by %v in native mode, by %v in webhook mode (warnings %q)", sets.List(warned), sets.List(warn), warnings)
+	}
+}
+
+// rejectedByCRD: err is a 422 Invalid that neither an admission webhook
+// nor a ValidatingAdmissionPolicy answered: the CRD's own validation
+// (schema, CEL) between mutating and validating admission.
 func rejectedByCRD(err error) bool {
-	return err != nil && apierrors.IsInvalid(err) && !strings.Contains(err.Error(), "admission webhook")
+	return err != nil && apierrors.IsInvalid(err) && !strings.Contains(err.Error(), "admission webhook") &&
+		!strings.Contains(err.Error(), "ValidatingAdmissionPolicy")
 }
 
 // ShepherdCauses asserts err is the apiserver's rendering of shepherd's

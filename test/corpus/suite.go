@@ -39,19 +39,26 @@ type Suite struct {
 	Options func(c *Case, fieldValidation string) ReplayOptions
 	// Skip, when set and it returns a reason, leaves c out (logged).
 	Skip func(c *Case) string
+	// FieldValidations are the field validations each case is replayed
+	// under: Strict (kubectl's default) and Warn (what controllers and
+	// SDKs send) when empty.
+	FieldValidations []string
 }
 
 // ReplayAll replays every case of the corpus that runs on serve's default
 // configuration (a case with a configuration of its own, or one for a
 // cluster without the Workload API, is test/corpus's alone, through the
-// chain) under Strict field validation (kubectl's default) and under Warn
-// (what controllers and SDKs send), the cases of each in parallel.
+// chain) under each of s.FieldValidations, the cases of each in parallel.
 func ReplayAll(t *testing.T, s Suite) {
 	cases, err := Load(Dir())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []string{metav1.FieldValidationStrict, metav1.FieldValidationWarn} {
+	modes := s.FieldValidations
+	if len(modes) == 0 {
+		modes = []string{metav1.FieldValidationStrict, metav1.FieldValidationWarn}
+	}
+	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
 			ran := 0
 			for i := range cases {

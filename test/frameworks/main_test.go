@@ -16,8 +16,6 @@ package frameworks
 
 import (
 	"context"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -32,8 +30,6 @@ const timeout = 60 * time.Second
 
 var env *cluster.Cluster
 
-// TestMain also runs serve when this binary is a child started by
-// serveChild (cluster.ReplicaEnv).
 func TestMain(m *testing.M) {
 	cluster.RunMain(m, cluster.Options{
 		CRDs: cluster.NoFrameworkCRDs,
@@ -70,7 +66,7 @@ var suiteFlags = []string{
 }
 
 // serveChild runs `shepherd serve` with the suite's flags plus args in a
-// child process (this test binary, run as cluster.ReplicaEnv says) until it exits or
+// child process (this test binary in cluster.ServeRole) until it exits or
 // timeout passes, and returns its output and error.
 func serveChild(t *testing.T, args ...string) (string, error) {
 	t.Helper()
@@ -80,8 +76,7 @@ func serveChild(t *testing.T, args ...string) (string, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.CommandContext(ctx, os.Args[0], argv...)
-	cmd.Env = append(os.Environ(), cluster.ReplicaEnv+"=1")
+	cmd := cluster.ChildCommand(ctx, cluster.ServeRole, argv...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

@@ -50,10 +50,10 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	cluster.RunMain(m, cluster.Options{CRDs: cluster.UpstreamCRDs}, &env, func(c *cluster.Cluster) (func() error, error) {
+	cluster.RunMain(m, cluster.Options{CRDs: cluster.UpstreamCRDs}, &env, func(c *cluster.Cluster) (cluster.Teardown, error) {
 		var err error
 		upstream, err = platformOn("upstream", c, cluster.UpstreamCRDs)
-		return stopSeedPlatform, err
+		return cluster.Undo(stopSeedPlatform), err
 	})
 }
 

@@ -38,12 +38,12 @@ rules:
 - level: Metadata
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: None
-`}, &env, func(c *cluster.Cluster) (func() error, error) {
+`}, &env, func(c *cluster.Cluster) (cluster.Teardown, error) {
 		op, err := grovemodel.Start(ctx, c, grovemodel.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("starting the Grove model: %w", err)
 		}
-		return op.Stop, nil
+		return cluster.Undo(op.Stop), nil
 	})
 }
 

@@ -61,7 +61,7 @@ var (
 func TestMain(m *testing.M) {
 	// TestForgedRequestsWithTheClientCAWriteNothing runs a second serve,
 	// in a child process of this binary.
-	cluster.RunReplicaIfChild()
+	cluster.RunChildIfAsked()
 	if v := os.Getenv("SHEPHERD_HOSTILE_CONNS"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
@@ -85,13 +85,13 @@ func TestMain(m *testing.M) {
 			LocalServingHost: "127.0.0.1",
 		},
 		ExtraAPIServerFlags: map[string]string{"admission-control-config-file": clientPKI.admissionConfig},
-	}, &env, func(*cluster.Cluster) (func() error, error) {
-		return func() error { return os.RemoveAll(dir) }, nil
+	}, &env, func(*cluster.Cluster) (cluster.Teardown, error) {
+		return cluster.Undo(func() error { return os.RemoveAll(dir) }), nil
 	}, startServe)
 }
 
 // startServe starts the suite's serve, admission only.
-func startServe(c *cluster.Cluster) (stop func() error, err error) {
+func startServe(c *cluster.Cluster) (_ cluster.Teardown, err error) {
 	wh := c.Env.WebhookInstallOptions
 	webhook = net.JoinHostPort(wh.LocalServingHost, strconv.Itoa(wh.LocalServingPort))
 	serveArgs = []string{
@@ -103,7 +103,7 @@ func startServe(c *cluster.Cluster) (stop func() error, err error) {
 	if serving, err = c.Serve(serveArgs...); err != nil {
 		return nil, err
 	}
-	return serving.Stop, nil
+	return serving.Teardown, nil
 }
 
 // clientCertFor is a client-authentication certificate signed by ca, as

@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/test/corpus"
 )
@@ -27,8 +25,8 @@ import (
 // request the chain denies too (JobSet's CEL on startupPolicy InOrder with
 // dependsOn, TrainJob's activeDeadlineSeconds minimum) before shepherd's
 // validating webhook, the rejection is accepted and logged; a request the
-// chain allows must be admitted, but for the requests knownDivergences
-// lists. Cases whose objects have a field the upstream CRD lacks (no knob
+// chain allows must be admitted, but for the upstream divergences the
+// corpus lists (corpus.UpstreamOptions). Cases whose objects have a field the upstream CRD lacks (no knob
 // carries it: sent, it is rejected under Strict and dropped under Warn)
 // exist only in the seed form and are skipped, logged.
 func TestCorpusByCarrierUnderStrictAndWarn(t *testing.T) {
@@ -43,60 +41,15 @@ func TestCorpusByCarrierUnderStrictAndWarn(t *testing.T) {
 		Audit:   readAudit,
 		Timeout: timeout,
 		Options: func(c *corpus.Case, fieldValidation string) corpus.ReplayOptions {
-			known := knownDivergences[c.Name]
-			return corpus.ReplayOptions{
-				Form:              corpus.CarrierForm,
-				FieldValidation:   fieldValidation,
-				Admit:             admit,
-				UpstreamCRDs:      true,
-				CRDRejects:        known.crdRejects,
-				PreemptedDefaults: known.preempted,
-			}
+			return corpus.UpstreamOptions(c, fieldValidation, admit)
 		},
 		Skip: func(c *corpus.Case) string {
-			if fields := seedOnly(c, upstreamSchemas); len(fields) > 0 {
+			if fields := corpus.SeedOnly(c, upstreamSchemas); len(fields) > 0 {
 				return fmt.Sprintf("has fields no upstream CRD has and no carrier carries (%v): seed form only, replayed by test/webhook", fields)
 			}
 			return ""
 		},
 	})
-}
-
-// knownDivergences are the cases where the upstream CRDs themselves make
-// the cluster's answer differ from the chain's (which `shepherd check`
-// runs offline): found by this test, asserted as they are so that a change
-// upstream or in shepherd shows.
-var knownDivergences = map[string]struct {
-	crdRejects string
-	preempted  map[string]string
-}{
-	// V-TJ-4 lets numNodes change when the runtime has no Workload
-	// podGroupPolicy; Trainer v2.3.0's CRD makes spec.trainer immutable
-	// (x-kubernetes-validations: self == oldSelf) whatever the runtime.
-	"tj-numnodes-change-without-workload": {crdRejects: "spec.trainer: Invalid value: field is immutable"},
-	// D-PCS-6 defaults a scaling group's minAvailable to its replicas;
-	// Grove's PodCliqueSet schema defaults it to 1, which the apiserver
-	// applies when it decodes the request, before shepherd's mutating
-	// webhook sees it unset.
-	"pcs-min-available-defaulted": {preempted: map[string]string{
-		"/spec/template/podCliqueScalingGroups/0/minAvailable": "Grove's CRD defaults podCliqueScalingGroups[].minAvailable to 1 before admission",
-	}},
-}
-
-// seedOnly lists the fields of a case's objects, in the carrier form,
-// that the upstream CRDs would prune.
-func seedOnly(c *corpus.Case, schemas *celrules.Schemas) []string {
-	var out []string
-	for _, o := range append([]*unstructured.Unstructured{c.Object, c.OldObject}, c.Context...) {
-		if o == nil {
-			continue
-		}
-		u := corpus.ToCarriers(o)
-		for _, p := range schemas.Prune(u.GroupVersionKind(), u.Object) {
-			out = append(out, u.GetKind()+" "+p)
-		}
-	}
-	return out
 }
 
 // readAudit reads serve's /audit (plain HTTP in this suite) records of

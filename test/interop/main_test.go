@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 }
 
 // setup reads the upstream CRDs as served and starts serve.
-func setup(c *cluster.Cluster) (func() error, error) {
+func setup(c *cluster.Cluster) (cluster.Teardown, error) {
 	crds, err := cluster.FrameworkCRDs(cluster.UpstreamCRDs)
 	if err != nil {
 		return nil, err
@@ -57,5 +57,5 @@ func setup(c *cluster.Cluster) (func() error, error) {
 	if serve, err = c.Serve("--leader-elect=false", "--disable-reconcilers", "--metrics-secure=false"); err != nil {
 		return nil, err
 	}
-	return serve.Stop, nil
+	return serve.Teardown, nil
 }

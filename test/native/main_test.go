@@ -42,36 +42,32 @@ var (
 	native []*unstructured.Unstructured
 )
 
-func TestMain(m *testing.M) { os.Exit(run(m)) }
-
-func run(m *testing.M) int {
-	if err := start(); err != nil {
+func TestMain(m *testing.M) {
+	opts, tokenFile, err := options()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
-		if serve != nil {
-			fmt.Fprintln(os.Stderr, serve.Log())
-		}
-		return 1
+		os.Exit(1)
 	}
-	defer func() {
-		if err := serve.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping serve:", err)
+	cluster.RunMain(m, opts, &env, func(*cluster.Cluster) (cluster.Teardown, error) {
+		return nil, applyPolicies(context.Background())
+	}, func(c *cluster.Cluster) (cluster.Teardown, error) {
+		var err error
+		if serve, err = c.Serve("--admission-mode=native", "--audit-sink-token-file="+tokenFile,
+			"--leader-elect=false", "--disable-reconcilers", "--metrics-secure=false",
+			"--workload-api-discovery-interval=2s"); err != nil {
+			return nil, err
 		}
-		if err := env.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-		}
-	}()
-	code := m.Run()
-	if code != 0 {
-		// What serve did while a test waited in vain.
-		fmt.Fprintln(os.Stderr, "serve's log:\n"+serve.Log())
-	}
-	return code
+		return serve.Teardown, nil
+	})
 }
 
-func start() error {
-	var err error
+// options is the suite's control plane: deploy/native's narrowed webhook
+// configurations registered, its audit policy, and an audit webhook
+// backend posting to serve's sink (sinkURL) with the bearer token in
+// tokenFile.
+func options() (_ cluster.Options, tokenFile string, err error) {
 	if native, err = install.Build(install.Dir("native")); err != nil {
-		return err
+		return cluster.Options{}, "", err
 	}
 	var muts []*admissionregistrationv1.MutatingWebhookConfiguration
 	var vals []*admissionregistrationv1.ValidatingWebhookConfiguration
@@ -80,24 +76,24 @@ func start() error {
 		case "MutatingWebhookConfiguration":
 			w := &admissionregistrationv1.MutatingWebhookConfiguration{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, w); err != nil {
-				return err
+				return cluster.Options{}, "", err
 			}
 			muts = append(muts, w)
 		case "ValidatingWebhookConfiguration":
 			w := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, w); err != nil {
-				return err
+				return cluster.Options{}, "", err
 			}
 			vals = append(vals, w)
 		}
 	}
 	if len(muts) != 1 || len(vals) != 1 {
-		return fmt.Errorf("deploy/native builds %d mutating and %d validating webhook configurations, want one each", len(muts), len(vals))
+		return cluster.Options{}, "", fmt.Errorf("deploy/native builds %d mutating and %d validating webhook configurations, want one each", len(muts), len(vals))
 	}
 
 	dir, err := os.MkdirTemp("", "shepherd-native-test-")
 	if err != nil {
-		return err
+		return cluster.Options{}, "", err
 	}
 	// The apiserver's audit webhook backend is configured at its start,
 	// before envtest issues the webhook server's certificate (it does
@@ -124,15 +120,15 @@ contexts:
 current-context: sink
 `, sinkURL, sinkToken)
 	auditKubeconfig := filepath.Join(dir, "audit-webhook.kubeconfig")
-	tokenFile := filepath.Join(dir, "sink-token")
+	tokenFile = filepath.Join(dir, "sink-token")
 	if err := os.WriteFile(auditKubeconfig, []byte(kubeconfig), 0o600); err != nil {
-		return err
+		return cluster.Options{}, "", err
 	}
 	if err := os.WriteFile(tokenFile, []byte(sinkToken+"\n"), 0o600); err != nil {
-		return err
+		return cluster.Options{}, "", err
 	}
 
-	if env, err = cluster.New(cluster.Options{
+	return cluster.Options{
 		WorkloadAPI: cluster.WorkloadAPIV1beta1,
 		Webhooks: envtest.WebhookInstallOptions{
 			MutatingWebhooks:   muts,
@@ -151,16 +147,7 @@ current-context: sink
 			// retried from 200ms, not 10s, so the apiserver stops promptly.
 			"audit-webhook-initial-backoff": "200ms",
 		},
-	}); err != nil {
-		return err
-	}
-	if err := applyPolicies(context.Background()); err != nil {
-		return err
-	}
-	serve, err = env.Serve("--admission-mode=native", "--audit-sink-token-file="+tokenFile,
-		"--leader-elect=false", "--disable-reconcilers", "--metrics-secure=false",
-		"--workload-api-discovery-interval=2s")
-	return err
+	}, tokenFile, nil
 }
 
 // applyPolicies applies deploy/native's admission policies and bindings.

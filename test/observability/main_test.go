@@ -51,7 +51,7 @@ func TestMain(m *testing.M) {
 }
 
 // setup starts serve as deployed, with the suite's policies in force.
-func setup(c *cluster.Cluster) (func() error, error) {
+func setup(c *cluster.Cluster) (cluster.Teardown, error) {
 	// The certificate directory as cert-manager mounts it: the pair and the
 	// CA that issued it (envtest's), so the CA expiry series exist.
 	wh := c.Env.WebhookInstallOptions
@@ -66,12 +66,12 @@ func setup(c *cluster.Cluster) (func() error, error) {
 	}
 	// After serve is up: it validates WorkloadPolicies at apply.
 	if err := createPolicies(); err != nil {
-		return serve.Stop, err
+		return serve.Teardown, err
 	}
 	if err := waitPolicyStatus(); err != nil {
-		return serve.Stop, fmt.Errorf("%w\n%s", err, serve.Log())
+		return serve.Teardown, err
 	}
-	return serve.Stop, nil
+	return serve.Teardown, nil
 }
 
 func createPolicies() error {

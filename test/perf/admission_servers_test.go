@@ -541,8 +541,8 @@ func (a *admissionBench) stopProcess(s *serveProcess) error {
 // emptyWebhook is a TLS admission webhook server that allows every request
 // unchanged, on envtest's serving certificate: the cost of a webhook call
 // with no work behind it. Like shepherd it speaks HTTP/1.1 only, and like
-// shepherd it is a process of its own (this test binary, run again with
-// emptyWebhookEnv set): in the benchmark's own process its goroutines
+// shepherd it is a process of its own (this test binary as the child
+// emptyWebhookRole): in the benchmark's own process its goroutines
 // would share a scheduler with the clients that are kept busy waiting on
 // it, and the floor would leave out the wake-up of an idle server process
 // that every real webhook call pays.
@@ -552,13 +552,11 @@ type emptyWebhook struct {
 	client   *http.Client
 }
 
-// emptyWebhookEnv, set to envtest's serving certificate directory, makes
-// this test binary serve the empty webhook instead of its benchmarks (on
-// emptyWebhookHostEnv, port chosen by the kernel, written to stdout).
-const (
-	emptyWebhookEnv     = "SHEPHERD_PERF_EMPTY_WEBHOOK_CERTS"
-	emptyWebhookHostEnv = "SHEPHERD_PERF_EMPTY_WEBHOOK_HOST"
-)
+// emptyWebhookRole is the child role (cluster.ChildCommand) of this test
+// binary that serves the empty webhook, with envtest's serving
+// certificate directory and the host to listen on as its arguments (the
+// port chosen by the kernel, written to stdout).
+const emptyWebhookRole = "empty-webhook"
 
 func (e *emptyWebhook) name() string   { return "the empty webhook" }
 func (e *emptyWebhook) addr() string   { return e.hostPort }
@@ -581,8 +579,7 @@ func (e *emptyWebhook) calls() (webhookCalls, bool) {
 
 func (a *admissionBench) startEmptyWebhook() *emptyWebhook {
 	wh := a.c.Env.WebhookInstallOptions
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$") //nolint:gosec // this test binary
-	cmd.Env = append(os.Environ(), emptyWebhookEnv+"="+wh.LocalServingCertDir, emptyWebhookHostEnv+"="+wh.LocalServingHost)
+	cmd := cluster.ChildCommand(context.Background(), emptyWebhookRole, wh.LocalServingCertDir, wh.LocalServingHost)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -609,8 +606,19 @@ func (a *admissionBench) startEmptyWebhook() *emptyWebhook {
 	}}
 }
 
-// runEmptyWebhook is the empty webhook's process: it serves until killed.
-func runEmptyWebhook(certDir, host string) error {
+// runEmptyWebhook is the empty webhook's process (args: the certificate
+// directory and the host): it serves until killed.
+func runEmptyWebhook(args []string) int {
+	if len(args) != 2 {
+		fmt.Fprintf(os.Stderr, "the empty webhook: want the certificate directory and the host, got %q\n", args)
+		return 2
+	}
+	err := serveEmptyWebhook(args[0], args[1])
+	fmt.Fprintln(os.Stderr, "the empty webhook:", err)
+	return 1
+}
+
+func serveEmptyWebhook(certDir, host string) error {
 	cert, err := tls.LoadX509KeyPair(filepath.Join(certDir, "tls.crt"), filepath.Join(certDir, "tls.key"))
 	if err != nil {
 		return fmt.Errorf("envtest's serving certificate: %w", err)

@@ -1,18 +1,14 @@
 package perf
 
 import (
-	"fmt"
-	"os"
 	"testing"
+
+	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
 
+// TestMain runs the benchmarks, which start their own control planes; in
+// a child process it is the benchmark's empty webhook (startEmptyWebhook).
 func TestMain(m *testing.M) {
-	// The benchmark's empty webhook runs as this binary in a process of
-	// its own (startEmptyWebhook).
-	if dir := os.Getenv(emptyWebhookEnv); dir != "" {
-		err := runEmptyWebhook(dir, os.Getenv(emptyWebhookHostEnv))
-		fmt.Fprintln(os.Stderr, "the empty webhook:", err)
-		os.Exit(1)
-	}
-	os.Exit(m.Run())
+	cluster.RegisterChild(emptyWebhookRole, runEmptyWebhook)
+	cluster.RunMain(m, cluster.Options{}, nil)
 }

@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -55,9 +54,8 @@ const leaseName = "shepherd.shepherd.dev"
 var env *cluster.Cluster
 
 func TestMain(m *testing.M) {
-	cluster.RunReplicaIfChild()
-	var err error
-	env, err = cluster.New(cluster.Options{
+	var kit *bed.Suite
+	cluster.RunMain(m, cluster.Options{
 		CRDs: cluster.SeedCRDs,
 		// The Workload failover test needs scheduling.k8s.io served; the
 		// other tests use no runtime with podGroupPolicy.workload.
@@ -70,34 +68,13 @@ func TestMain(m *testing.M) {
 			Paths:            []string{filepath.Join(cluster.RepoRoot(), "deploy", "webhook")},
 			LocalServingHost: "127.0.0.1",
 		},
+	}, &env, func(c *cluster.Cluster) (cluster.Teardown, error) {
+		seed = seedPlane(c)
+		return nil, nil
+	}, bed.Setup(bed.SuiteOptions{NoServe: true}, &kit), func(*cluster.Cluster) (cluster.Teardown, error) {
+		onBed = bedPlane(kit)
+		return nil, nil
 	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	seed = seedPlane(env)
-	kit, err := bed.NewSuite(bed.SuiteOptions{NoServe: true})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "test bed:", err)
-		_ = env.Stop()
-		os.Exit(1)
-	}
-	onBed = bedPlane(kit)
-	code := m.Run()
-	if gone := kit.Bed.Exited(); len(gone) > 0 {
-		fmt.Fprintln(os.Stderr, "test bed components exited:", gone)
-		code = 1
-	}
-	if code != 0 {
-		fmt.Fprintln(os.Stderr, kit.Logs())
-	}
-	if err := kit.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the test bed:", err)
-	}
-	if err := env.Stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping the control plane:", err)
-	}
-	os.Exit(code)
 }
 
 // A PodCliqueSet that V-PCS rules deny: minAvailable above replicas,

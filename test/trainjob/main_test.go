@@ -23,7 +23,6 @@ package trainjob
 import (
 	"context"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -39,7 +38,7 @@ import (
 var kit *bed.Suite
 
 func TestMain(m *testing.M) {
-	os.Exit(bed.Main(m, bed.SuiteOptions{ServeArgs: []string{"--feature=trainjob-deadline=on"}}, &kit))
+	cluster.RunMain(m, cluster.Options{}, nil, bed.Setup(bed.SuiteOptions{ServeArgs: []string{"--feature=trainjob-deadline=on"}}, &kit))
 }
 
 // within bounds every wait: generous, the machine is shared.

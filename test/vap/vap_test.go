@@ -63,13 +63,13 @@ func TestMain(m *testing.M) {
 			ValidatingWebhooks: validating,
 			LocalServingHost:   "127.0.0.1",
 		},
-	}, &env, func(*cluster.Cluster) (func() error, error) {
+	}, &env, func(*cluster.Cluster) (cluster.Teardown, error) {
 		// serve starts with the first test that needs it (served).
-		return func() error {
+		return func(failed bool) error {
 			if served == nil {
 				return nil
 			}
-			return served.Stop()
+			return served.Teardown(failed)
 		}, nil
 	})
 }

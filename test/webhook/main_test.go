@@ -52,7 +52,7 @@ func TestMain(m *testing.M) {
 
 // setup makes the suite's clients and starts serve as shepherd's
 // ServiceAccount with the shipped RBAC and the production flags.
-func setup(c *cluster.Cluster) (func() error, error) {
+func setup(c *cluster.Cluster) (cluster.Teardown, error) {
 	cfg := rest.CopyConfig(c.Config)
 	cfg.WarningHandler = warns
 	var err error
@@ -77,9 +77,9 @@ func setup(c *cluster.Cluster) (func() error, error) {
 	// (which serves /audit) is a separate runnable that may bind a moment
 	// later, so wait for it to accept connections too.
 	if err := waitListening(s.Metrics); err != nil {
-		return s.Stop, fmt.Errorf("%w\n%s", err, s.Log())
+		return s.Teardown, err
 	}
-	return s.Stop, nil
+	return s.Teardown, nil
 }
 
 func waitListening(addr string) error {
