@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -75,16 +76,6 @@ func (s *setups) current() manager.Manager {
 	return s.last
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("%s: not within 10s", what)
-}
-
 // TestTermsSetUpEverythingInEveryTerm: every term sets up the leader-only
 // parts in the order added, then the controllers activated so far; a
 // controller activated during a term is set up in it at once and in every
@@ -102,7 +93,7 @@ func TestTermsSetUpEverythingInEveryTerm(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- terms.Run(ctx) }()
-	eventually(t, "the first term set up", func() bool { return len(s.of(s.current())) == 3 })
+	testkit.Eventually(t, 10*time.Second, "the first term set up", func() bool { return len(s.of(s.current())) == 3 })
 	first := s.current()
 	terms.Activate(Controller{Name: "gang", Setup: s.add("gang")})
 	if diff := cmp.Diff([]string{"certificate authority", "update filter", "trainjob", "gang"}, s.of(first)); diff != "" {
@@ -121,7 +112,7 @@ func TestTermsSetUpEverythingInEveryTerm(t *testing.T) {
 	ctx, cancel = context.WithCancel(context.Background())
 	defer cancel()
 	go func() { done <- terms.Run(ctx) }()
-	eventually(t, "the second term set up", func() bool { return s.current() != first && len(s.of(s.current())) == 4 })
+	testkit.Eventually(t, 10*time.Second, "the second term set up", func() bool { return s.current() != first && len(s.of(s.current())) == 4 })
 	if diff := cmp.Diff([]string{"certificate authority", "update filter", "trainjob", "gang"}, s.of(s.current())); diff != "" {
 		t.Errorf("second term (-want +got):\n%s", diff)
 	}
