@@ -32,7 +32,7 @@ func TestAnExpensiveRuleIsStoppedWithinTheWebhookTimeout(t *testing.T) {
 	}
 	waitPolicy(t, name, metav1.ConditionTrue)
 
-	tj := object(t, f.ns, fmt.Sprintf(trainJobManifest, f.runtime, 3600))
+	tj := f.trainJob(3600)
 	args := make([]any, 150000)
 	for i := range args {
 		args[i] = fmt.Sprintf("-a%06d", i)

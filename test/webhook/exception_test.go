@@ -49,7 +49,7 @@ func TestExceptionExemptsOneObjectAndStopsAtItsExpiry(t *testing.T) {
 	t.Cleanup(func() { _ = k.Delete(context.Background(), ex) })
 
 	legacy := func(i int) error {
-		obj := object(t, f.ns, fmt.Sprintf(trainJobManifest, f.runtime, 100000))
+		obj := f.trainJob(100000)
 		obj.SetGenerateName("")
 		obj.SetName(fmt.Sprintf("legacy-%d", i))
 		obj.SetLabels(map[string]string{"legacy": "true"})

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,47 +20,6 @@ import (
 	"github.com/shepherd-k8s/shepherd/test/corpus"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 )
-
-const runtimeManifest = `
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: ClusterTrainingRuntime
-metadata:
-  name: %s
-spec:
-  mlPolicy:
-    numNodes: 1
-    torch: {}
-  template:
-    spec:
-      replicatedJobs:
-      - name: node
-        template:
-          metadata:
-            labels:
-              trainer.kubeflow.org/trainjob-ancestor-step: trainer
-          spec:
-            template:
-              spec:
-                containers:
-                - name: node
-                  image: pytorch/pytorch
-`
-
-const trainJobManifest = `
-apiVersion: trainer.kubeflow.org/v1alpha1
-kind: TrainJob
-metadata:
-  generateName: tj-
-spec:
-  runtimeRef:
-    apiGroup: trainer.kubeflow.org
-    kind: ClusterTrainingRuntime
-    name: %s
-  activeDeadlineSeconds: %d
-  trainer:
-    image: docker.io/torch-run
-    numNodes: 2
-`
 
 // policyFixture is a namespace labelled for the test's policies and a
 // runtime its TrainJobs can reference.
@@ -72,7 +32,9 @@ func newPolicyFixture(t *testing.T) *policyFixture {
 	f := &policyFixture{id: rand.String(6)}
 	f.ns = namespace(t, map[string]string{"policy-test": f.id})
 	f.runtime = "rt-" + f.id
-	if err := k.Create(context.Background(), object(t, "", fmt.Sprintf(runtimeManifest, f.runtime))); err != nil {
+	rt := testkit.ClusterTrainingRuntime(f.runtime, "pytorch/pytorch").
+		Set(map[string]any{"numNodes": int64(1), "torch": map[string]any{}}, "spec", "mlPolicy").Obj()
+	if err := k.Create(context.Background(), rt); err != nil {
 		t.Fatalf("creating runtime: %v", err)
 	}
 	return f
@@ -80,7 +42,14 @@ func newPolicyFixture(t *testing.T) *policyFixture {
 
 func (f *policyFixture) createTrainJob(t *testing.T, deadline int64) error {
 	t.Helper()
-	return k.Create(context.Background(), object(t, f.ns, fmt.Sprintf(trainJobManifest, f.runtime, deadline)))
+	return k.Create(context.Background(), f.trainJob(deadline))
+}
+
+// trainJob is a two-node TrainJob on the fixture's runtime with the given
+// activeDeadlineSeconds, its name generated.
+func (f *policyFixture) trainJob(deadline int64) *unstructured.Unstructured {
+	return testkit.TrainJob(f.ns, "", f.runtime, 2).GenerateName("tj-").Image("docker.io/torch-run").
+		Set(deadline, "spec", "activeDeadlineSeconds").Obj()
 }
 
 // policy builds a WorkloadPolicy on TrainJobs in the fixture's namespace.
