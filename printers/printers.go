@@ -140,9 +140,7 @@ func yamlNode(v any, depth int) *yamlv3.Node {
 		}
 		sort.Strings(keys)
 		for _, k := range keys {
-			key := &yamlv3.Node{}
-			key.SetString(k)
-			n.Content = append(n.Content, key, yamlNode(v[k], depth+1))
+			n.Content = append(n.Content, yamlString(k), yamlNode(v[k], depth+1))
 		}
 		return n
 	case []any:
@@ -152,12 +150,7 @@ func yamlNode(v any, depth int) *yamlv3.Node {
 		}
 		return n
 	case string:
-		n := &yamlv3.Node{}
-		n.SetString(v)
-		if yaml11Bool.MatchString(v) || yaml11Sexagesimal.MatchString(v) {
-			n.Style = yamlv3.DoubleQuotedStyle
-		}
-		return n
+		return yamlString(v)
 	case json.Number:
 		tag := "!!int"
 		if strings.ContainsAny(string(v), ".eE") {
@@ -169,6 +162,18 @@ func yamlNode(v any, depth int) *yamlv3.Node {
 	default: // nil
 		return &yamlv3.Node{Kind: yamlv3.ScalarNode, Tag: "!!null", Value: "null"}
 	}
+}
+
+// yamlString is the node of a string, a map key's as a value's: quoted
+// where a YAML 1.1 reader would read the plain scalar as something else (a
+// label key "n" would come back as the boolean false).
+func yamlString(s string) *yamlv3.Node {
+	n := &yamlv3.Node{}
+	n.SetString(s)
+	if yaml11Bool.MatchString(s) || yaml11Sexagesimal.MatchString(s) {
+		n.Style = yamlv3.DoubleQuotedStyle
+	}
+	return n
 }
 
 // Plain scalars that YAML 1.1 readers (sigs.k8s.io/yaml, kubectl) read as a

@@ -175,10 +175,17 @@ func TestYAMLStyle(t *testing.T) {
 		"s": []any{"yes", "on", "N", "off", "1:30", "-2:05:59.5", "yesterday", "12:61", "1.5", "plain"},
 		"i": int64(9007199254740993), "f": 1.5, "e": 1e21, "t": true, "z": nil, "m": map[string]any{}, "l": []any{},
 		"nested": map[string]any{"b": 1, "a": 2},
+		// Map keys as a label's or a ConfigMap's: quoted as values are.
+		"keys": map[string]any{"n": "x", "yes": "x", "1:30": "x", "no-op": "x"},
 	}
 	want := `e: 1e+21
 f: 1.5
 i: 9007199254740993
+keys:
+  "1:30": x
+  "n": x
+  no-op: x
+  "yes": x
 l: []
 m: {}
 nested:
