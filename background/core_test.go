@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -283,5 +284,142 @@ func TestNewObjectKeepsTheObjectWithoutManagedFields(t *testing.T) {
 	}
 	if o.meta != metaFingerprint(map[string]string{"team": "ml"}, nil) {
 		t.Error("the fingerprint is not the labels'")
+	}
+}
+
+// verdictOf is a chain that answers every object with vs (nil: no
+// verdict at all).
+func verdictOf(vs []webhook.Violation) ValidateFunc {
+	return func(context.Context, *webhook.Request) *webhook.Verdict {
+		if vs == nil {
+			return nil
+		}
+		return &webhook.Verdict{Allowed: true, Violations: vs}
+	}
+}
+
+func TestPassTurnsViolationsIntoFindings(t *testing.T) {
+	t.Parallel()
+	deny := func(field, msg string) webhook.Violation {
+		return webhook.Violation{Rule: "R1", Action: webhook.ActionDeny, Field: field, Message: msg}
+	}
+	for _, tc := range []struct {
+		name       string
+		violations []webhook.Violation
+		want       []Finding // nil: the object does not violate
+	}{
+		{"no verdict", nil, nil},
+		{"no violations", []webhook.Violation{}, nil},
+		{"in the chain's order", []webhook.Violation{deny("spec.y", "m"), deny("spec.x", "m")},
+			[]Finding{{Rule: "R1", Action: "Deny", Field: "spec.y", Message: "m"}, {Rule: "R1", Action: "Deny", Field: "spec.x", Message: "m"}}},
+		{"the same violation twice is one finding", []webhook.Violation{deny("spec.x", "m"), deny("spec.x", "m")},
+			[]Finding{{Rule: "R1", Action: "Deny", Field: "spec.x", Message: "m"}}},
+		// The finding names its rule in a field of its own: the message
+		// does not say it again.
+		{"the message without the rule's name", []webhook.Violation{deny("spec.x", "too many nodes (shepherd R1)")},
+			[]Finding{{Rule: "R1", Action: "Deny", Field: "spec.x", Message: "too many nodes"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, _, _, err := (&Core{}).Pass(context.Background(), stored(t, obj("ns", "a", 1, nil)), "1", verdictOf(tc.violations), t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []Finding
+			if objs := r.Namespaces["ns"]; len(objs) == 1 {
+				got = objs[0].Findings
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("findings (-want +got):\n%s", diff)
+			}
+			if wantViolating := min(len(tc.want), 1); r.Violating != wantViolating || r.Objects != 1 {
+				t.Errorf("objects %d, violating %d; want 1, %d", r.Objects, r.Violating, wantViolating)
+			}
+		})
+	}
+}
+
+func TestPassBoundsSamples(t *testing.T) {
+	t.Parallel()
+	var objs []*unstructured.Unstructured
+	for i := 0; i < 8; i++ {
+		objs = append(objs, obj("ns", fmt.Sprintf("tj-%d", i), 1, map[string][]string{"R1": {"spec.x"}}))
+	}
+	long := strings.Repeat("x", 2*maxMessage)
+	for _, tc := range []struct {
+		name    string
+		samples int
+		want    int
+	}{
+		{"the default", 0, DefaultSamples},
+		{"fewer", 2, 2},
+		{"more than the violations", 20, 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := &Core{Samples: tc.samples}
+			r, _, _, err := c.Pass(context.Background(), stored(t, objs...), "1",
+				verdictOf([]webhook.Violation{{Rule: "R1", Action: webhook.ActionDeny, Field: "spec.x", Message: long}}), t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rr := r.Rules["R1"]
+			if len(rr.Samples) != tc.want || rr.Objects != 8 {
+				t.Fatalf("%d samples of %d objects, want %d of 8", len(rr.Samples), rr.Objects, tc.want)
+			}
+			// A sample's message is bounded (the CRD's limit), the
+			// object's finding keeps all of it.
+			if m := rr.Samples[0].Message; len(m) != maxMessage || !strings.HasSuffix(m, "...") {
+				t.Errorf("a sample's message of %d bytes ending %q, want %d ending ...", len(m), m[len(m)-5:], maxMessage)
+			}
+			if m := r.Namespaces["ns"][0].Findings[0].Message; m != long {
+				t.Errorf("the finding's message was cut to %d bytes", len(m))
+			}
+		})
+	}
+}
+
+// An object without a UID (none the apiserver stores) cannot keep a
+// verdict: it is skipped, not judged.
+func TestPassSkipsObjectsWithoutAUID(t *testing.T) {
+	t.Parallel()
+	u := obj("ns", "a", 1, map[string][]string{"R1": {"spec.x"}})
+	u.SetUID("")
+	f := &fakeChain{}
+	r, _, st, err := (&Core{}).Pass(context.Background(), stored(t, u), "1", f.validate, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Skipped != 1 || f.calls != 0 || r.Objects != 0 {
+		t.Errorf("skipped %d, judged %d, objects %d; want 1, 0, 0", st.Skipped, f.calls, r.Objects)
+	}
+}
+
+// A pass cancelled midway keeps the verdicts it found: the next pass
+// under the same rule set judges only the objects it did not reach.
+func TestCancelledPassKeepsItsVerdicts(t *testing.T) {
+	t.Parallel()
+	var objs []*unstructured.Unstructured
+	for i := 0; i < 100; i++ {
+		objs = append(objs, obj("ns", fmt.Sprintf("tj-%03d", i), 1, map[string][]string{"R1": {"spec.x"}}))
+	}
+	all := stored(t, objs...)
+	c := &Core{}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &fakeChain{}
+	cancelling := func(ctx context.Context, req *webhook.Request) *webhook.Verdict {
+		cancel()
+		return f.validate(ctx, req)
+	}
+	_, _, first, err := c.Pass(ctx, all, "1", cancelling, t0)
+	if err == nil || first.Evaluated == 0 || first.Evaluated >= len(all) || first.Evaluated != f.calls {
+		t.Fatalf("cancelled pass: %v, %d judged (%d calls); want an error after judging some of %d", err, first.Evaluated, f.calls, len(all))
+	}
+	r, _, second, err := c.Pass(context.Background(), all, "1", f.validate, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Reused != first.Evaluated || second.Evaluated != len(all)-first.Evaluated || r.Violating != len(all) {
+		t.Errorf("next pass: reused %d, judged %d, violating %d; want %d, %d, %d", second.Reused, second.Evaluated, r.Violating, first.Evaluated, len(all)-first.Evaluated, len(all))
 	}
 }
