@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"time"
+	"unicode/utf8"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -192,9 +193,6 @@ func (c *Core) Pass(ctx context.Context, objs []*Object, version string, validat
 	return c.aggregate(version, now), fresh, st, nil
 }
 
-// Forget drops every verdict (the next pass judges every object again).
-func (c *Core) Forget() { c.entries = nil }
-
 // judge runs validate on o as a dry-run CREATE of it and returns every
 // violation, deduplicated (a rule reporting the same field twice counts
 // once). The chain decodes o's JSON as it decodes a webhook request's: the
@@ -315,9 +313,16 @@ func keepFirst(samples []Sample, s Sample, n int) []Sample {
 	return samples
 }
 
+// truncate cuts s to at most n bytes, "..." marking the cut, which falls
+// between characters: a sample's message is a string of the WorkloadPolicy's
+// status, and half a character there is invalid UTF-8.
 func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-3] + "..."
+	cut := n - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }
