@@ -11,21 +11,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-)
 
-// writeFile writes content to dir/name, making the directories name
-// needs, and returns its path.
-func writeFile(t *testing.T, dir, name, content string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+)
 
 // TestParseRefusesWhatCannotBeJudged: a document that is not an object,
 // whose apiVersion or kind is missing or not a string, or a List with an
@@ -111,20 +99,20 @@ func TestReadManifests(t *testing.T) {
 	cm := func(name string) string { return "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: " + name + "}\n" }
 	dir := t.TempDir()
 	tree := filepath.Join(dir, "tree")
-	writeFile(t, tree, "b.yaml", cm("b")+"---\n"+cm("b2"))
+	testkit.WriteFile(t, tree, "b.yaml", cm("b")+"---\n"+cm("b2"))
 	const aJSON = `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}}`
-	writeFile(t, tree, "a.json", aJSON)
-	writeFile(t, tree, "sub/c.YML", "# c\n"+cm("c"))
-	writeFile(t, tree, "d.yaml/e.yaml", cm("e")) // a directory named like a manifest
-	writeFile(t, tree, "notes.txt", "not: [yaml")
-	writeFile(t, tree, "f.yaml.bak", "not: [yaml")
-	named := writeFile(t, dir, "named.txt", cm("named"))
+	testkit.WriteFile(t, tree, "a.json", aJSON)
+	testkit.WriteFile(t, tree, "sub/c.YML", "# c\n"+cm("c"))
+	testkit.WriteFile(t, tree, "d.yaml/e.yaml", cm("e")) // a directory named like a manifest
+	testkit.WriteFile(t, tree, "notes.txt", "not: [yaml")
+	testkit.WriteFile(t, tree, "f.yaml.bak", "not: [yaml")
+	named := testkit.WriteFile(t, dir, "named.txt", cm("named"))
 	empty := filepath.Join(dir, "empty")
 	if err := os.MkdirAll(filepath.Join(empty, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, empty, "sub/README.md", "# none here")
-	bad := writeFile(t, dir, "bad/x.yaml", cm("x")+"---\nkind: TrainJob\n")
+	testkit.WriteFile(t, empty, "sub/README.md", "# none here")
+	bad := testkit.WriteFile(t, dir, "bad/x.yaml", cm("x")+"---\nkind: TrainJob\n")
 
 	list := func(ms []Manifest) []string {
 		var out []string
@@ -240,7 +228,7 @@ func TestReadPolicies(t *testing.T) {
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := writeFile(t, t.TempDir(), "p.yaml", tc.content)
+			f := testkit.WriteFile(t, t.TempDir(), "p.yaml", tc.content)
 			ps, excs, err := ReadPolicies([]string{f}, nil, 1<<20)
 			if tc.wantErr != nil {
 				if err == nil {
@@ -300,7 +288,7 @@ func TestCheckCRDFileSizes(t *testing.T) {
 			t.Parallel()
 			dir := t.TempDir()
 			for name, content := range tc.files {
-				writeFile(t, dir, name, content)
+				testkit.WriteFile(t, dir, name, content)
 			}
 			err := checkCRDFileSizes(filepath.Join(dir, tc.path), 10)
 			if tc.want == "" {

@@ -1,13 +1,14 @@
 package policytest
 
 import (
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 const header = "apiVersion: shepherd.dev/v1alpha1\nkind: PolicyTest\n"
@@ -17,18 +18,6 @@ const trainJob = `    apiVersion: trainer.kubeflow.org/v1alpha1
     metadata: {name: tj}
     spec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 0}
 `
-
-func write(t *testing.T, dir, name, content string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 func TestParseReadsASuite(t *testing.T) {
 	s, err := Parse("s-test.yaml", []byte(header+`name: deadlines
@@ -146,9 +135,9 @@ func TestParseErrorsNameFileLineAndFix(t *testing.T) {
 
 func TestLoadResolvesFilesAgainstTheSuiteDirectory(t *testing.T) {
 	dir := t.TempDir()
-	write(t, dir, "suites/objects/tj.yaml", "# a TrainJob\n"+strings.ReplaceAll(trainJob, "    ", ""))
-	write(t, dir, "suites/runtimes.yaml", "")
-	s, err := Load(write(t, dir, "suites/a-test.yaml", header+"context: [runtimes.yaml]\ncases:\n- name: a\n  objectFile: objects/tj.yaml\n  expect: {allowed: false}\n"))
+	testkit.WriteFile(t, dir, "suites/objects/tj.yaml", "# a TrainJob\n"+strings.ReplaceAll(trainJob, "    ", ""))
+	testkit.WriteFile(t, dir, "suites/runtimes.yaml", "")
+	s, err := Load(testkit.WriteFile(t, dir, "suites/a-test.yaml", header+"context: [runtimes.yaml]\ncases:\n- name: a\n  objectFile: objects/tj.yaml\n  expect: {allowed: false}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +151,7 @@ func TestLoadResolvesFilesAgainstTheSuiteDirectory(t *testing.T) {
 
 func TestLoadMissingFilesAreErrorsAtTheirLine(t *testing.T) {
 	dir := t.TempDir()
-	file := write(t, dir, "a-test.yaml", header+"policies: [policy.yaml]\ncases:\n- name: a\n  objectFile: tj.yaml\n  expect: {allowed: true}\n")
+	file := testkit.WriteFile(t, dir, "a-test.yaml", header+"policies: [policy.yaml]\ncases:\n- name: a\n  objectFile: tj.yaml\n  expect: {allowed: true}\n")
 	_, err := Load(file)
 	if err == nil {
 		t.Fatal("no error")
@@ -179,15 +168,15 @@ func TestLoadMissingFilesAreErrorsAtTheirLine(t *testing.T) {
 
 func TestLoadObjectFileHoldsOneObject(t *testing.T) {
 	dir := t.TempDir()
-	write(t, dir, "two.yaml", strings.ReplaceAll(trainJob, "    ", "")+"---\n"+strings.ReplaceAll(trainJob, "    ", ""))
-	write(t, dir, "bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [}\n")
+	testkit.WriteFile(t, dir, "two.yaml", strings.ReplaceAll(trainJob, "    ", "")+"---\n"+strings.ReplaceAll(trainJob, "    ", ""))
+	testkit.WriteFile(t, dir, "bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: [}\n")
 	for file, want := range map[string]string{
 		"two.yaml": "holds 2 objects; an objectFile holds exactly one",
 		// The line is the YAML reader's (kubectl's and check's), which
 		// names the line before an unclosed flow collection here.
 		"bad.yaml": filepath.Join(dir, "bad.yaml") + ":2: invalid YAML: did not find expected node content",
 	} {
-		_, err := Load(write(t, dir, "a-test.yaml", header+"cases:\n- name: a\n  objectFile: "+file+"\n  expect: {allowed: true}\n"))
+		_, err := Load(testkit.WriteFile(t, dir, "a-test.yaml", header+"cases:\n- name: a\n  objectFile: "+file+"\n  expect: {allowed: true}\n"))
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `a-test.yaml:5: case "a": objectFile: `) {
 			t.Errorf("%s: error %v, want one at a-test.yaml:5 containing %q", file, err, want)
 		}
@@ -233,7 +222,7 @@ func TestParseFieldPath(t *testing.T) {
 func TestDiscoverFindsSuitesByName(t *testing.T) {
 	dir := t.TempDir()
 	for _, f := range []string{"a/shepherd-test.yaml", "a/b/trainjob-test.yml", "a/policy.yaml", "a/testdata/x-test.yaml", "a/.hidden/y-test.yaml", "a/_skip/z-test.yaml"} {
-		write(t, dir, f, "")
+		testkit.WriteFile(t, dir, f, "")
 	}
 	got, err := Discover([]string{filepath.Join(dir, "a"), filepath.Join(dir, "a/testdata/x-test.yaml")})
 	if err != nil {
@@ -250,7 +239,7 @@ func TestDiscoverFindsSuitesByName(t *testing.T) {
 	if _, err := Discover([]string{filepath.Join(dir, "a/b/../.hidden/..", "_skip", "..", "..", "a", "policy.yaml")}); err != nil {
 		t.Errorf("a file named explicitly is a suite whatever its name: %v", err)
 	}
-	write(t, dir, "empty/readme.md", "")
+	testkit.WriteFile(t, dir, "empty/readme.md", "")
 	if _, err := Discover([]string{filepath.Join(dir, "empty")}); err == nil || !strings.Contains(err.Error(), "no suite (a file named *-test.yaml)") {
 		t.Errorf("a directory without suites: %v", err)
 	}

@@ -9,8 +9,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -23,6 +21,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/cmd/shepherd/app"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 var env *cluster.Cluster
@@ -38,15 +37,6 @@ func create(t *testing.T, doc string) {
 	if err := env.Client.Create(context.Background(), u); err != nil {
 		t.Fatalf("creating %s %s: %v", u.GetKind(), u.GetName(), err)
 	}
-}
-
-func writeFile(t *testing.T, dir, name, body string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 const teamPolicy = `apiVersion: shepherd.dev/v1alpha1
@@ -100,8 +90,8 @@ spec: {runtimeRef: {name: `+tj.runtime+`}}`)
 	}
 
 	dir := t.TempDir()
-	kubeconfig := writeFile(t, dir, "kubeconfig", string(env.Env.KubeConfig))
-	policy := writeFile(t, dir, "policy.yaml", teamPolicy)
+	kubeconfig := testkit.WriteFile(t, dir, "kubeconfig", string(env.Env.KubeConfig))
+	policy := testkit.WriteFile(t, dir, "policy.yaml", teamPolicy)
 
 	run := func(wantCode int, args ...string) offline.ImpactReport {
 		t.Helper()
@@ -143,7 +133,7 @@ spec: {runtimeRef: {name: `+tj.runtime+`}}`)
 
 	// Type-checked against the served CRDs: a field the served TrainJob
 	// schema does not have is a compile error, exit 2, naming it.
-	broken := writeFile(t, dir, "broken.yaml", brokenPolicy)
+	broken := testkit.WriteFile(t, dir, "broken.yaml", brokenPolicy)
 	var out, errOut bytes.Buffer
 	if code := app.Main([]string{"audit", "--kubeconfig", kubeconfig, "--policy", broken}, &out, &errOut); code != 2 {
 		t.Fatalf("exit %d, want 2\n%s%s", code, out.String(), errOut.String())
@@ -161,7 +151,7 @@ spec: {runtimeRef: {name: `+tj.runtime+`}}`)
 // schema lacks is refused, naming the cluster.
 func TestExportTypeChecksAgainstTheCluster(t *testing.T) {
 	dir := t.TempDir()
-	kubeconfig := writeFile(t, dir, "kubeconfig", string(env.Env.KubeConfig))
+	kubeconfig := testkit.WriteFile(t, dir, "kubeconfig", string(env.Env.KubeConfig))
 	for _, sub := range []string{"vap", "map"} {
 		var out, errOut bytes.Buffer
 		if code := app.Main([]string{"export", sub, "--kubeconfig", kubeconfig}, &out, &errOut); code != 0 {
@@ -184,7 +174,7 @@ func TestExportTypeChecksAgainstTheCluster(t *testing.T) {
 			t.Errorf("export %s wrote %d objects", sub, n)
 		}
 	}
-	broken := writeFile(t, dir, "broken.yaml", brokenPolicy)
+	broken := testkit.WriteFile(t, dir, "broken.yaml", brokenPolicy)
 	var out, errOut bytes.Buffer
 	if code := app.Main([]string{"export", "vap", "--kubeconfig", kubeconfig, "--policy", broken}, &out, &errOut); code != 2 {
 		t.Fatalf("export of a policy on a field the cluster lacks: exit %d, want 2\n%s", code, errOut.String())

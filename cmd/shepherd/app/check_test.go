@@ -10,17 +10,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/shepherd-k8s/shepherd/offline"
-)
 
-func writeFile(t *testing.T, dir, name, content string) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
+	"github.com/shepherd-k8s/shepherd/offline"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
+)
 
 // runtimeYAML asks for the Workload API the way Trainer v2.3.0's runtime CRD
 // (the pinned schema check uses by default) allows: by annotation.
@@ -63,8 +56,8 @@ func runMain(args ...string) (int, string, string) {
 
 func TestCheckJSONOutputAndExitCodeOnDenial(t *testing.T) {
 	dir := t.TempDir()
-	jobs := writeFile(t, dir, "jobs.yaml", trainJobsYAML)
-	rt := writeFile(t, dir, "rt.yaml", runtimeYAML)
+	jobs := testkit.WriteFile(t, dir, "jobs.yaml", trainJobsYAML)
+	rt := testkit.WriteFile(t, dir, "rt.yaml", runtimeYAML)
 	code, out, errOut := runMain("check", "-f", jobs, "--context", rt, "-o", "json")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (one object denied); stderr %s", code, errOut)
@@ -99,7 +92,7 @@ func TestCheckJSONOutputAndExitCodeOnDenial(t *testing.T) {
 
 func TestCheckAllowedExitsZeroAndShowsDefaults(t *testing.T) {
 	dir := t.TempDir()
-	pcs := writeFile(t, dir, "pcs.json", `{"apiVersion":"grove.io/v1alpha1","kind":"PodCliqueSet","metadata":{"name":"p","annotations":{"shepherd.dev/workload-type":"Training"}},"spec":{"replicas":1,"template":{"cliques":[{"name":"a","spec":{"roleName":"a","replicas":2,"podSpec":{"containers":[{"name":"c","image":"i"}]}}}]}}}`)
+	pcs := testkit.WriteFile(t, dir, "pcs.json", `{"apiVersion":"grove.io/v1alpha1","kind":"PodCliqueSet","metadata":{"name":"p","annotations":{"shepherd.dev/workload-type":"Training"}},"spec":{"replicas":1,"template":{"cliques":[{"name":"a","spec":{"roleName":"a","replicas":2,"podSpec":{"containers":[{"name":"c","image":"i"}]}}}]}}}`)
 	code, out, errOut := runMain("check", "-f", dir, "-o", "yaml")
 	if code != 0 {
 		t.Fatalf("exit %d, stderr %s, out %s", code, errOut, out)
@@ -115,7 +108,7 @@ func TestCheckAllowedExitsZeroAndShowsDefaults(t *testing.T) {
 		t.Errorf("defaults written where Grove's schema has no field or Grove rejects them:\n%s", out)
 	}
 	// The same in the seed designs' shape, against CRDs that carry it.
-	seed := writeFile(t, t.TempDir(), "pcs.json", `{"apiVersion":"grove.io/v1alpha1","kind":"PodCliqueSet","metadata":{"name":"p"},"spec":{"replicas":1,"workloadType":"Training","template":{"cliques":[{"name":"a","spec":{"replicas":2,"podSpec":{"containers":[{"name":"c","image":"i"}]}}}]}}}`)
+	seed := testkit.WriteFile(t, t.TempDir(), "pcs.json", `{"apiVersion":"grove.io/v1alpha1","kind":"PodCliqueSet","metadata":{"name":"p"},"spec":{"replicas":1,"workloadType":"Training","template":{"cliques":[{"name":"a","spec":{"replicas":2,"podSpec":{"containers":[{"name":"c","image":"i"}]}}}]}}}`)
 	code, out, errOut = runMain("check", "-f", seed, "-o", "yaml", "--crd", "../../../test/seedcrds")
 	if code != 0 {
 		t.Fatalf("seed shape: exit %d, stderr %s, out %s", code, errOut, out)
@@ -132,7 +125,7 @@ func TestCheckAllowedExitsZeroAndShowsDefaults(t *testing.T) {
 // is what the apiserver rejects under Strict and drops under Warn; check
 // says so, naming the field and the annotation that carries it instead.
 func TestCheckSeedFieldOnUpstreamSchema(t *testing.T) {
-	f := writeFile(t, t.TempDir(), "pcs.yaml", `apiVersion: grove.io/v1alpha1
+	f := testkit.WriteFile(t, t.TempDir(), "pcs.yaml", `apiVersion: grove.io/v1alpha1
 kind: PodCliqueSet
 metadata: {name: p}
 spec:
@@ -160,8 +153,8 @@ spec:
 
 func TestCheckTextOutputIsOneLinePerVerdictWithIndentedViolations(t *testing.T) {
 	dir := t.TempDir()
-	jobs := writeFile(t, dir, "jobs.yaml", trainJobsYAML)
-	rt := writeFile(t, dir, "rt.yaml", runtimeYAML)
+	jobs := testkit.WriteFile(t, dir, "jobs.yaml", trainJobsYAML)
+	rt := testkit.WriteFile(t, dir, "rt.yaml", runtimeYAML)
 	_, out, _ := runMain("check", "-f", jobs, "--context", rt)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	// check judges V-TJ-1 and says that on a cluster serving the pinned
@@ -175,7 +168,7 @@ func TestCheckTextOutputIsOneLinePerVerdictWithIndentedViolations(t *testing.T) 
 
 func TestCheckMalformedFileIsExit2WithPosition(t *testing.T) {
 	dir := t.TempDir()
-	bad := writeFile(t, dir, "bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [unclosed\n")
+	bad := testkit.WriteFile(t, dir, "bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ok}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [unclosed\n")
 	code, out, errOut := runMain("check", "-f", bad)
 	if code != 2 {
 		t.Fatalf("exit %d, want 2; out %s", code, out)
@@ -192,7 +185,7 @@ func TestCheckMalformedFileIsExit2WithPosition(t *testing.T) {
 
 func TestCheckUsageErrorsAreExit2(t *testing.T) {
 	dir := t.TempDir()
-	f := writeFile(t, dir, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+	f := testkit.WriteFile(t, dir, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
 	for name, args := range map[string][]string{
 		"no files":           {"check"},
 		"bad output":         {"check", "-f", f, "-o", "xml"},
@@ -209,7 +202,7 @@ func TestCheckUsageErrorsAreExit2(t *testing.T) {
 
 func TestCheckUnknownKindsAreAllowedUntouched(t *testing.T) {
 	dir := t.TempDir()
-	f := writeFile(t, dir, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: b}\n")
+	f := testkit.WriteFile(t, dir, "cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: {a: b}\n")
 	code, out, _ := runMain("check", "-f", f, "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
@@ -225,9 +218,9 @@ func TestCheckUnknownKindsAreAllowedUntouched(t *testing.T) {
 
 func TestCheckUpdateWithOld(t *testing.T) {
 	dir := t.TempDir()
-	old := writeFile(t, dir, "old.yaml", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 60, trainer: {numNodes: 2}}\n")
-	cur := writeFile(t, dir, "new.yaml", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 120, trainer: {numNodes: 4}}\n")
-	rt := writeFile(t, dir, "rt.yaml", runtimeYAML)
+	old := testkit.WriteFile(t, dir, "old.yaml", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 60, trainer: {numNodes: 2}}\n")
+	cur := testkit.WriteFile(t, dir, "new.yaml", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 120, trainer: {numNodes: 4}}\n")
+	rt := testkit.WriteFile(t, dir, "rt.yaml", runtimeYAML)
 	code, out, _ := runMain("check", "-f", cur, "--old", old, "--context", rt, "-o", "json")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
@@ -247,7 +240,7 @@ func TestCheckUpdateWithOld(t *testing.T) {
 
 func TestCheckNoWorkloadAPI(t *testing.T) {
 	dir := t.TempDir()
-	rt := writeFile(t, dir, "rt.yaml", runtimeYAML)
+	rt := testkit.WriteFile(t, dir, "rt.yaml", runtimeYAML)
 	if code, _, _ := runMain("check", "-f", rt); code != 0 {
 		t.Errorf("with the Workload API assumed served: exit %d, want 0", code)
 	}
@@ -259,9 +252,9 @@ func TestCheckNoWorkloadAPI(t *testing.T) {
 
 func TestCheckWithPolicy(t *testing.T) {
 	dir := t.TempDir()
-	jobs := writeFile(t, dir, "jobs.yaml", trainJobsYAML)
-	rt := writeFile(t, dir, "rt.yaml", runtimeYAML)
-	pol := writeFile(t, dir, "policy.yaml", `apiVersion: shepherd.dev/v1alpha1
+	jobs := testkit.WriteFile(t, dir, "jobs.yaml", trainJobsYAML)
+	rt := testkit.WriteFile(t, dir, "rt.yaml", runtimeYAML)
+	pol := testkit.WriteFile(t, dir, "policy.yaml", `apiVersion: shepherd.dev/v1alpha1
 kind: WorkloadPolicy
 metadata: {name: short-jobs}
 spec:
@@ -277,7 +270,7 @@ spec:
 	if !strings.Contains(out, "warn  spec.activeDeadlineSeconds: keep TrainJobs under half an hour (shepherd short-jobs)") {
 		t.Errorf("policy warning missing:\n%s\n%s", out, errOut)
 	}
-	broken := writeFile(t, dir, "broken.yaml", strings.Replace(mustRead(t, pol), "activeDeadlineSeconds.orValue", "activeDeadline.orValue", 1))
+	broken := testkit.WriteFile(t, dir, "broken.yaml", strings.Replace(mustRead(t, pol), "activeDeadlineSeconds.orValue", "activeDeadline.orValue", 1))
 	code, _, errOut := runMain("check", "-f", jobs, "--context", rt, "--policy", broken)
 	if code != 2 || !strings.Contains(errOut, "short-jobs") || !strings.Contains(errOut, "spec.validations[0].expression") {
 		t.Errorf("a policy that does not compile: exit %d, stderr %s", code, errOut)
@@ -320,7 +313,7 @@ func TestCheckDocumentWithoutTypeMetaIsExit2(t *testing.T) {
 		want:    []string{"x.yaml:1: item 2 of the List in document 1 (apiVersion v1) has no kind; add kind"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := writeFile(t, dir, "x.yaml", tc.content)
+			f := testkit.WriteFile(t, dir, "x.yaml", tc.content)
 			code, out, errOut := runMain("check", "-f", f)
 			if code != 2 {
 				t.Fatalf("exit %d, want 2; out %s; stderr %s", code, out, errOut)
@@ -343,7 +336,7 @@ func TestCheckDocumentWithoutTypeMetaIsExit2(t *testing.T) {
 // saying what differs.
 func TestCheckOldMustBeTheSameObject(t *testing.T) {
 	dir := t.TempDir()
-	cur := writeFile(t, dir, "new.yaml", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 60}\n")
+	cur := testkit.WriteFile(t, dir, "new.yaml", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 60}\n")
 	for _, tc := range []struct {
 		name, old string
 		want      []string
@@ -361,7 +354,7 @@ func TestCheckOldMustBeTheSameObject(t *testing.T) {
 		want: []string{`(namespace "team-a", not "default")`},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			old := writeFile(t, dir, "old.yaml", tc.old)
+			old := testkit.WriteFile(t, dir, "old.yaml", tc.old)
 			code, out, errOut := runMain("check", "-f", cur, "--old", old)
 			if code != 2 {
 				t.Fatalf("exit %d, want 2; out %s; stderr %s", code, out, errOut)
@@ -375,12 +368,12 @@ func TestCheckOldMustBeTheSameObject(t *testing.T) {
 	}
 	// The same object (another version of the same group and kind would do
 	// too) is judged as an UPDATE.
-	old := writeFile(t, dir, "old.yaml", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj, namespace: default}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 60}\n")
+	old := testkit.WriteFile(t, dir, "old.yaml", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj, namespace: default}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 60}\n")
 	if code, out, errOut := runMain("check", "-f", cur, "--old", old); code != 0 || !strings.Contains(out, "TrainJob default/tj (UPDATE): allowed") {
 		t.Errorf("the same object: exit %d, out %s, stderr %s", code, out, errOut)
 	}
 	// With several objects, each finds its own; one without is refused.
-	two := writeFile(t, dir, "two.yaml", mustRead(t, cur)+"---\n"+strings.Replace(mustRead(t, cur), "name: tj", "name: tj2", 1))
+	two := testkit.WriteFile(t, dir, "two.yaml", mustRead(t, cur)+"---\n"+strings.Replace(mustRead(t, cur), "name: tj", "name: tj2", 1))
 	code, _, errOut := runMain("check", "-f", two, "--old", old)
 	if code != 2 || !strings.Contains(errOut, "two.yaml:6: no object in --old is the stored version of TrainJob.trainer.kubeflow.org default/tj2") {
 		t.Errorf("an object without its stored version: exit %d, stderr %s", code, errOut)
@@ -390,7 +383,7 @@ func TestCheckOldMustBeTheSameObject(t *testing.T) {
 // withStdin runs f with os.Stdin reading content, as a shell pipe would.
 func withStdin(t *testing.T, content string, f func()) {
 	t.Helper()
-	p := writeFile(t, t.TempDir(), "stdin", content)
+	p := testkit.WriteFile(t, t.TempDir(), "stdin", content)
 	in, err := os.Open(p)
 	if err != nil {
 		t.Fatal(err)
@@ -404,7 +397,7 @@ func withStdin(t *testing.T, content string, f func()) {
 
 func TestCheckReadsStdin(t *testing.T) {
 	dir := t.TempDir()
-	rt := writeFile(t, dir, "rt.yaml", runtimeYAML)
+	rt := testkit.WriteFile(t, dir, "rt.yaml", runtimeYAML)
 	withStdin(t, trainJobsYAML, func() {
 		code, out, errOut := runMain("check", "-f", "-", "--context", rt)
 		if code != 1 || !strings.Contains(out, "TrainJob default/good (CREATE): allowed") || !strings.Contains(out, "TrainJob default/bad (CREATE): DENIED") {
@@ -412,7 +405,7 @@ func TestCheckReadsStdin(t *testing.T) {
 		}
 	})
 	// A stored object piped in, as from kubectl get -o yaml.
-	cur := writeFile(t, dir, "new.yaml", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 120}\n")
+	cur := testkit.WriteFile(t, dir, "new.yaml", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 120}\n")
 	withStdin(t, "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj}\nspec: {runtimeRef: {name: torch}, activeDeadlineSeconds: 60}\n", func() {
 		code, out, errOut := runMain("check", "-f", cur, "--old", "-", "--context", rt)
 		if code != 1 || !strings.Contains(out, "(shepherd V-TJ-2)") {
@@ -477,9 +470,9 @@ func TestCheckTimeout(t *testing.T) {
 	// 100 items (Trainer's schema allows 128): the object itself is
 	// admitted in milliseconds; the policies' expressions run for seconds
 	// (about 20 s here without --timeout).
-	job := writeFile(t, dir, "job.yaml", trainJobWithEnv(100))
-	rt := writeFile(t, dir, "rt.yaml", runtimeYAML)
-	slow := writeFile(t, dir, "slow.yaml", slowPolicies(5))
+	job := testkit.WriteFile(t, dir, "job.yaml", trainJobWithEnv(100))
+	rt := testkit.WriteFile(t, dir, "rt.yaml", runtimeYAML)
+	slow := testkit.WriteFile(t, dir, "slow.yaml", slowPolicies(5))
 	if code, out, errOut := runMain("check", "-f", job, "--context", rt, "--timeout", "200ms"); code != 0 {
 		t.Fatalf("without the slow policies: exit %d, out %s, stderr %s", code, out, errOut)
 	}
@@ -505,7 +498,7 @@ func TestCheckTimeout(t *testing.T) {
 // type it must have, and no rule runs on the object (no CEL errors about
 // overloads, no lookup).
 func TestCheckWrongTypeIsDeniedLikeTheAPIServer(t *testing.T) {
-	f := writeFile(t, t.TempDir(), "tj.yaml", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj}\nspec:\n  runtimeRef: {name: missing}\n  activeDeadlineSeconds: 0\n  trainer: {numNodes: two}\n")
+	f := testkit.WriteFile(t, t.TempDir(), "tj.yaml", "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: tj}\nspec:\n  runtimeRef: {name: missing}\n  activeDeadlineSeconds: 0\n  trainer: {numNodes: two}\n")
 	code, out, errOut := runMain("check", "-f", f, "-o", "json")
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (denied); stderr %s", code, errOut)
@@ -570,7 +563,7 @@ func TestCheckDeepDocumentOutputIsProportional(t *testing.T) {
 		{"40,000-item list", pcs(`{"items":[` + strings.Join(items, ",") + `]}`), []string{"json", "yaml"}},
 	} {
 		name, doc := tc.name, tc.doc
-		f := writeFile(t, dir, "doc.json", doc)
+		f := testkit.WriteFile(t, dir, "doc.json", doc)
 		for _, format := range tc.formats {
 			code, out, errOut := runMain("check", "-f", f, "-o", format)
 			if code != 0 {

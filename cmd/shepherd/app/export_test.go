@@ -13,12 +13,13 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/offline"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 	"github.com/shepherd-k8s/shepherd/webhook"
 )
 
 func TestExportVAPWritesPolicyAndBindingPerExportableRule(t *testing.T) {
 	dir := t.TempDir()
-	pol := writeFile(t, dir, "policy.yaml", `apiVersion: shepherd.dev/v1alpha1
+	pol := testkit.WriteFile(t, dir, "policy.yaml", `apiVersion: shepherd.dev/v1alpha1
 kind: WorkloadPolicy
 metadata: {name: audit-big-jobs}
 spec:

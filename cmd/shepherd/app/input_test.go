@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // configMapYAML is a small manifest every command reads and check allows.
@@ -78,18 +80,18 @@ func tooLarge(name, limit, what string) string {
 // read.
 func TestMaxInputBytesRefusesLargerInputs(t *testing.T) {
 	dir := t.TempDir()
-	small := writeFile(t, dir, "small.yaml", configMapYAML)
-	big := writeFile(t, dir, "big.yaml", padded(configMapYAML, 2048))
-	exact := writeFile(t, dir, "exact.yaml", padded(configMapYAML, 1024))
+	small := testkit.WriteFile(t, dir, "small.yaml", configMapYAML)
+	big := testkit.WriteFile(t, dir, "big.yaml", padded(configMapYAML, 2048))
+	exact := testkit.WriteFile(t, dir, "exact.yaml", padded(configMapYAML, 1024))
 	bigDir := filepath.Join(dir, "manifests")
 	if err := os.MkdirAll(filepath.Join(bigDir, "sub"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, bigDir, "a.yaml", configMapYAML)
-	bigInDir := writeFile(t, filepath.Join(bigDir, "sub"), "b.yaml", padded(configMapYAML, 4096))
+	testkit.WriteFile(t, bigDir, "a.yaml", configMapYAML)
+	bigInDir := testkit.WriteFile(t, filepath.Join(bigDir, "sub"), "b.yaml", padded(configMapYAML, 4096))
 	policy := impactFile("policy-team.yaml")
-	bigPolicy := writeFile(t, dir, "policy.yaml", padded(mustRead(t, policy), 2048))
-	bigCRD := writeFile(t, dir, "crd.yaml", padded("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n", 2048))
+	bigPolicy := testkit.WriteFile(t, dir, "policy.yaml", padded(mustRead(t, policy), 2048))
+	bigCRD := testkit.WriteFile(t, dir, "crd.yaml", padded("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\n", 2048))
 
 	for _, tc := range []struct {
 		name       string
@@ -245,7 +247,7 @@ func TestMaxInputBytesBoundsTestSuites(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			for name, content := range tc.files {
-				writeFile(t, dir, name, content)
+				testkit.WriteFile(t, dir, name, content)
 			}
 			path := tc.suite
 			if !filepath.IsAbs(path) {
@@ -272,8 +274,8 @@ func TestMaxInputBytesBoundsTestSuites(t *testing.T) {
 func TestDirectoryWithoutManifestsIsAnError(t *testing.T) {
 	empty := t.TempDir()
 	other := t.TempDir()
-	writeFile(t, other, "README.md", "# not a manifest\n")
-	small := writeFile(t, t.TempDir(), "small.yaml", configMapYAML)
+	testkit.WriteFile(t, other, "README.md", "# not a manifest\n")
+	small := testkit.WriteFile(t, t.TempDir(), "small.yaml", configMapYAML)
 	for _, tc := range []struct {
 		name string
 		args []string

@@ -14,6 +14,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/offline"
 	"github.com/shepherd-k8s/shepherd/policytest"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // repoRoot is the repository, seen from this package's directory.
@@ -351,8 +352,8 @@ func TestPolicyTestTimeoutIsACaseError(t *testing.T) {
 // policies, the lookups of the context.
 func TestPolicyTestJudgesAsCheckDoes(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "rt.yaml", runtimeYAML)
-	writeFile(t, dir, "policy.yaml", `apiVersion: shepherd.dev/v1alpha1
+	testkit.WriteFile(t, dir, "rt.yaml", runtimeYAML)
+	testkit.WriteFile(t, dir, "policy.yaml", `apiVersion: shepherd.dev/v1alpha1
 kind: WorkloadPolicy
 metadata: {name: short-jobs}
 spec:
@@ -393,13 +394,13 @@ cases:
     violations: [{rule: V-TJ-3, field: spec.runtimeRef}]
 `
 	}
-	strict := writeFile(t, dir, "strict-test.yaml", suite("Strict"))
+	strict := testkit.WriteFile(t, dir, "strict-test.yaml", suite("Strict"))
 	if code, out, errOut := runMain("test", strict); code != 0 {
 		t.Errorf("Strict: exit %d\n%s%s", code, out, errOut)
 	}
 	// Under Warn the unknown field is a warning, so the Strict suite's
 	// expectations no longer hold.
-	warn := writeFile(t, dir, "warn-test.yaml", suite("Warn"))
+	warn := testkit.WriteFile(t, dir, "warn-test.yaml", suite("Warn"))
 	code, out, _ := runMain("test", warn)
 	if code != 1 || !strings.Contains(out, "expected denied, got allowed") || !strings.Contains(out, "missing violation schema at spec.bogus (Deny); got schema at spec.bogus (Warn)") {
 		t.Errorf("Warn: exit %d\n%s", code, out)
@@ -408,7 +409,7 @@ cases:
 
 func TestPolicyTestOldObjectMustBeTheSameObject(t *testing.T) {
 	dir := t.TempDir()
-	file := writeFile(t, dir, "old-test.yaml", `apiVersion: shepherd.dev/v1alpha1
+	file := testkit.WriteFile(t, dir, "old-test.yaml", `apiVersion: shepherd.dev/v1alpha1
 kind: PolicyTest
 cases:
 - name: renamed
@@ -424,7 +425,7 @@ cases:
 
 func TestPolicyTestPolicyThatDoesNotCompileIsExit2(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "policy.yaml", `apiVersion: shepherd.dev/v1alpha1
+	testkit.WriteFile(t, dir, "policy.yaml", `apiVersion: shepherd.dev/v1alpha1
 kind: WorkloadPolicy
 metadata: {name: broken}
 spec:
@@ -433,7 +434,7 @@ spec:
   validations:
   - expression: "object.spec.noSuchField == 1"
 `)
-	file := writeFile(t, dir, "p-test.yaml", `apiVersion: shepherd.dev/v1alpha1
+	file := testkit.WriteFile(t, dir, "p-test.yaml", `apiVersion: shepherd.dev/v1alpha1
 kind: PolicyTest
 policies: [policy.yaml]
 cases:
