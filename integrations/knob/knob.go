@@ -15,6 +15,7 @@ package knob
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -169,8 +170,10 @@ func (k Knob) Duration(obj map[string]any) (*time.Duration, error) {
 	if !isString {
 		return nil, fmt.Errorf("%s: want a duration string, got %T", k.Describe(raw.Form), raw.Value)
 	}
+	// The pattern first: time.ParseDuration also takes forms the rules'
+	// CEL refuses (see DurationRegex), and the two must agree.
 	d, err := time.ParseDuration(s)
-	if err != nil {
+	if err != nil || !durationPattern.MatchString(s) {
 		return nil, fmt.Errorf("%s: %q is not a duration (e.g. 90m, 1h30m)", k.Describe(raw.Form), s)
 	}
 	return &d, nil
@@ -221,10 +224,16 @@ func intPattern(s string) bool {
 // IntRegex is intPattern as a regular expression, for CEL.
 const IntRegex = `^-?[0-9]{1,18}$`
 
-// DurationRegex matches what time.ParseDuration accepts (and CEL's
-// duration() parses); a negative value parses, and the rules then report
-// it as out of range rather than malformed.
+// DurationRegex is what a Duration knob accepts, in the rules' CEL (which
+// checks it before calling duration()) and in Go (Knob.Duration): what
+// time.ParseDuration and CEL's duration() both parse, less the forms
+// nobody writes and the rules refuse (a bare "0", a leading "+", a number
+// without integer digits as ".5h", the Greek "μs"). A negative value
+// matches, and the rules then report it as out of range rather than
+// malformed.
 const DurationRegex = `^-?([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+
+var durationPattern = regexp.MustCompile(DurationRegex)
 
 func nested(obj map[string]any, path []string) (any, bool) {
 	var cur any = obj

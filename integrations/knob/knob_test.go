@@ -307,6 +307,12 @@ func TestCELAgreesWithGo(t *testing.T) {
 		{"duration carrier", maxRuntime, Annotation, obj(maxRuntime, nil, map[string]string{maxRuntime.Annotation: "1.5h"}), out{90 * time.Minute, true, "1.5h"}},
 		{"duration carrier in µs", maxRuntime, Annotation, obj(maxRuntime, nil, map[string]string{maxRuntime.Annotation: "10µs"}), out{10 * time.Microsecond, true, "10µs"}},
 		{"duration carrier malformed", maxRuntime, Annotation, obj(maxRuntime, nil, map[string]string{maxRuntime.Annotation: "an hour"}), out{nil, false, "an hour"}},
+		// Forms time.ParseDuration takes and the pattern does not: refused
+		// in Go as in CEL.
+		{"duration carrier 0", maxRuntime, Annotation, obj(maxRuntime, nil, map[string]string{maxRuntime.Annotation: "0"}), out{nil, false, "0"}},
+		{"duration carrier +5s", maxRuntime, Annotation, obj(maxRuntime, nil, map[string]string{maxRuntime.Annotation: "+5s"}), out{nil, false, "+5s"}},
+		{"duration carrier .5h", maxRuntime, Annotation, obj(maxRuntime, nil, map[string]string{maxRuntime.Annotation: ".5h"}), out{nil, false, ".5h"}},
+		{"duration carrier in Greek μs", maxRuntime, Annotation, obj(maxRuntime, nil, map[string]string{maxRuntime.Annotation: "5μs"}), out{nil, false, "5μs"}},
 		{"presence field", workload, Field, obj(workload, map[string]any{}, nil), out{true, true, "set"}},
 		{"presence field absent", workload, Field, obj(workload, nil, nil), out{false, true, ""}},
 		{"presence carrier", workload, Annotation, obj(workload, nil, map[string]string{workload.Annotation: "workload"}), out{true, true, "workload"}},
