@@ -88,7 +88,7 @@ func TestReconcilerLoadsStoredExceptions(t *testing.T) {
 		got = append(got, e)
 	}
 	want := []string{
-		`Warning InvalidException spec.objectSelector: Invalid value: `,
+		`Warning InvalidException spec.objectSelector.matchExpressions[0].operator: Invalid value: "Near": not a valid selector operator`,
 		`Warning InvalidException spec.rules[1]: Not found: "max-dya"; an unknown rule exempts nothing, a bad selector leaves the whole exception out`,
 	}
 	if len(got) != len(want) {

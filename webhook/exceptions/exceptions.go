@@ -18,6 +18,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -80,15 +81,23 @@ func Validate(p *shepherdv1alpha1.PolicyException, known func(rule string) bool)
 			errs = append(errs, field.NotFound(spec.Child("rules").Index(i), r))
 		}
 	}
-	if s := p.Spec.NamespaceSelector; s != nil {
-		if _, err := metav1.LabelSelectorAsSelector(s); err != nil {
-			errs = append(errs, field.Invalid(spec.Child("namespaceSelector"), s, err.Error()))
-		}
+	errs = append(errs, validateSelector(p.Spec.NamespaceSelector, spec.Child("namespaceSelector"))...)
+	errs = append(errs, validateSelector(p.Spec.ObjectSelector, spec.Child("objectSelector"))...)
+	return errs
+}
+
+// validateSelector checks a selector as the apiserver checks a webhook's,
+// each error naming the requirement and the field in it
+// (objectSelector.matchExpressions[0].operator), not the whole selector.
+func validateSelector(s *metav1.LabelSelector, path *field.Path) field.ErrorList {
+	if s == nil {
+		return nil
 	}
-	if s := p.Spec.ObjectSelector; s != nil {
-		if _, err := metav1.LabelSelectorAsSelector(s); err != nil {
-			errs = append(errs, field.Invalid(spec.Child("objectSelector"), s, err.Error()))
-		}
+	errs := metav1validation.ValidateLabelSelector(s, metav1validation.LabelSelectorValidationOptions{}, path)
+	if _, err := metav1.LabelSelectorAsSelector(s); err != nil && len(errs) == 0 {
+		// What the apiserver's validation lets through and the parser
+		// does not: the whole selector, as kubectl would print it.
+		errs = append(errs, field.Invalid(path, metav1.FormatLabelSelector(s), err.Error()))
 	}
 	return errs
 }

@@ -242,8 +242,8 @@ func TestValidate(t *testing.T) {
 		{"valid, rules not checked without known", newException("x", []string{"anything"}, nil, nil, nil), nil},
 		{"no rules", newException("x", nil, nil, nil, nil), []string{"FieldValueRequired spec.rules"}},
 		{"an empty rule", newException("x", []string{"V-TJ-1", ""}, nil, nil, nil), []string{"FieldValueInvalid spec.rules[1]"}},
-		{"a bad object selector", newException("x", []string{"V-TJ-1"}, nil, bad, nil), []string{"FieldValueInvalid spec.objectSelector"}},
-		{"both selectors bad", newException("x", []string{"V-TJ-1"}, bad, bad, nil), []string{"FieldValueInvalid spec.namespaceSelector", "FieldValueInvalid spec.objectSelector"}},
+		{"a bad object selector", newException("x", []string{"V-TJ-1"}, nil, bad, nil), []string{"FieldValueInvalid spec.objectSelector.matchLabels"}},
+		{"both selectors bad", newException("x", []string{"V-TJ-1"}, bad, bad, nil), []string{"FieldValueInvalid spec.namespaceSelector.matchLabels", "FieldValueInvalid spec.objectSelector.matchLabels"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
