@@ -172,7 +172,14 @@ func (c *Core) Pass(ctx context.Context, objs []*Object, version string, validat
 			continue
 		}
 		st.Evaluated++
-		e := &entry{stamp: s, ref: refOf(o), findings: judge(ctx, o, validate)}
+		findings := judge(ctx, o, validate)
+		if ctx.Err() != nil {
+			// Judged as the pass was cancelled: a lookup may have failed
+			// for that, so the verdict is not kept for the next pass to
+			// reuse.
+			return nil, nil, st, ctx.Err()
+		}
+		e := &entry{stamp: s, ref: refOf(o), findings: findings}
 		c.entries[uid] = e
 		var before []Finding
 		if old != nil {
