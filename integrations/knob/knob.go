@@ -170,7 +170,7 @@ func (k Knob) Duration(obj map[string]any) (*time.Duration, error) {
 	if !isString {
 		return nil, fmt.Errorf("%s: want a duration string, got %T", k.Describe(raw.Form), raw.Value)
 	}
-	// The pattern first: time.ParseDuration also takes forms the rules'
+	// And the pattern: time.ParseDuration also takes forms the rules'
 	// CEL refuses (see DurationRegex), and the two must agree.
 	d, err := time.ParseDuration(s)
 	if err != nil || !durationPattern.MatchString(s) {

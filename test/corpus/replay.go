@@ -29,7 +29,9 @@ import (
 
 // This file replays corpus cases as real creates and updates through a
 // kube-apiserver with shepherd's webhooks registered (test/webhook on the
-// seed-shaped CRDs, test/interop on the upstream ones). It cannot import
+// seed-shaped CRDs, test/interop on the upstream ones) or in the native
+// admission mode (test/native: the exported policies and the narrowed
+// webhooks, compared by rule). It cannot import
 // the webhook packages (webhook's own tests import this package), so each
 // suite hands it the admission chain as an AdmitFunc.
 
