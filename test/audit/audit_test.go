@@ -20,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -130,18 +129,16 @@ func policy(ctx context.Context, name string) (*shepherdv1alpha1.WorkloadPolicy,
 func waitViolations(t *testing.T, name string, want int32) *shepherdv1alpha1.WorkloadPolicy {
 	t.Helper()
 	var p *shepherdv1alpha1.WorkloadPolicy
-	err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, timeout, fmt.Sprintf("WorkloadPolicy %s reporting %d violations", name, want), func() (bool, string) {
 		var err error
-		p, err = policy(ctx, name)
-		return err == nil && p.Status.Violations != nil && *p.Status.Violations == want, client.IgnoreNotFound(err)
-	})
-	if err != nil {
-		got := "unset"
-		if p != nil && p.Status.Violations != nil {
-			got = fmt.Sprint(*p.Status.Violations)
+		if p, err = policy(context.Background(), name); err != nil {
+			return false, err.Error()
 		}
-		t.Fatalf("WorkloadPolicy %s: violations %s, want %d: %v", name, got, want, err)
-	}
+		if p.Status.Violations == nil {
+			return false, "violations unset"
+		}
+		return *p.Status.Violations == want, fmt.Sprintf("violations %d", *p.Status.Violations)
+	})
 	return p
 }
 
@@ -286,12 +283,10 @@ func TestStoredObjectsAreAudited(t *testing.T) {
 	if err := env.Client.Delete(ctx, rt); err != nil {
 		t.Fatal(err)
 	}
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		return strings.HasSuffix(metric(t, r, `shepherd_audit_violations{kind="TrainJob",rule="V-TJ-3"}`), " 3"), nil
+	testkit.Eventually(t, timeout, "the V-TJ-3 gauge at 3", func() (bool, string) {
+		m := metric(t, r, `shepherd_audit_violations{kind="TrainJob",rule="V-TJ-3"}`)
+		return strings.HasSuffix(m, " 3"), fmt.Sprintf("%q", m)
 	})
-	if err != nil {
-		t.Fatalf("V-TJ-3 gauge: %q, want 3", metric(t, r, `shepherd_audit_violations{kind="TrainJob",rule="V-TJ-3"}`))
-	}
 	var list webhookaudit.List
 	if err := json.Unmarshal(get(t, "http://"+r.Metrics+"/audit?rule=V-TJ-3&namespace="+ns), &list); err != nil {
 		t.Fatal(err)
@@ -340,10 +335,8 @@ func TestStoredObjectsAreAudited(t *testing.T) {
 	if err := env.Client.Delete(ctx, &shepherdv1alpha1.WorkloadPolicy{ObjectMeta: metav1.ObjectMeta{Name: "audit-team-label"}}); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		return metric(t, r, `shepherd_audit_violations{kind="PodCliqueSet",rule="audit-team-label"}`) == "", nil
+	testkit.Eventually(t, timeout, "the deleted policy's gauge series gone", func() (bool, string) {
+		m := metric(t, r, `shepherd_audit_violations{kind="PodCliqueSet",rule="audit-team-label"}`)
+		return m == "", fmt.Sprintf("%q", m)
 	})
-	if err != nil {
-		t.Errorf("the deleted policy's gauge series is still there: %v", err)
-	}
 }

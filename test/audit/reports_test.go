@@ -2,19 +2,19 @@ package audit
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	openreportsv1alpha1 "github.com/openreports/reports-api/apis/openreports.io/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // reportPolicy applies to the test's namespace only: the suite's other
@@ -57,15 +57,12 @@ func TestAuditWritesOpenReports(t *testing.T) {
 	// The periodic pass (every 4 s) writes the report.
 	var report openreportsv1alpha1.Report
 	key := client.ObjectKey{Namespace: ns, Name: api.ReportName}
-	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, timeout, "a report with one result in "+ns, func() (bool, string) {
 		if err := env.Client.Get(ctx, key, &report); err != nil {
-			return false, nil
+			return false, err.Error()
 		}
-		return len(report.Results) == 1, nil
+		return len(report.Results) == 1, fmt.Sprintf("results %+v", report.Results)
 	})
-	if err != nil {
-		t.Fatalf("no report with one result in %s: %v (last: %+v)", ns, err, report.Results)
-	}
 	r := report.Results[0]
 	if r.Policy != "audit-report-team" || string(r.Result) != "fail" || r.Subjects[0].Name != "pcs-unlabelled" || r.Properties["field"] != "metadata.labels" {
 		t.Errorf("result: %+v", r)
@@ -78,11 +75,8 @@ func TestAuditWritesOpenReports(t *testing.T) {
 	if err := env.Client.Patch(ctx, pcs, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"labels":{"team":"vision"}}}`))); err != nil {
 		t.Fatal(err)
 	}
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	testkit.Eventually(t, timeout, "the report of "+ns+" gone with its last violation", func() (bool, string) {
 		err := env.Client.Get(ctx, key, &openreportsv1alpha1.Report{})
-		return apierrors.IsNotFound(err), nil
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
-	if err != nil {
-		t.Fatalf("the report of %s outlived its last violation: %v", ns, err)
-	}
 }

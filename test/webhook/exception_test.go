@@ -9,9 +9,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 )
 
@@ -58,12 +58,7 @@ func TestExceptionExemptsOneObjectAndStopsAtItsExpiry(t *testing.T) {
 	// The exception reaches every replica's chain through its informer: poll
 	// with dry runs until it does, then create for real.
 	warns.Take()
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		return legacy(0) == nil, nil
-	})
-	if err != nil {
-		t.Fatalf("the exempt TrainJob was never admitted: %v", legacy(0))
-	}
+	testkit.Eventually(t, timeout, "the exempt TrainJob admitted", func() error { return legacy(0) })
 	want := fmt.Sprintf("exempt by PolicyException %s (until %s): spec.activeDeadlineSeconds: %s (shepherd %s)",
 		ex.Name, expires.UTC().Format(time.RFC3339), maxDayMsg, name)
 	if got := warns.Take(); !containsPart(got, want) {
@@ -90,7 +85,7 @@ func TestExceptionExemptsOneObjectAndStopsAtItsExpiry(t *testing.T) {
 	}
 
 	time.Sleep(time.Until(expires.Time))
-	err = legacy(1)
+	err := legacy(1)
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "(shepherd "+name+")") {
 		t.Errorf("after the expiry the legacy TrainJob: %v; want denied by %s", err, name)
 	}

@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -16,10 +17,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 )
 
@@ -140,21 +141,17 @@ func auditRecords(t *testing.T, q string, cond func([]audit.Record) bool) []audi
 	t.Helper()
 	tok, _ := tokens(t)
 	var last []audit.Record
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+	testkit.Eventually(t, timeout, fmt.Sprintf("audit records for %q satisfying the condition", q), func() (bool, string) {
 		code, body := getMetrics(t, "/audit?"+q, tok)
 		if code != http.StatusOK {
-			t.Logf("GET /audit: HTTP %d: %s", code, body)
-			return false, nil
+			return false, fmt.Sprintf("GET /audit: HTTP %d: %s", code, body)
 		}
 		var l audit.List
 		if err := json.Unmarshal(body, &l); err != nil {
-			return false, err
+			return false, err.Error()
 		}
 		last = l.Items
-		return cond(l.Items), nil
+		return cond(l.Items), fmt.Sprintf("last: %+v", last)
 	})
-	if err != nil {
-		t.Fatalf("audit records for %q never satisfied the condition: %v; last: %+v", q, err, last)
-	}
 	return last
 }
