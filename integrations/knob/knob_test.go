@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // The knobs are shaped as Trainer's and Grove's (integrations/*/knobs.go),
@@ -249,26 +250,11 @@ func TestParseInt(t *testing.T) {
 	}
 }
 
-// celEval evaluates expr with object bound to o, as the built-in rules and
-// the exported ValidatingAdmissionPolicies do (optional syntax on dyn).
+// celEval evaluates expr with object bound to o (testkit.EvalCEL), an
+// optional as its value or nil.
 func celEval(t *testing.T, expr string, o map[string]any) any {
 	t.Helper()
-	env, err := cel.NewEnv(cel.OptionalTypes(), cel.Variable("object", cel.DynType))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ast, iss := env.Compile(expr)
-	if iss.Err() != nil {
-		t.Fatalf("compiling %s: %v", expr, iss.Err())
-	}
-	prg, err := env.Program(ast)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, _, err := prg.Eval(map[string]any{"object": o})
-	if err != nil {
-		t.Fatalf("evaluating %s: %v", expr, err)
-	}
+	v := testkit.EvalCEL(t, expr, map[string]any{"object": o})
 	if opt, ok := v.(*types.Optional); ok {
 		if !opt.HasValue() {
 			return nil

@@ -6,39 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/cel-go/cel"
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
-
-// evalCEL evaluates expr over the variables an admission policy has,
-// with the optional syntax the apiserver enables; a nil object is CEL's
-// null, as for a DELETE's object or a cluster-scoped object's namespace.
-func evalCEL(t *testing.T, expr string, vars map[string]any) any {
-	t.Helper()
-	env, err := cel.NewEnv(cel.OptionalTypes(),
-		cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType),
-		cel.Variable("namespaceObject", cel.DynType), cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ast, iss := env.Compile(expr)
-	if iss.Err() != nil {
-		t.Fatalf("compiling %s: %v", expr, iss.Err())
-	}
-	prg, err := env.Program(ast)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, _, err := prg.Eval(vars)
-	if err != nil {
-		t.Fatalf("evaluating %s: %v", expr, err)
-	}
-	return v.Value()
-}
 
 // withLabels is a TrainJob-like object of n nodes; nil labels: none.
 func withLabels(labels map[string]string, n int64) map[string]any {
@@ -131,12 +105,12 @@ func TestExportedExemptionAgreesWithExempt(t *testing.T) {
 				vars["namespaceObject"] = withLabels(tc.ns, 0)
 			}
 			want, wantOK := set.Exempt(rule, o, t0)
-			got := evalCEL(t, exemptExpr, vars).(bool)
+			got := testkit.EvalCEL(t, exemptExpr, vars).Value().(bool)
 			if got != wantOK {
 				t.Fatalf("exported exemption %v, Exempt %v (%+v)", got, wantOK, want)
 			}
 			vars["variables"] = map[string]any{Variable: got}
-			value := evalCEL(t, auditExpr, vars).(string)
+			value := testkit.EvalCEL(t, auditExpr, vars).Value().(string)
 			violates := tc.n > 4 || tc.n%2 != 0
 			if !wantOK || !violates {
 				if value != "" {

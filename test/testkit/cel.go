@@ -1,0 +1,36 @@
+package testkit
+
+import (
+	"testing"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types/ref"
+)
+
+// EvalCEL evaluates expr over the variables an admission policy has
+// (object, oldObject, namespaceObject, variables: those vars leaves out
+// are unbound), with the optional syntax the apiserver enables: the CEL a
+// rule or an export writes, checked without an apiserver. A nil object is
+// CEL's null, as for a DELETE's object.
+func EvalCEL(t testing.TB, expr string, vars map[string]any) ref.Val {
+	t.Helper()
+	env, err := cel.NewEnv(cel.OptionalTypes(),
+		cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType),
+		cel.Variable("namespaceObject", cel.DynType), cel.Variable("variables", cel.MapType(cel.StringType, cel.DynType)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		t.Fatalf("compiling %s: %v", expr, iss.Err())
+	}
+	prg, err := env.Program(ast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _, err := prg.Eval(vars)
+	if err != nil {
+		t.Fatalf("evaluating %s: %v", expr, err)
+	}
+	return v
+}
