@@ -20,11 +20,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/apimachinery/pkg/util/wait"
 	cmdutil "k8s.io/kubectl/pkg/cmd/util"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // This file replays corpus cases as real creates and updates through a
@@ -240,7 +240,7 @@ func Replay(t *testing.T, env ReplayEnv, c *Case, opts ReplayOptions) {
 	// informer cache has seen that one: retry shepherd's denials.
 	create := func(what string, o *unstructured.Unstructured) {
 		var err error
-		_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, env.Timeout, true, func(context.Context) (bool, error) {
+		_ = testkit.Poll(100*time.Millisecond, env.Timeout, func(context.Context) (bool, error) {
 			err = k.Create(ctx, o, validation)
 			return err == nil || !strings.Contains(err.Error(), "admission webhook"), nil
 		})
@@ -293,7 +293,7 @@ func Replay(t *testing.T, env ReplayEnv, c *Case, opts ReplayOptions) {
 	// shepherd's lookups read its informer cache: wait (with dry runs,
 	// which change nothing) until it has seen the context objects. A
 	// rejection by the CRD's own validation does not depend on the cache.
-	_ = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, env.Timeout, true, func(context.Context) (bool, error) {
+	_ = testkit.Poll(100*time.Millisecond, env.Timeout, func(context.Context) (bool, error) {
 		err := send(true)
 		return (err == nil) == want.Allowed || rejectedByCRD(err), nil
 	})
@@ -395,7 +395,7 @@ func checkAudited(t *testing.T, env ReplayEnv, obj *unstructured.Unstructured, o
 		return
 	}
 	var got []string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, env.Timeout, true, func(context.Context) (bool, error) {
+	err := testkit.Poll(200*time.Millisecond, env.Timeout, func(context.Context) (bool, error) {
 		rs, err := env.Audit(t, since, obj.GetNamespace())
 		if err != nil {
 			t.Logf("reading /audit: %v", err)

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // loadRate is the dry-run creates per second of the rolling restart.
@@ -37,7 +37,7 @@ func TestRollingRestartFailsNoAdmission(t *testing.T) {
 	p := startProxy(t)
 	flags := replicaFlags(leaseNS)
 	a := env.StartReplica(t, flags...)
-	first, _ := waitHolder(t, leaseNS, timeout)
+	first, _ := cluster.AwaitHolder(t, env.Client, leaseNS, leaseName, timeout)
 	b := env.StartReplica(t, flags...)
 	p.waitReady(t, p.add(a))
 	p.waitReady(t, p.add(b))
@@ -48,7 +48,7 @@ func TestRollingRestartFailsNoAdmission(t *testing.T) {
 	start := time.Now()
 	time.Sleep(2 * time.Second)
 	for i, old := range []*cluster.Replica{a, b} {
-		before, _, _ := holder(context.Background(), leaseNS)
+		before, _, _ := cluster.LeaseHolder(context.Background(), env.Client, leaseNS, leaseName)
 		termAt := time.Now()
 		if err := old.Terminate(); err != nil {
 			t.Fatalf("SIGTERM to replica %d: %v", i, err)
@@ -57,7 +57,7 @@ func TestRollingRestartFailsNoAdmission(t *testing.T) {
 		// releases the Lease at SIGTERM, and another replica takes it
 		// without waiting for it to expire.
 		if old == a && before == first {
-			_, at := waitHolder(t, leaseNS, timeout, first)
+			_, at := cluster.AwaitHolder(t, env.Client, leaseNS, leaseName, timeout, first)
 			t.Logf("the leader SIGTERMed: Lease held by another replica %v later", at.Sub(termAt).Round(10*time.Millisecond))
 		}
 		repl := env.StartReplica(t, flags...)
@@ -99,7 +99,7 @@ func TestSIGTERMWritesTheQueuedEvents(t *testing.T) {
 	// 5 Events a second: 30 take 6 s to write, longer than the drain; no
 	// per-namespace bound below them.
 	a := env.StartReplica(t, replicaFlags(leaseNS, "--event-qps=5", "--event-burst=1", "--event-namespace-burst=100")...)
-	waitHolder(t, leaseNS, timeout)
+	cluster.AwaitHolder(t, env.Client, leaseNS, leaseName, timeout)
 	b := env.StartReplica(t, replicaFlags(leaseNS)...)
 	p.waitReady(t, p.add(a))
 	p.waitReady(t, p.add(b))
@@ -117,7 +117,7 @@ func TestSIGTERMWritesTheQueuedEvents(t *testing.T) {
 			t.Fatalf("review %d: HTTP %d, %+v, %v; want a denial", i, code, resp, err)
 		}
 	}
-	written, err := eventCounts(context.Background(), ns, api.EventPolicyViolation)
+	written, err := cluster.EventCounts(context.Background(), env.Client, ns, api.KindTrainJob, api.EventPolicyViolation)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestSIGTERMWritesTheQueuedEvents(t *testing.T) {
 		t.Errorf("the replica exited %d after SIGTERM, want 0:\n%s", code, a.Log())
 	}
 	t.Logf("SIGTERM with %d of %d PolicyViolation Events still queued; exited after %v", n-len(written), n, time.Since(termAt).Round(10*time.Millisecond))
-	checkEvents(t, ns, api.EventPolicyViolation, jobs, 10*time.Second)
+	cluster.CheckEvents(t, env.Client, ns, api.KindTrainJob, api.EventPolicyViolation, jobs, 10*time.Second)
 	alive(t, "the standby", b)
 }
 
@@ -152,7 +152,7 @@ func TestLeaderSIGKILL(t *testing.T) {
 	p := startProxy(t)
 	flags := replicaFlags(leaseNS)
 	a := env.StartReplica(t, flags...)
-	first, _ := waitHolder(t, leaseNS, timeout)
+	first, _ := cluster.AwaitHolder(t, env.Client, leaseNS, leaseName, timeout)
 	b := env.StartReplica(t, flags...)
 	p.waitReady(t, p.add(a))
 	p.waitReady(t, p.add(b))
@@ -163,10 +163,10 @@ func TestLeaderSIGKILL(t *testing.T) {
 	tj := createDeadlineJob(t, ns, "expires-after-kill", rt, 2)
 	a.Kill()
 	killedAt := time.Now()
-	second, tookAt := waitHolder(t, leaseNS, timeout, first)
+	second, tookAt := cluster.AwaitHolder(t, env.Client, leaseNS, leaseName, timeout, first)
 	takeover := tookAt.Sub(killedAt)
 	enforcedAt := waitEnforced(t, ns, tj.Name, timeout)
-	checkEvents(t, ns, api.EventDeadlineExceeded, []string{tj.Name}, 10*time.Second)
+	cluster.CheckEvents(t, env.Client, ns, api.KindTrainJob, api.EventDeadlineExceeded, []string{tj.Name}, 10*time.Second)
 	t.Logf("SIGKILL of the leader → standby holds the Lease after %v (lease duration %v), deadline enforced %v after the kill",
 		takeover.Round(10*time.Millisecond), leaseDuration, enforcedAt.Sub(killedAt).Round(10*time.Millisecond))
 	// The bound is the behaviour: a lease duration after the last renewal,
@@ -177,20 +177,18 @@ func TestLeaderSIGKILL(t *testing.T) {
 
 	// No replica left; wait for the survivor's Lease to expire.
 	b.Kill()
-	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		_, l, err := holder(ctx, leaseNS)
+	testkit.Eventually(t, timeout, fmt.Sprintf("the Lease held by %q to expire", second), func(ctx context.Context) (bool, error) {
+		_, l, err := cluster.LeaseHolder(ctx, env.Client, leaseNS, leaseName)
 		if err != nil || l == nil || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
 			return false, err
 		}
 		return time.Now().After(l.Spec.RenewTime.Add(time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second + time.Second)), nil
-	}); err != nil {
-		t.Fatalf("the Lease held by %q did not expire: %v", second, err)
-	}
+	})
 	const longLease = 60 * time.Second
 	startedAt := time.Now()
 	c := env.StartReplica(t, replicaFlags(leaseNS, "--leader-election-lease-duration="+longLease.String(), "--leader-election-renew-deadline=40s")...)
 	readyAt := time.Now()
-	third, tookAt := waitHolder(t, leaseNS, timeout, second)
+	third, tookAt := cluster.AwaitHolder(t, env.Client, leaseNS, leaseName, timeout, second)
 	t.Logf("a replica started with the Lease expired holds it %v after its start (ready after %v; its own lease duration %v)",
 		tookAt.Sub(startedAt).Round(10*time.Millisecond), readyAt.Sub(startedAt).Round(10*time.Millisecond), longLease)
 	if took := tookAt.Sub(startedAt); took > longLease/2 {
@@ -199,7 +197,7 @@ func TestLeaderSIGKILL(t *testing.T) {
 	p.waitReady(t, p.add(c))
 	tj2 := createDeadlineJob(t, ns, "enforced-by-the-new-leader", rt, 1)
 	waitEnforced(t, ns, tj2.Name, timeout)
-	if got, _, err := holder(context.Background(), leaseNS); err != nil || got != third {
+	if got, _, err := cluster.LeaseHolder(context.Background(), env.Client, leaseNS, leaseName); err != nil || got != third {
 		t.Errorf("Lease holder %q (err %v), want the new replica %q", got, err, third)
 	}
 }
@@ -262,7 +260,7 @@ func TestAPIServerOutage(t *testing.T) {
 	p := startProxy(t)
 	flags := replicaFlags(leaseNS)
 	a := env.StartReplica(t, flags...)
-	waitHolder(t, leaseNS, timeout)
+	cluster.AwaitHolder(t, env.Client, leaseNS, leaseName, timeout)
 	b := env.StartReplica(t, flags...)
 	p.waitReady(t, p.add(a))
 	p.waitReady(t, p.add(b))
@@ -309,15 +307,16 @@ func TestAPIServerOutage(t *testing.T) {
 	up = true
 	readyAt := time.Now()
 	// Leadership resumes: a replica renews (or takes) the Lease.
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		id, l, err := holder(ctx, leaseNS)
-		return err == nil && id != "" && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(readyAt.Add(-time.Second)), nil
+	// Asked every 100 ms: leaderAt times the renewal.
+	if err := testkit.Poll(100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+		id, l, err := cluster.LeaseHolder(ctx, env.Client, leaseNS, leaseName)
+		return err == nil && id != "" && l.Spec.RenewTime != nil && l.Spec.RenewTime.After(readyAt.Add(-time.Second)), err
 	}); err != nil {
 		t.Fatalf("no replica renewed the Lease after the outage: %v", err)
 	}
 	leaderAt := time.Now()
 	enforcedAt := waitEnforced(t, ns, tj.Name, timeout)
-	checkEvents(t, ns, api.EventDeadlineExceeded, []string{tj.Name}, 30*time.Second)
+	cluster.CheckEvents(t, env.Client, ns, api.KindTrainJob, api.EventDeadlineExceeded, []string{tj.Name}, 30*time.Second)
 	alive(t, "replica a", a)
 	alive(t, "replica b", b)
 	took := enforcedAt.Sub(readyAt)
@@ -332,15 +331,18 @@ func TestAPIServerOutage(t *testing.T) {
 	}
 	// Both replicas are routed to again.
 	for _, r := range []*cluster.Replica{a, b} {
-		if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		if err := testkit.Poll(testkit.Interval, timeout, func() (bool, error) {
 			resp, err := http.Get(r.Health + "/readyz") //nolint:gosec // local test URL
 			if err != nil {
-				return false, nil
+				return false, err
 			}
 			resp.Body.Close()
-			return resp.StatusCode == http.StatusOK, nil
+			if resp.StatusCode != http.StatusOK {
+				return false, fmt.Errorf("/readyz: HTTP %d", resp.StatusCode)
+			}
+			return true, nil
 		}); err != nil {
-			t.Errorf("replica on %s not ready after the outage", r.Webhook)
+			t.Errorf("replica on %s not ready after the outage: %v", r.Webhook, err)
 		}
 	}
 }

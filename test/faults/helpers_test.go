@@ -11,13 +11,10 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -46,44 +43,6 @@ func replicaFlags(leaseNS string, extra ...string) []string {
 	}, extra...)
 }
 
-// holder is the Lease's holderIdentity, "" while nobody holds it.
-func holder(ctx context.Context, ns string) (string, *coordinationv1.Lease, error) {
-	var l coordinationv1.Lease
-	if err := env.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: leaseName}, &l); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", nil, nil
-		}
-		return "", nil, err
-	}
-	if l.Spec.HolderIdentity == nil {
-		return "", &l, nil
-	}
-	return *l.Spec.HolderIdentity, &l, nil
-}
-
-// waitHolder waits until someone other than each of not holds the Lease
-// and returns the holder and when it was first seen.
-func waitHolder(t *testing.T, ns string, within time.Duration, not ...string) (string, time.Time) {
-	t.Helper()
-	var id string
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
-		var err error
-		id, _, err = holder(ctx, ns)
-		if err != nil {
-			return false, nil // the apiserver may be on its way back
-		}
-		for _, n := range not {
-			if id == n {
-				return false, nil
-			}
-		}
-		return id != "", nil
-	}); err != nil {
-		t.Fatalf("no replica (other than %q) took Lease %s/%s within %v: last holder %q", not, ns, leaseName, within, id)
-	}
-	return id, time.Now()
-}
-
 // createRuntime creates a ClusterTrainingRuntime the test's TrainJobs
 // refer to, deleted when the test ends, and waits until each of replicas
 // admits a TrainJob of it: admission looks the runtime up in its cache,
@@ -99,21 +58,18 @@ func createRuntime(t *testing.T, replicas ...*cluster.Replica) string {
 	hc := webhookClient(t)
 	review := trainJobReview(t, "default", rt.GetName())
 	for _, r := range replicas {
-		var last string
-		if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
+		testkit.Eventually(t, timeout, fmt.Sprintf("the replica on %s to admit a TrainJob of runtime %s", r.Webhook, rt.GetName()), func() (bool, string) {
 			code, resp, err := postReview(hc, r.Webhook, review)
 			switch {
 			case err != nil:
-				last = err.Error()
+				return false, err.Error()
 			case code != 200 || resp == nil:
-				last = fmt.Sprintf("HTTP %d", code)
+				return false, fmt.Sprintf("HTTP %d", code)
 			case resp.Result != nil:
-				last = resp.Result.Message
+				return resp.Allowed, resp.Result.Message
 			}
-			return err == nil && resp != nil && resp.Allowed, nil
-		}); err != nil {
-			t.Fatalf("the replica on %s does not admit a TrainJob of runtime %s: %s", r.Webhook, rt.GetName(), last)
-		}
+			return resp.Allowed, ""
+		})
 	}
 	return rt.GetName()
 }
@@ -162,58 +118,15 @@ func deadlineEnforced(ctx context.Context, ns, name string) (bool, error) {
 }
 
 // waitEnforced polls until TrainJob name is Failed by its deadline and
-// returns when that was first seen.
+// returns when that was first seen, to 100 ms.
 func waitEnforced(t *testing.T, ns, name string, within time.Duration) time.Time {
 	t.Helper()
-	var last error
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
-		ok, err := deadlineEnforced(ctx, ns, name)
-		last = err
-		return ok, nil
+	if err := testkit.Poll(100*time.Millisecond, within, func(ctx context.Context) (bool, error) {
+		return deadlineEnforced(ctx, ns, name)
 	}); err != nil {
-		t.Fatalf("TrainJob %s/%s not Failed by its deadline within %v (last error: %v)", ns, name, within, last)
+		t.Fatalf("TrainJob %s/%s not Failed by its deadline: %v", ns, name, err)
 	}
 	return time.Now()
-}
-
-// eventCounts counts the Events of reason about TrainJobs in ns, by
-// TrainJob (a series counts its repetitions).
-func eventCounts(ctx context.Context, ns, reason string) (map[string]int, error) {
-	return cluster.EventCounts(ctx, env.Client, ns, api.KindTrainJob, reason)
-}
-
-// checkEvents waits until each job has an Event of reason, then, after a
-// grace period for late duplicates, that none has more than one.
-func checkEvents(t *testing.T, ns, reason string, jobs []string, within time.Duration) {
-	t.Helper()
-	var got map[string]int
-	missing := func() []string {
-		var m []string
-		for _, j := range jobs {
-			if got[j] == 0 {
-				m = append(m, j)
-			}
-		}
-		return m
-	}
-	_ = wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, within, true, func(ctx context.Context) (bool, error) {
-		var err error
-		got, err = eventCounts(ctx, ns, reason)
-		return err == nil && len(missing()) == 0, nil
-	})
-	time.Sleep(2 * time.Second)
-	got, err := eventCounts(context.Background(), ns, reason)
-	if err != nil {
-		t.Fatalf("listing Events: %v", err)
-	}
-	if m := missing(); len(m) > 0 {
-		t.Errorf("%d of %d enforcements have no %s Event: %v", len(m), len(jobs), reason, m)
-	}
-	for _, j := range jobs {
-		if got[j] > 1 {
-			t.Errorf("TrainJob %s has %d %s Events, want exactly one", j, got[j], reason)
-		}
-	}
 }
 
 // load creates TrainJobs with dryRun=All at a steady rate, through the

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
@@ -159,10 +158,10 @@ func TestTenThousandWorkloadPolicies(t *testing.T) {
 	t.Cleanup(func() { _ = deleteScalePolicies(context.Background()) })
 
 	var compiled float64
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, 10*time.Minute, true, func(context.Context) (bool, error) {
+	if err := testkit.Poll(time.Second, 10*time.Minute, func() bool {
 		alive(t, "the replica", r)
 		compiled = gauge(t, scrape(t, r), `shepherd_workload_policies{ready="true"}`)
-		return compiled >= scalePolicies, nil
+		return compiled >= scalePolicies
 	}); err != nil {
 		t.Fatalf("%v of %d policies compiled within 10 minutes: %v", compiled, scalePolicies, err)
 	}
@@ -178,10 +177,10 @@ func TestTenThousandWorkloadPolicies(t *testing.T) {
 		t.Fatal(err)
 	}
 	var heapAfter float64
-	if err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(context.Context) (bool, error) {
+	if err := testkit.Poll(time.Second, 5*time.Minute, func() bool {
 		m := scrape(t, r)
 		heapAfter = gauge(t, m, "go_memstats_heap_inuse_bytes")
-		return gauge(t, m, `shepherd_workload_policies{ready="true"}`) == 0 && heapAfter < heapBefore+(heapPeak-heapBefore)/2, nil
+		return gauge(t, m, `shepherd_workload_policies{ready="true"}`) == 0 && heapAfter < heapBefore+(heapPeak-heapBefore)/2
 	}); err != nil {
 		t.Errorf("after deleting the policies the heap in use is %.0f MiB (%.0f MiB before them, %.0f MiB with them): not given back: %v",
 			heapAfter/(1<<20), heapBefore/(1<<20), heapPeak/(1<<20), err)

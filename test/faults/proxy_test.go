@@ -1,7 +1,6 @@
 package faults
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/http"
@@ -11,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/wait"
-
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // proxyPoll is how often the proxy asks each replica's /readyz: the delay
@@ -94,9 +92,7 @@ func (p *proxy) add(r *cluster.Replica) *backend {
 // waitReady waits until the proxy routes to b.
 func (p *proxy) waitReady(t *testing.T, b *backend) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		return b.ready.Load(), nil
-	}); err != nil {
+	if err := testkit.Poll(50*time.Millisecond, timeout, b.ready.Load); err != nil {
 		t.Fatalf("the proxy never saw the replica on %s ready", b.r.Webhook)
 	}
 }

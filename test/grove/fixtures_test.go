@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -35,6 +34,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
 	"github.com/shepherd-k8s/shepherd/integrations/grove/training"
 	"github.com/shepherd-k8s/shepherd/serve"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // pollTimeout is generous: the machine is shared by several engineers.
@@ -370,7 +370,7 @@ func (w *world) cliques(pcs string) []grove.Clique {
 // kubelet sets a pod's status the way the kubelet would.
 func (w *world) kubelet(p *corev1.Pod, mutate func(*corev1.PodStatus)) {
 	w.t.Helper()
-	err := wait.PollUntilContextTimeout(w.ctx, 50*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
+	err := testkit.Poll(50*time.Millisecond, pollTimeout, func(ctx context.Context) (bool, error) {
 		var cur corev1.Pod
 		if err := w.c.Get(ctx, client.ObjectKeyFromObject(p), &cur); err != nil {
 			return false, err
@@ -477,7 +477,7 @@ func (w *world) losePod(clique string) {
 // timeout.
 func (w *world) eventually(what string, cond func() (bool, error)) {
 	w.t.Helper()
-	err := wait.PollUntilContextTimeout(w.ctx, 100*time.Millisecond, w.timeout, true, func(context.Context) (bool, error) { return cond() })
+	err := testkit.Poll(100*time.Millisecond, w.timeout, cond)
 	if err != nil {
 		w.t.Fatalf("waiting for %s: %v", what, err)
 	}
@@ -612,7 +612,7 @@ func (w *world) setRollingUpdate(name string, ended bool) {
 // since.
 func (w *world) groveBreach(name string, status metav1.ConditionStatus, reason string, since time.Time) {
 	w.t.Helper()
-	err := wait.PollUntilContextTimeout(w.ctx, 50*time.Millisecond, pollTimeout, true, func(ctx context.Context) (bool, error) {
+	err := testkit.Poll(50*time.Millisecond, pollTimeout, func(ctx context.Context) (bool, error) {
 		c, err := w.getClique(ctx, name)
 		if err != nil {
 			return false, err

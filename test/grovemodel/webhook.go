@@ -17,13 +17,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	grove "github.com/shepherd-k8s/shepherd/api/grove/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/certs"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // The defaulting webhook is webhook/admission/pcs/defaulting (podcliqueset.go
@@ -176,7 +176,7 @@ func (o *Operator) serveWebhook(ctx context.Context) error {
 		return fmt.Errorf("registering %s: %w", WebhookConfiguration, err)
 	}
 	var last error
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+	if err := testkit.Poll(100*time.Millisecond, time.Minute, func(ctx context.Context) (bool, error) {
 		probe := newObj("PodCliqueSet")
 		probe.SetNamespace(metav1.NamespaceDefault)
 		probe.SetGenerateName("grovemodel-probe-")

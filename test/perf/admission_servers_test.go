@@ -30,13 +30,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/install"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // webhookCalls counts admission requests by webhook.
@@ -497,7 +497,7 @@ func (a *admissionBench) startServe(mode, bin string, port int, extra ...string)
 		return nil
 	}
 	var last error
-	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, settle, true, func(ctx context.Context) (bool, error) {
+	if err := testkit.Poll(200*time.Millisecond, settle, func(ctx context.Context) (bool, error) {
 		last = ready(ctx)
 		return last == nil, nil
 	}); err != nil {

@@ -19,7 +19,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -28,6 +27,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/proc"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 	"github.com/shepherd-k8s/shepherd/webhook"
 )
 
@@ -618,7 +618,7 @@ func (a *admissionBench) allCalls(servers []admissionServer) []countedCalls {
 func (a *admissionBench) waitFor(ctx context.Context, what string, cond func(context.Context) error) {
 	a.b.Helper()
 	var last error
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, settle, true, func(ctx context.Context) (bool, error) {
+	err := testkit.Poll(250*time.Millisecond, settle, func(ctx context.Context) (bool, error) {
 		last = cond(ctx)
 		return last == nil, nil
 	})

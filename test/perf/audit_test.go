@@ -21,7 +21,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -149,7 +148,7 @@ func BenchmarkAudit(b *testing.B) {
 	go func() { s.done <- s.cmd.Wait() }()
 	a := &admissionBench{b: b}
 	b.Cleanup(func() { _ = a.stopProcess(s) })
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, settle, true, func(context.Context) (bool, error) {
+	if err := testkit.Poll(100*time.Millisecond, settle, func(context.Context) (bool, error) {
 		resp, err := http.Get("http://" + health + "/readyz") //nolint:gosec // local test URL
 		if err != nil {
 			return false, nil

@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // killBurst is how many enforcements fall due in the same instant in the
@@ -41,7 +41,7 @@ func (pl *plane) enforced(ctx context.Context, ns string, n int, deletions bool)
 func (pl *plane) waitEnforced(t *testing.T, ns string, want int, deletions bool, every, within time.Duration) int {
 	t.Helper()
 	var got int
-	if err := wait.PollUntilContextTimeout(context.Background(), every, within, true, func(ctx context.Context) (bool, error) {
+	if err := testkit.Poll(every, within, func(ctx context.Context) (bool, error) {
 		var err error
 		got, err = pl.enforced(ctx, ns, killBurst, deletions)
 		return got >= want, err

@@ -14,7 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +22,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api/install"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // burstJobs is how many TrainJobs a failover test enforces; one expires
@@ -59,18 +59,11 @@ type pair struct {
 // replica that survives).
 func startPair(t *testing.T, pl *plane, extra ...string) *pair {
 	t.Helper()
-	ctx := context.Background()
 	p := &pair{pl: pl, leaseNS: pl.Namespace(t), leaderUser: "replica-a-" + t.Name(), standbyUser: "replica-b-" + t.Name()}
 	flags := append(append(append([]string{"--leader-elect=true", "--leader-election-namespace=" + p.leaseNS, "--graceful-shutdown-timeout=10s"}, leaseFlags...), pl.replicaArgs...), extra...)
 
 	p.leader = pl.StartReplica(t, append(flags, "--kubeconfig="+pl.kubeconfigAs(t, p.leaderUser, p.leaseNS))...)
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		var err error
-		p.leaderID, err = pl.holder(ctx, p.leaseNS)
-		return p.leaderID != "", err
-	}); err != nil {
-		t.Fatalf("the first replica did not acquire Lease %s/%s: %v", p.leaseNS, leaseName, err)
-	}
+	p.leaderID, _ = cluster.AwaitHolder(t, pl.Client, p.leaseNS, leaseName, timeout)
 	p.standby = pl.StartReplica(t, append(flags, "--kubeconfig="+pl.kubeconfigAs(t, p.standbyUser, p.leaseNS))...)
 	pl.proxyWebhooks(t, p.standby.Webhook)
 	return p
@@ -221,7 +214,7 @@ func (o *observer) count(deletions bool) int {
 // waitCount waits until count(deletions) reaches n.
 func (o *observer) waitCount(t *testing.T, what string, deletions bool, n int, within time.Duration) {
 	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, within, true, func(context.Context) (bool, error) {
+	if err := testkit.Poll(100*time.Millisecond, within, func(context.Context) (bool, error) {
 		o.mu.Lock()
 		closed := o.closed
 		o.mu.Unlock()
@@ -249,14 +242,7 @@ func firstAfter(at map[string]time.Time, since time.Time) (time.Time, bool) {
 // the Lease and returns its identity.
 func (p *pair) waitTakeover(t *testing.T) string {
 	t.Helper()
-	var id string
-	if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, longTimeout, true, func(ctx context.Context) (bool, error) {
-		var err error
-		id, err = p.pl.holder(ctx, p.leaseNS)
-		return id != "" && id != p.leaderID, err
-	}); err != nil {
-		t.Fatalf("no replica took Lease %s/%s over from %q: %v", p.leaseNS, leaseName, p.leaderID, err)
-	}
+	id, _ := cluster.AwaitHolder(t, p.pl.Client, p.leaseNS, leaseName, longTimeout, p.leaderID)
 	return id
 }
 
@@ -266,7 +252,7 @@ func (p *pair) waitTakeover(t *testing.T) string {
 func (p *pair) kill(t *testing.T, o *observer, deletions bool) time.Time {
 	t.Helper()
 	o.waitCount(t, "enforcements by the leader before the kill", deletions, enforcedBeforeKill, timeout)
-	if got, err := p.pl.holder(context.Background(), p.leaseNS); err != nil || got != p.leaderID {
+	if got, _, err := cluster.LeaseHolder(context.Background(), p.pl.Client, p.leaseNS, leaseName); err != nil || got != p.leaderID {
 		t.Fatalf("before the kill the Lease holder is %q (err %v), want the first replica %q", got, err, p.leaderID)
 	}
 	p.leader.Kill()
@@ -277,50 +263,8 @@ func (p *pair) kill(t *testing.T, o *observer, deletions bool) time.Time {
 	return at
 }
 
-// checkEvents waits until every job has an Event of reason, then checks,
-// after a grace period for late duplicates, that it has exactly one
-// (a series counts its repetitions).
-func (pl *plane) checkEvents(t *testing.T, ns, reason string, jobs []string) {
-	t.Helper()
-	pl.checkEventsOf(t, ns, api.KindTrainJob, reason, jobs)
-}
-
-// checkEventsOf is checkEvents for the objects of any kind.
-func (pl *plane) checkEventsOf(t *testing.T, ns, kind, reason string, jobs []string) {
-	t.Helper()
-	count := func(ctx context.Context) (map[string]int, error) {
-		return cluster.EventCounts(ctx, pl.Client, ns, kind, reason)
-	}
-	var got map[string]int
-	_ = wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		var err error
-		got, err = count(ctx)
-		return err == nil && len(missing(got, jobs)) == 0, nil
-	})
-	time.Sleep(2 * time.Second)
-	got, err := count(context.Background())
-	if err != nil {
-		t.Fatalf("listing Events: %v", err)
-	}
-	if m := missing(got, jobs); len(m) > 0 {
-		t.Errorf("%d of %d enforcements have no %s Event (lost): %v", len(m), len(jobs), reason, m)
-	}
-	for _, j := range jobs {
-		if got[j] > 1 {
-			t.Errorf("TrainJob %s has %d %s Events, want exactly one", j, got[j], reason)
-		}
-	}
-}
-
-func missing(got map[string]int, jobs []string) []string {
-	var m []string
-	for _, j := range jobs {
-		if got[j] == 0 {
-			m = append(m, j)
-		}
-	}
-	return m
-}
+// eventsWithin bounds the wait for every enforcement's Event.
+const eventsWithin = 20 * time.Second
 
 // writesBy checks that each job has exactly one successful write of the
 // audited kind and returns how many each user made; failed attempts (a
@@ -415,7 +359,7 @@ func others(byUser map[string]int, a, b string) map[string]int {
 // checkHolder: the survivor still holds the Lease at the end.
 func (p *pair) checkHolder(t *testing.T, survivor string) {
 	t.Helper()
-	if got, err := p.pl.holder(context.Background(), p.leaseNS); err != nil || got != survivor {
+	if got, _, err := cluster.LeaseHolder(context.Background(), p.pl.Client, p.leaseNS, leaseName); err != nil || got != survivor {
 		t.Errorf("at the end the Lease holder is %q (err %v), want the survivor %q", got, err, survivor)
 	}
 }

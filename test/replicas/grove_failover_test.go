@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -19,6 +18,7 @@ import (
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // trainingSet plays the user and Grove: a Training PodCliqueSet of one
@@ -127,7 +127,7 @@ func TestFailoverMidTrainingRestarts(t *testing.T) {
 		podNames[i] = pods[i].Name
 	}
 	// shepherd (the leader) marks every clique available before any crash.
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, longTimeout, true, func(ctx context.Context) (bool, error) {
+	if err := testkit.Poll(200*time.Millisecond, longTimeout, func(ctx context.Context) (bool, error) {
 		var l shepherdv1alpha1.WorkloadRecordList
 		if err := env.Client.List(ctx, &l, client.InNamespace(ns)); err != nil {
 			return false, err
@@ -163,13 +163,13 @@ func TestFailoverMidTrainingRestarts(t *testing.T) {
 		}
 	}()
 
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	if err := testkit.Poll(100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 		n, err := restarted(ctx, ns, sets)
 		return n >= enforcedBeforeKill, err
 	}); err != nil {
 		t.Fatalf("restarts by the leader before the kill: %v", err)
 	}
-	if got, err := p.pl.holder(ctx, p.leaseNS); err != nil || got != p.leaderID {
+	if got, _, err := cluster.LeaseHolder(ctx, p.pl.Client, p.leaseNS, leaseName); err != nil || got != p.leaderID {
 		t.Fatalf("before the kill the Lease holder is %q (err %v), want the first replica %q", got, err, p.leaderID)
 	}
 	p.leader.Kill()
@@ -182,7 +182,7 @@ func TestFailoverMidTrainingRestarts(t *testing.T) {
 	if err := <-crashErr; err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, longTimeout, true, func(ctx context.Context) (bool, error) {
+	if err := testkit.Poll(200*time.Millisecond, longTimeout, func(ctx context.Context) (bool, error) {
 		n, err := restarted(ctx, ns, sets)
 		return n == burstJobs, err
 	}); err != nil {
@@ -191,7 +191,7 @@ func TestFailoverMidTrainingRestarts(t *testing.T) {
 	}
 	// Every crashed pod gone, every restart through (its marker done).
 	for i, name := range podNames {
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := testkit.Poll(100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 			rec, err := cluster.Record(ctx, env.Client, ns, api.KindPodCliqueSet, sets[i])
 			if err != nil || rec == nil {
 				return false, err
@@ -205,7 +205,7 @@ func TestFailoverMidTrainingRestarts(t *testing.T) {
 			t.Errorf("set %s: pod %s not deleted or its restart not done: %v", sets[i], name, err)
 		}
 	}
-	p.pl.checkEventsOf(t, ns, api.KindPodCliqueSet, api.EventReplicaRestarting, sets)
+	cluster.CheckEvents(t, p.pl.Client, ns, api.KindPodCliqueSet, api.EventReplicaRestarting, sets, eventsWithin)
 
 	deletes := p.pl.audited(t, ns, "delete", "pods", "")
 	deleteBy, deleteFailed := writesBy(t, "the restart's pod delete", deletes, podNames)
@@ -271,7 +271,7 @@ func TestFailoverMidGangTerminations(t *testing.T) {
 		cliques[i] = sets[i] + "-0-w"
 		pods[i] = groveSet(t, ns, sets[i], &delay)
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, longTimeout, true, func(ctx context.Context) (bool, error) {
+	if err := testkit.Poll(200*time.Millisecond, longTimeout, func(ctx context.Context) (bool, error) {
 		var l shepherdv1alpha1.WorkloadRecordList
 		if err := env.Client.List(ctx, &l, client.InNamespace(ns)); err != nil {
 			return false, err
@@ -318,13 +318,13 @@ func TestFailoverMidGangTerminations(t *testing.T) {
 		}
 	}()
 
-	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	if err := testkit.Poll(100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 		n, err := remaining(ctx)
 		return burstJobs-n >= enforcedBeforeKill, err
 	}); err != nil {
 		t.Fatalf("gang terminations by the leader before the kill: %v", err)
 	}
-	if got, err := p.pl.holder(ctx, p.leaseNS); err != nil || got != p.leaderID {
+	if got, _, err := cluster.LeaseHolder(ctx, p.pl.Client, p.leaseNS, leaseName); err != nil || got != p.leaderID {
 		t.Fatalf("before the kill the Lease holder is %q (err %v), want the first replica %q", got, err, p.leaderID)
 	}
 	p.leader.Kill()
@@ -337,14 +337,14 @@ func TestFailoverMidGangTerminations(t *testing.T) {
 	if err := <-lossErr; err != nil {
 		t.Fatal(err)
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, longTimeout, true, func(ctx context.Context) (bool, error) {
+	if err := testkit.Poll(200*time.Millisecond, longTimeout, func(ctx context.Context) (bool, error) {
 		n, err := remaining(ctx)
 		return n == 0, err
 	}); err != nil {
 		n, _ := remaining(ctx)
 		t.Fatalf("%d of %d PodCliques left: %v", n, burstJobs, err)
 	}
-	p.pl.checkEventsOf(t, ns, api.KindPodCliqueSet, api.EventGangTerminated, sets)
+	cluster.CheckEvents(t, p.pl.Client, ns, api.KindPodCliqueSet, api.EventGangTerminated, sets, eventsWithin)
 
 	deletes := p.pl.audited(t, ns, "delete", "podcliques", "")
 	deleteBy, deleteFailed := writesBy(t, "the gang termination's PodClique delete", deletes, cliques)

@@ -31,18 +31,16 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/test/bed"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // timeout bounds every wait: generous, the machine is small and shared.
@@ -89,21 +87,6 @@ const deniedPCS = `{
       "podSpec": {"restartPolicy": "Always", "containers": [{"name": "worker", "image": "busybox"}]}}
   }]}}
 }`
-
-// holder is the Lease's holderIdentity, "" while nobody holds it.
-func (pl *plane) holder(ctx context.Context, ns string) (string, error) {
-	var l coordinationv1.Lease
-	if err := pl.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: leaseName}, &l); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", nil
-		}
-		return "", err
-	}
-	if l.Spec.HolderIdentity == nil {
-		return "", nil
-	}
-	return *l.Spec.HolderIdentity, nil
-}
 
 // validate POSTs an AdmissionReview for obj (CREATE) to one replica's
 // /validate, trusting envtest's CA, and returns the response.
@@ -159,14 +142,7 @@ func TestStandbyWritesPolicyViolationEvents(t *testing.T) {
 	// The first replica started is the leader: wait for it to hold the
 	// Lease before the second starts, which then stays standby.
 	env.StartReplica(t, flags...)
-	var leaderID string
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		var err error
-		leaderID, err = seed.holder(ctx, leNS)
-		return leaderID != "", err
-	}); err != nil {
-		t.Fatalf("the first replica did not acquire Lease %s/%s: %v", leNS, leaseName, err)
-	}
+	leaderID, _ := cluster.AwaitHolder(t, seed.Client, leNS, leaseName, timeout)
 	standby := env.StartReplica(t, flags...)
 
 	ns := env.Namespace(t)
@@ -177,7 +153,7 @@ func TestStandbyWritesPolicyViolationEvents(t *testing.T) {
 	}
 
 	var evs eventsv1.EventList
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	if err := testkit.Poll(200*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 		if err := env.Client.List(ctx, &evs, client.InNamespace(ns)); err != nil {
 			return false, err
 		}
@@ -192,7 +168,7 @@ func TestStandbyWritesPolicyViolationEvents(t *testing.T) {
 	}
 	// The standby really was the standby all along: the leader kept the
 	// Lease, so no failover made the second replica the writer.
-	if got, err := seed.holder(ctx, leNS); err != nil || got != leaderID {
+	if got, _, err := cluster.LeaseHolder(ctx, seed.Client, leNS, leaseName); err != nil || got != leaderID {
 		t.Errorf("Lease holder = %q (err %v), want the first replica %q throughout", got, err, leaderID)
 	}
 }

@@ -9,11 +9,12 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/test/bed"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
@@ -84,14 +85,14 @@ func TestFailoverMidDeadlineBurst(t *testing.T) {
 	o.waitCount(t, "TrainJobs Failed", false, burstJobs, longTimeout)
 
 	for _, j := range jobs {
-		if err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if err := testkit.Poll(100*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 			err := onBed.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: j}, &jobsetv1alpha2.JobSet{})
 			return apierrors.IsNotFound(err), client.IgnoreNotFound(err)
 		}); err != nil {
 			t.Errorf("JobSet %s not deleted: %v", j, err)
 		}
 	}
-	onBed.checkEvents(t, ns, api.EventDeadlineExceeded, jobs)
+	cluster.CheckEvents(t, onBed.Client, ns, api.KindTrainJob, api.EventDeadlineExceeded, jobs, eventsWithin)
 
 	o.mu.Lock()
 	for _, j := range jobs {
@@ -181,7 +182,7 @@ func TestFailoverMidTTLBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.waitCount(t, "TrainJobs deleted", true, burstJobs, longTimeout+time.Minute)
-	onBed.checkEvents(t, ns, api.EventTTLExpired, jobs)
+	cluster.CheckEvents(t, onBed.Client, ns, api.KindTrainJob, api.EventTTLExpired, jobs, eventsWithin)
 
 	o.mu.Lock()
 	for _, j := range jobs {
@@ -246,7 +247,7 @@ func TestSIGKILLAtTheFirstDeadlineLosesNoEvent(t *testing.T) {
 	seen := p.killAtFirst(t, ns, false)
 	p.waitTakeover(t)
 	onBed.waitEnforced(t, ns, killBurst, false, 250*time.Millisecond, longTimeout)
-	onBed.checkEvents(t, ns, api.EventDeadlineExceeded, jobs)
+	cluster.CheckEvents(t, onBed.Client, ns, api.KindTrainJob, api.EventDeadlineExceeded, jobs, eventsWithin)
 	// Exactly one successful Failed status write per job, by either.
 	statusBy, _ := writesByAllowing(t, "the Failed status write", onBed.audited(t, ns, "patch", "trainjobs", "status"), jobs, p.leaderUnaudited(seen))
 	t.Logf("Failed status writes: leader %d, survivor %d", statusBy[p.leaderUser], statusBy[p.standbyUser])
@@ -273,7 +274,7 @@ func TestSIGKILLAtTheFirstTTLDeletionLosesNoEvent(t *testing.T) {
 	seen := p.killAtFirst(t, ns, true)
 	p.waitTakeover(t)
 	onBed.waitEnforced(t, ns, killBurst, true, 250*time.Millisecond, longTimeout+time.Minute)
-	onBed.checkEvents(t, ns, api.EventTTLExpired, jobs)
+	cluster.CheckEvents(t, onBed.Client, ns, api.KindTrainJob, api.EventTTLExpired, jobs, eventsWithin)
 	deleteBy, _ := writesByAllowing(t, "the TTL delete", onBed.audited(t, ns, "delete", "trainjobs", ""), jobs, p.leaderUnaudited(seen))
 	t.Logf("TTL deletes: leader %d, survivor %d", deleteBy[p.leaderUser], deleteBy[p.standbyUser])
 }

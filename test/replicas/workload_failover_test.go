@@ -2,6 +2,7 @@ package replicas
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -10,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -128,22 +128,24 @@ func TestFailoverMidWorkloadBurst(t *testing.T) {
 	// Kill the leader as soon as it has created a few Workloads: the rest
 	// of the burst is still to reconcile, one TrainJob possibly half done.
 	var before []unstructured.Unstructured
-	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		// A burst the webhook refused has no Workloads to wait for.
+	var refused error
+	if err := testkit.Poll(10*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
+		// A burst the webhook refused has no Workloads to wait for: stop.
 		select {
-		case err := <-createErr:
-			if err != nil {
-				return false, err
+		case refused = <-createErr:
+			if refused != nil {
+				return true, nil
 			}
 		default:
 		}
 		var err error
 		before, err = schedulingObjects(ctx, ns, api.KindWorkload)
 		return len(before) >= workloadsBeforeKill, err
-	}); err != nil {
+	}); err != nil || refused != nil {
+		err = errors.Join(err, refused)
 		t.Fatalf("Workloads created by the leader before the kill: %d, want %d: %v", len(before), workloadsBeforeKill, err)
 	}
-	if got, err := p.pl.holder(ctx, p.leaseNS); err != nil || got != p.leaderID {
+	if got, _, err := cluster.LeaseHolder(ctx, p.pl.Client, p.leaseNS, leaseName); err != nil || got != p.leaderID {
 		t.Fatalf("before the kill the Lease holder is %q (err %v), want the first replica %q", got, err, p.leaderID)
 	}
 	p.leader.Kill()
@@ -165,7 +167,7 @@ func TestFailoverMidWorkloadBurst(t *testing.T) {
 		uids[tj.Name] = tj.UID
 	}
 
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, longTimeout, true, func(ctx context.Context) (bool, error) {
+	if err := testkit.Poll(200*time.Millisecond, longTimeout, func(ctx context.Context) (bool, error) {
 		n, err := workloadReady(ctx, ns)
 		return n == workloadJobs, err
 	}); err != nil {
@@ -272,7 +274,7 @@ func TestFailoverMidWorkloadBurst(t *testing.T) {
 			whole = append(whole, j)
 		}
 	}
-	p.pl.checkEvents(t, ns, api.EventWorkloadCreated, whole)
+	cluster.CheckEvents(t, p.pl.Client, ns, api.KindTrainJob, api.EventWorkloadCreated, whole, eventsWithin)
 	interruptedEvents := 0
 	if interrupted != "" {
 		counts, err := cluster.EventCounts(ctx, env.Client, ns, api.KindTrainJob, api.EventWorkloadCreated)

@@ -29,14 +29,28 @@ type Condition interface {
 // is not within timeout, naming what was awaited and what cond last saw.
 func Eventually[C Condition](t testing.TB, timeout time.Duration, what string, cond C) {
 	t.Helper()
+	if err := Poll(Interval, timeout, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// Poll asks cond at once and then every `every` until it is done, and
+// returns nil then; when it is not done within timeout, it returns an error
+// saying so and what cond last saw. It is Eventually for the waits that go
+// on when it fails (a check after a grace period), and for those that time
+// what they await (a takeover within a lease duration) and so ask more often
+// than every Interval.
+func Poll[C Condition](every, timeout time.Duration, cond C) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	ask := asker(cond)
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	var last string
 	for {
 		done, seen := ask(ctx)
 		if done {
-			return
+			return nil
 		}
 		if seen != "" {
 			last = seen
@@ -46,8 +60,8 @@ func Eventually[C Condition](t testing.TB, timeout time.Duration, what string, c
 			if last == "" {
 				last = "not yet"
 			}
-			t.Fatalf("waiting for %s: not within %v: %s", what, timeout, last)
-		case <-time.After(Interval):
+			return fmt.Errorf("not within %v: %s", timeout, last)
+		case <-tick.C:
 		}
 	}
 }

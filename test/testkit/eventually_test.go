@@ -91,3 +91,21 @@ func TestEventuallyFailsNamingWhatItSaw(t *testing.T) {
 		t.Errorf("a bare condition's message %q; want it to say not yet", msg)
 	}
 }
+
+// TestPollAsksEveryIntervalAndReturns: Poll asks as often as it is told
+// and, unlike Eventually, returns what it last saw instead of failing.
+func TestPollAsksEveryIntervalAndReturns(t *testing.T) {
+	n := 0
+	start := time.Now()
+	if err := Poll(10*time.Millisecond, 10*time.Second, func() bool { n++; return n >= 10 }); err != nil {
+		t.Fatalf("Poll: %v", err)
+	}
+	// Nine intervals of 10 ms; at Eventually's 200 ms it would be 1.8 s.
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("ten tries 10 ms apart took %v", took)
+	}
+	err := Poll(10*time.Millisecond, 100*time.Millisecond, func() (bool, error) { return false, errors.New("lease held by a") })
+	if err == nil || err.Error() != "not within 100ms: lease held by a" {
+		t.Errorf("Poll of a condition never done: %v", err)
+	}
+}

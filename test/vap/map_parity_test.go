@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apiserver/pkg/cel/openapi/resolver"
 	"k8s.io/client-go/discovery"
@@ -217,7 +216,7 @@ func mapParityCase(ctx context.Context, t *testing.T, c *cluster.Cluster, s *cel
 	// REST mapper may not know the CRDs yet ("There can be a delay between
 	// when CustomResourceDefinitions are created and when they are
 	// available"): retry that one error, never another.
-	_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+	_ = testkit.Poll(250*time.Millisecond, 60*time.Second, func(context.Context) (bool, error) {
 		got = obj.DeepCopy()
 		if mc.old != nil {
 			err = c.Client.Update(ctx, got, client.DryRunAll)

@@ -33,12 +33,12 @@ import (
 	"time"
 
 	"github.com/shepherd-k8s/shepherd/test/seedcrds"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
@@ -216,7 +216,7 @@ func parity(t *testing.T, c client.Client, warn *cluster.Warnings, ns string, cs
 	}
 	if !v.Allowed || len(wantPolicies) > 0 {
 		// Bindings take effect asynchronously: poll until the policy acts.
-		_ = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+		_ = testkit.Poll(250*time.Millisecond, 60*time.Second, func(context.Context) (bool, error) {
 			gotAllowed, gotPolicies, lastErr = attempt()
 			return match(), nil
 		})
