@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations/pinned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
@@ -73,11 +74,8 @@ func Files(paths []string) ([]string, error) {
 			if err != nil {
 				return err
 			}
-			switch strings.ToLower(filepath.Ext(path)) {
-			case ".yaml", ".yml", ".json":
-				if !d.IsDir() {
-					found = append(found, path)
-				}
+			if !d.IsDir() && pinned.IsManifest(path) {
+				found = append(found, path)
 			}
 			return nil
 		})

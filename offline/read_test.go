@@ -263,8 +263,8 @@ func TestReadPolicies(t *testing.T) {
 }
 
 // TestCheckCRDFileSizes: --crd refuses, by its size, a regular file over
-// the limit among those pinned.Read would read (the file given, or a
-// directory's *.yaml, *.yml and *.json, not recursively); files it would
+// the limit among those pinned.Read would read (the file given, or the
+// *.yaml, *.yml and *.json below a directory, in any case); files it would
 // not read, and paths it reports itself, pass.
 func TestCheckCRDFileSizes(t *testing.T) {
 	t.Parallel()
@@ -281,7 +281,8 @@ func TestCheckCRDFileSizes(t *testing.T) {
 		{"in a directory", map[string]string{"d/a.yaml": "#", "d/b.json": big}, "d", "d/b.json"},
 		{"a .yml in a directory", map[string]string{"d/b.yml": big}, "d", "d/b.yml"},
 		{"another extension in a directory", map[string]string{"d/a.yaml": "#", "d/b.txt": big}, "d", ""},
-		{"a subdirectory", map[string]string{"d/a.yaml": "#", "d/sub/b.yaml": big}, "d", ""},
+		{"a subdirectory", map[string]string{"d/a.yaml": "#", "d/sub/b.yaml": big}, "d", "d/sub/b.yaml"},
+		{"an upper-case extension", map[string]string{"d/B.YAML": big}, "d", "d/B.YAML"},
 		{"a missing path", nil, "nope", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,16 +2,14 @@ package offline
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/integrations/pinned"
 )
 
-// ReadSchemas reads the schemas of the CRD files and directories paths (a
-// directory's *.yaml, *.yml and *.json), named after them with prefix (the
+// ReadSchemas reads the schemas of the CRD files and directories paths (the
+// manifests below a directory), named after them with prefix (the
 // flag that gave them). A regular file larger than limit is refused before
 // it is read.
 func ReadSchemas(paths []string, limit int64, prefix string) (*celrules.Schemas, error) {
@@ -28,27 +26,14 @@ func ReadSchemas(paths []string, limit int64, prefix string) (*celrules.Schemas,
 }
 
 // checkCRDFileSizes refuses, by its size, a regular file larger than limit
-// among those pinned.Read reads for path (the file, or a directory's
-// *.yaml, *.yml and *.json, not recursively): pinned.Read reads each
-// whole, unbounded. A CRD streamed from a pipe (--crd <(kubectl get crd
-// ... -o yaml)) has no size to check and is read as before.
+// among those pinned.Read reads for path (the file, or the manifests
+// below a directory, as Files finds them): pinned.Read reads each whole,
+// unbounded. A CRD streamed from a pipe (--crd <(kubectl get crd ... -o
+// yaml)) has no size to check and is read as before.
 func checkCRDFileSizes(path string, limit int64) error {
-	info, err := os.Stat(path)
+	files, err := Files([]string{path})
 	if err != nil {
 		return nil // pinned.Read says what is wrong with it
-	}
-	files := []string{path}
-	if info.IsDir() {
-		entries, err := os.ReadDir(path)
-		if err != nil {
-			return nil
-		}
-		files = files[:0]
-		for _, e := range entries {
-			if name := e.Name(); !e.IsDir() && (strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || strings.HasSuffix(name, ".json")) {
-				files = append(files, filepath.Join(path, name))
-			}
-		}
 	}
 	for _, f := range files {
 		if _, err := CheckFileSize(f, limit); err != nil {

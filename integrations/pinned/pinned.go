@@ -20,6 +20,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -69,7 +70,8 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 }
 
 // Read parses every CustomResourceDefinition in the given files and
-// directories (*.yaml, *.yml, *.json; not recursive). Documents of other
+// directories (recursively: *.yaml, *.yml, *.json in any case, as `check
+// -f` reads manifests). Documents of other
 // kinds are skipped, so a directory of mixed manifests works; a path with no
 // CRD at all is an error naming it.
 func Read(paths ...string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
@@ -97,24 +99,33 @@ func Read(paths ...string) ([]*apiextensionsv1.CustomResourceDefinition, error) 
 }
 
 func readFS(fsys fs.FS, dir string) ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	entries, err := fs.ReadDir(fsys, dir)
+	var out []*apiextensionsv1.CustomResourceDefinition
+	err := fs.WalkDir(fsys, dir, func(name string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !IsManifest(name) {
+			return err
+		}
+		crds, err := readFile(fsys, name)
+		if err != nil {
+			return err
+		}
+		out = append(out, crds...)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	var out []*apiextensionsv1.CustomResourceDefinition
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || strings.HasSuffix(name, ".json")) {
-			continue
-		}
-		crds, err := readFile(fsys, filepath.Join(dir, name))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, crds...)
-	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+// IsManifest reports whether a file's name says it holds manifests:
+// *.yaml, *.yml or *.json, in any case.
+func IsManifest(name string) bool {
+	switch strings.ToLower(path.Ext(name)) {
+	case ".yaml", ".yml", ".json":
+		return true
+	}
+	return false
 }
 
 // readFile parses the CRDs of one file, which may hold several documents.

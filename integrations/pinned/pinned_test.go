@@ -4,6 +4,9 @@ import (
 	"os"
 	"regexp"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // TestVersionsMatchGoMod: the versions shepherd reports and embeds the
@@ -58,5 +61,44 @@ func TestReadSkipsOtherKindsAndNamesEmptyPaths(t *testing.T) {
 	crds, err := Read("crds")
 	if err != nil || len(crds) < 7 {
 		t.Errorf("the pinned directory: %d CRDs, %v", len(crds), err)
+	}
+}
+
+// TestReadWalksDirectories: a directory given to --crd is read as `check
+// -f` reads one, recursively and whatever the case of the extension, so a
+// CRD kept in a subdirectory is not silently left out.
+func TestReadWalksDirectories(t *testing.T) {
+	src, err := os.ReadFile("crds/jobset.x-k8s.io_jobsets.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainjobs, err := os.ReadFile("crds/trainer.kubeflow.org_trainjobs.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	testkit.WriteFile(t, dir, "jobset/crds/JOBSET.YAML", string(src))
+	testkit.WriteFile(t, dir, "trainer/trainjobs.yml", string(trainjobs))
+	testkit.WriteFile(t, dir, "README.md", "not a manifest")
+	crds, err := Read(dir)
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	var names []string
+	for _, c := range crds {
+		names = append(names, c.Name)
+	}
+	if diff := cmp.Diff([]string{"jobsets.jobset.x-k8s.io", "trainjobs.trainer.kubeflow.org"}, names); diff != "" {
+		t.Errorf("CRDs read (-want +got):\n%s", diff)
+	}
+}
+
+func TestIsManifest(t *testing.T) {
+	for name, want := range map[string]bool{
+		"a.yaml": true, "a.YML": true, "d/a.Json": true, "a.yaml.bak": false, "yaml": false, "a.txt": false,
+	} {
+		if got := IsManifest(name); got != want {
+			t.Errorf("IsManifest(%q) = %v, want %v", name, got, want)
+		}
 	}
 }
