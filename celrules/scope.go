@@ -3,10 +3,9 @@ package celrules
 import (
 	"slices"
 
+	"github.com/shepherd-k8s/shepherd/integrations"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-
-	"github.com/shepherd-k8s/shepherd/api"
 )
 
 // WebhookOperations are the operations shepherd's webhook configurations
@@ -21,16 +20,19 @@ type ScopedKind struct {
 }
 
 // WebhookKinds are the kinds, with their plural resources, shepherd's webhook
-// configurations send (deploy/webhook; test/deploy checks the two agree). A
-// rule may only name these: anything else could never fire in the webhook.
-var WebhookKinds = []ScopedKind{
-	{schema.GroupKind{Group: api.TrainerGroup, Kind: api.KindTrainJob}, "trainjobs"},
-	{schema.GroupKind{Group: api.TrainerGroup, Kind: api.KindTrainingRuntime}, "trainingruntimes"},
-	{schema.GroupKind{Group: api.TrainerGroup, Kind: api.KindClusterTrainingRuntime}, "clustertrainingruntimes"},
-	{schema.GroupKind{Group: api.JobSetGroup, Kind: api.KindJobSet}, "jobsets"},
-	{schema.GroupKind{Group: api.GroveGroup, Kind: api.KindPodCliqueSet}, "podcliquesets"},
-	{schema.GroupKind{Group: api.GroveGroup, Kind: api.KindPodClique}, "podcliques"},
-	{schema.GroupKind{Group: api.GroveGroup, Kind: api.KindPodCliqueScalingGroup}, "podcliquescalinggroups"},
+// configurations send: every registered framework's (deploy/webhook;
+// test/deploy checks the two agree). A rule may only name these: anything
+// else could never fire in the webhook.
+var WebhookKinds = webhookKinds()
+
+func webhookKinds() []ScopedKind {
+	var out []ScopedKind
+	for _, f := range integrations.Frameworks {
+		for i, k := range f.Kinds {
+			out = append(out, ScopedKind{schema.GroupKind{Group: f.Group, Kind: k}, f.Resources[i]})
+		}
+	}
+	return out
 }
 
 // scopeErrors refuses what the webhook is never sent: operations other

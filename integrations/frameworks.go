@@ -55,6 +55,10 @@ type Framework struct {
 	// that version, and an informer of an unserved version never syncs.
 	Version string
 	Kinds   []string
+	// Resources are the plural resources of Kinds, in their order: what
+	// shepherd's webhook configurations name (deploy/webhook) and so what
+	// a WorkloadPolicy may match (celrules.WebhookKinds).
+	Resources []string
 	// LookedUp are the objects of its kinds the Go checks look up (a
 	// TrainJob's runtime, a JobSet's TrainJob, a PodClique's
 	// PodCliqueSet): their informers start once the framework is active.

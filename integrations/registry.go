@@ -35,6 +35,9 @@ func Register(f Framework) {
 	if _, ok := Lookup(f.Name); ok {
 		panic(fmt.Sprintf("integrations: framework %q registered twice", f.Name))
 	}
+	if len(f.Resources) != len(f.Kinds) {
+		panic(fmt.Sprintf("integrations: framework %q has %d kinds and %d resources", f.Name, len(f.Kinds), len(f.Resources)))
+	}
 	Frameworks = append(Frameworks, f)
 	slices.SortStableFunc(Frameworks, func(a, b Framework) int { return rank(a.Name) - rank(b.Name) })
 }

@@ -1,8 +1,10 @@
 package integrations_test
 
 import (
+	"fmt"
 	"io/fs"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -129,4 +131,18 @@ func TestKeepsManagedFields(t *testing.T) {
 			t.Errorf("KeepsManagedFields(%T) = %v, want %v", tc.obj, got, tc.want)
 		}
 	}
+}
+
+// A framework names the plural resource of each of its kinds (the webhook
+// configurations and a WorkloadPolicy's match use them): registering one
+// without them is a programming error, caught at init.
+func TestRegisterRefusesKindsWithoutResources(t *testing.T) {
+	saved := Frameworks
+	t.Cleanup(func() { Frameworks = saved })
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), `framework "New" has 2 kinds and 1 resources`) {
+			t.Errorf("Register of 2 kinds and 1 resource: recovered %v, want a panic naming the framework", r)
+		}
+	}()
+	Register(Framework{Name: "New", Group: "new.example", Kinds: []string{"A", "B"}, Resources: []string{"as"}})
 }

@@ -19,10 +19,11 @@ var rules embed.FS
 func init() {
 	integrations.Register(integrations.Framework{
 		Name: integrations.Grove, Group: api.GroveGroup, Version: grovev1alpha1.GroupVersion.Version,
-		Kinds:    []string{api.KindPodCliqueSet, api.KindPodClique, api.KindPodCliqueScalingGroup},
-		Rules:    rules,
-		LookedUp: []client.Object{NewObject(api.KindPodCliqueSet)},
-		Checks:   Checks,
+		Kinds:     []string{api.KindPodCliqueSet, api.KindPodClique, api.KindPodCliqueScalingGroup},
+		Resources: []string{"podcliquesets", "podcliques", "podcliquescalinggroups"},
+		Rules:     rules,
+		LookedUp:  []client.Object{NewObject(api.KindPodCliqueSet)},
+		Checks:    Checks,
 		// Who writes MinAvailableBreached (gang.Sign).
 		KeepManagedFields: []client.Object{NewObject(api.KindPodClique), NewObject(api.KindPodCliqueScalingGroup)},
 		Defaults:          Defaults,

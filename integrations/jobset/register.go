@@ -23,8 +23,9 @@ var rules embed.FS
 func init() {
 	integrations.Register(integrations.Framework{
 		Name: integrations.JobSet, Group: api.JobSetGroup, Version: jobsetv1alpha2.GroupVersion.Version,
-		Kinds:    []string{api.KindJobSet},
-		Rules:    rules,
-		Defaults: Defaults,
+		Kinds:     []string{api.KindJobSet},
+		Resources: []string{"jobsets"},
+		Rules:     rules,
+		Defaults:  Defaults,
 	})
 }

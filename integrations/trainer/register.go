@@ -19,10 +19,11 @@ var rules embed.FS
 func init() {
 	integrations.Register(integrations.Framework{
 		Name: integrations.Trainer, Group: api.TrainerGroup, Version: trainerv1alpha1.GroupVersion.Version,
-		Kinds:    []string{api.KindTrainJob, api.KindTrainingRuntime, api.KindClusterTrainingRuntime},
-		Rules:    rules,
-		LookedUp: []client.Object{NewRuntime(api.KindTrainingRuntime), NewRuntime(api.KindClusterTrainingRuntime), &trainerv1alpha1.TrainJob{}},
-		Checks:   Checks,
+		Kinds:     []string{api.KindTrainJob, api.KindTrainingRuntime, api.KindClusterTrainingRuntime},
+		Resources: []string{"trainjobs", "trainingruntimes", "clustertrainingruntimes"},
+		Rules:     rules,
+		LookedUp:  []client.Object{NewRuntime(api.KindTrainingRuntime), NewRuntime(api.KindClusterTrainingRuntime), &trainerv1alpha1.TrainJob{}},
+		Checks:    Checks,
 		UpstreamEnforces: map[integrations.Feature]func(knob.FieldSchemas) (bool, string){
 			integrations.FeatureDeadline: EnforcesDeadline,
 		},
