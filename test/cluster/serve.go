@@ -3,6 +3,8 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -300,4 +302,28 @@ func (c *Cluster) WarningsClient(t testing.TB) (client.Client, *Warnings) {
 		t.Fatalf("a client of the control plane: %v", err)
 	}
 	return k, w
+}
+
+// WebhookTLS is the TLS configuration of a client of the webhook servers
+// the suite's serve replicas run: it trusts envtest's serving CA, whose
+// certificate every replica serves for 127.0.0.1.
+func (c *Cluster) WebhookTLS(t testing.TB) *tls.Config {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(c.Env.WebhookInstallOptions.LocalServingCAData) {
+		t.Fatal("envtest's webhook CA is not PEM")
+	}
+	return &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+}
+
+// WebhookClient is an HTTP client of those webhook servers (WebhookTLS,
+// changed by mod when it is not nil), with a 30 s timeout. It offers
+// HTTP/2 as the apiserver does.
+func (c *Cluster) WebhookClient(t testing.TB, mod func(*tls.Config)) *http.Client {
+	t.Helper()
+	cfg := c.WebhookTLS(t)
+	if mod != nil {
+		mod(cfg)
+	}
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: true}}
 }

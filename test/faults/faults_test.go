@@ -3,8 +3,6 @@ package faults
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -105,7 +103,7 @@ func TestSIGTERMWritesTheQueuedEvents(t *testing.T) {
 	p.waitReady(t, p.add(b))
 
 	ns := env.Namespace(t)
-	hc := webhookClient(t)
+	hc := env.WebhookClient(t, nil)
 	const n = 30
 	jobs := make([]string, n)
 	for i := range jobs {
@@ -209,7 +207,7 @@ func TestLeaderSIGKILL(t *testing.T) {
 // the served /metrics of a running replica.
 func TestMetricsIgnoreMadeUpKinds(t *testing.T) {
 	r := env.StartReplica(t, replicaFlags(env.Namespace(t), "--disable-reconcilers")...)
-	hc := webhookClient(t)
+	hc := env.WebhookClient(t, nil)
 	// Even: a made-up kind, admitted (200); odd: a made-up operation,
 	// refused as malformed (400). Neither may name itself in /metrics.
 	send := func(i int) {
@@ -271,7 +269,7 @@ func TestAPIServerOutage(t *testing.T) {
 	// The deadline passes 15 s into the outage.
 	tj := createDeadlineJob(t, ns, "expires-in-outage", rt, 15)
 	review := trainJobReview(t, ns, rt)
-	hc := webhookClient(t)
+	hc := env.WebhookClient(t, nil)
 	if done, err := deadlineEnforced(context.Background(), ns, tj.Name); err != nil || done {
 		t.Fatalf("before the outage: enforced %v (err %v), want not yet", done, err)
 	}
@@ -345,18 +343,6 @@ func TestAPIServerOutage(t *testing.T) {
 			t.Errorf("replica on %s not ready after the outage: %v", r.Webhook, err)
 		}
 	}
-}
-
-// webhookClient trusts the certificate every replica serves.
-func webhookClient(t *testing.T) *http.Client {
-	t.Helper()
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(env.Env.WebhookInstallOptions.LocalServingCAData) {
-		t.Fatal("envtest's webhook CA is not PEM")
-	}
-	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12},
-	}}
 }
 
 // postReview POSTs an AdmissionReview to a replica's /validate.

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,12 +48,12 @@ func replicaFlags(leaseNS string, extra ...string) []string {
 func createRuntime(t *testing.T, replicas ...*cluster.Replica) string {
 	t.Helper()
 	rt := testkit.ClusterTrainingRuntime("", "").GenerateName("faults-").Set(int64(1), "spec", "mlPolicy", "numNodes").
-		RuntimeJobs(jobsetv1alpha2.ReplicatedJob{Name: "node", Template: jobTemplate()}).Obj()
+		RuntimeJobs(jobsetv1alpha2.ReplicatedJob{Name: "node", Template: testkit.JobTemplate()}).Obj()
 	if err := env.Client.Create(context.Background(), rt); err != nil {
 		t.Fatalf("creating a ClusterTrainingRuntime: %v", err)
 	}
 	t.Cleanup(func() { _ = env.Client.Delete(context.Background(), rt) })
-	hc := webhookClient(t)
+	hc := env.WebhookClient(t, nil)
 	review := trainJobReview(t, "default", rt.GetName())
 	for _, r := range replicas {
 		testkit.Eventually(t, timeout, fmt.Sprintf("the replica on %s to admit a TrainJob of runtime %s", r.Webhook, rt.GetName()), func() (bool, string) {
@@ -72,13 +70,6 @@ func createRuntime(t *testing.T, replicas ...*cluster.Replica) string {
 		})
 	}
 	return rt.GetName()
-}
-
-func jobTemplate() batchv1.JobTemplateSpec {
-	return batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-		RestartPolicy: corev1.RestartPolicyNever,
-		Containers:    []corev1.Container{{Name: "node", Image: "busybox"}},
-	}}}}
 }
 
 func newJob(ns, name, runtime string, deadline *int64) *trainerv1alpha1.TrainJob {

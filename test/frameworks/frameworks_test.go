@@ -11,8 +11,6 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/test/testkit"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -62,7 +60,7 @@ func TestFrameworkCRDsInstalledAfterServeArePickedUp(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "owned-by-a-trainjob", OwnerReferences: []metav1.OwnerReference{{
 			APIVersion: trainerv1alpha1.GroupVersion.String(), Kind: api.KindTrainJob, Name: "llama", UID: "0b3c6a52-5d0e-4a51-9d4e-2f1f7c3e9a10", Controller: ptr.To(true),
 		}}},
-		Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: jobTemplate()}}},
+		Spec: jobsetv1alpha2.JobSetSpec{ReplicatedJobs: []jobsetv1alpha2.ReplicatedJob{{Name: "node", Template: testkit.JobTemplate()}}},
 	}
 	if err := k.Create(ctx, js); err != nil {
 		t.Fatalf("creating a JobSet owned by a TrainJob while Trainer is absent: %v", err)
@@ -77,7 +75,7 @@ func TestFrameworkCRDsInstalledAfterServeArePickedUp(t *testing.T) {
 		return gauge(t, integrations.Trainer) == 1, nil
 	})
 	rt := testkit.ClusterTrainingRuntime("", "").GenerateName("ctr-").Set(int64(1), "spec", "mlPolicy", "numNodes").
-		RuntimeJobs(jobsetv1alpha2.ReplicatedJob{Name: "node", Template: jobTemplate()}).Obj()
+		RuntimeJobs(jobsetv1alpha2.ReplicatedJob{Name: "node", Template: testkit.JobTemplate()}).Obj()
 	if err := k.Create(ctx, rt); err != nil {
 		t.Fatalf("creating a ClusterTrainingRuntime: %v", err)
 	}
@@ -189,11 +187,4 @@ func clientWithWarnings(t *testing.T, w rest.WarningHandler) client.Client {
 		t.Fatal(err)
 	}
 	return k
-}
-
-func jobTemplate() batchv1.JobTemplateSpec {
-	return batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-		RestartPolicy: corev1.RestartPolicyNever,
-		Containers:    []corev1.Container{{Name: "node", Image: "busybox"}},
-	}}}}
 }

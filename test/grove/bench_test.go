@@ -27,6 +27,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api/install"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/proc"
 )
 
@@ -71,7 +72,7 @@ func BenchmarkGangTermination(b *testing.B) {
 		if err := w.c.List(w.ctx, &pods, client.InNamespace(w.ns)); err != nil {
 			b.Fatal(err)
 		}
-		parallel(b, len(pods.Items), func(i int) { w.kubelet(&pods.Items[i], running) })
+		parallel(b, len(pods.Items), func(i int) { cluster.SetPodStatus(w.t, w.c, &pods.Items[i], running) })
 		w.eventually("every clique available", func() (bool, error) {
 			var l shepherdv1alpha1.WorkloadRecordList
 			if err := w.c.List(w.ctx, &l, client.InNamespace(w.ns)); err != nil {

@@ -34,6 +34,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
 	"github.com/shepherd-k8s/shepherd/integrations/grove/training"
 	"github.com/shepherd-k8s/shepherd/serve"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
@@ -367,28 +368,6 @@ func (w *world) cliques(pcs string) []grove.Clique {
 	return l
 }
 
-// kubelet sets a pod's status the way the kubelet would.
-func (w *world) kubelet(p *corev1.Pod, mutate func(*corev1.PodStatus)) {
-	w.t.Helper()
-	err := testkit.Poll(50*time.Millisecond, pollTimeout, func(ctx context.Context) (bool, error) {
-		var cur corev1.Pod
-		if err := w.c.Get(ctx, client.ObjectKeyFromObject(p), &cur); err != nil {
-			return false, err
-		}
-		mutate(&cur.Status)
-		if err := w.c.Status().Update(ctx, &cur); err != nil {
-			if apierrors.IsConflict(err) {
-				return false, nil
-			}
-			return false, err
-		}
-		return true, nil
-	})
-	if err != nil {
-		w.t.Fatalf("setting status of pod %s: %v", p.Name, err)
-	}
-}
-
 func running(st *corev1.PodStatus) {
 	st.Phase = corev1.PodRunning
 	st.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
@@ -456,7 +435,7 @@ func (w *world) runPods(pcs string) {
 	w.t.Helper()
 	for _, c := range w.cliques(pcs) {
 		for _, p := range w.pods(c.Name) {
-			w.kubelet(&p, running)
+			cluster.SetPodStatus(w.t, w.c, &p, running)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
 
 // delay is the terminationDelay of the gang scenarios: short, real time.
@@ -198,9 +199,9 @@ func TestGangNeverAvailableNotTerminated(t *testing.T) {
 	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay, cliques: []cliqueSpec{{name: "worker", replicas: 2, minAvailable: 2}}})
 	// Only one of two pods ever runs.
 	p := w.pods("inf-0-worker")[0]
-	w.kubelet(&p, running)
+	cluster.SetPodStatus(w.t, w.c, &p, running)
 	w.waitRecord("inf", "inf-0-worker", "recorded", func(shepherdv1alpha1.CliqueRecord) bool { return true })
-	w.kubelet(&p, notReady)
+	cluster.SetPodStatus(w.t, w.c, &p, notReady)
 	w.barrier(barrierDelay)
 	w.mustExist("inf-0-worker")
 	if r := w.cliqueRecord("inf", "inf-0-worker"); r.WasAvailable || r.BreachedSince != nil {

@@ -19,6 +19,7 @@ import (
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/grove"
 	"github.com/shepherd-k8s/shepherd/integrations/grove/gang"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
 
 // ownedPods lists the pods a PodClique controls (by controller UID, not
@@ -78,9 +79,9 @@ func TestTrainingTwoBreachesBudgetOne(t *testing.T) {
 	}
 	w.markRestart("train", "train-1-worker", gang.RestartMarker{Restart: 1, Pods: uids, Failed: true})
 	p1 := w.ownedPods("train-1-worker")[0]
-	w.kubelet(&p1, exited(1))
+	cluster.SetPodStatus(w.t, w.c, &p1, exited(1))
 	p0 := w.ownedPods("train-0-worker")[0]
-	w.kubelet(&p0, exited(1))
+	cluster.SetPodStatus(w.t, w.c, &p0, exited(1))
 
 	w.startShepherd()
 	st, _ := w.waitSet("train", "Failed/MaxRestartsExceeded", failedCondition(api.ReasonMaxRestartsExceeded))
@@ -113,7 +114,7 @@ func TestTrainingRestartNotHeldByTerminatingPod(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = w.c.Patch(w.ctx, &stuck, rawMerge(`{"metadata":{"finalizers":null}}`)) })
 	failing := w.ownedPods("train-0-worker")[0]
-	w.kubelet(&failing, exited(1))
+	cluster.SetPodStatus(w.t, w.c, &failing, exited(1))
 
 	w.waitSet("train", "restartCount 1", restarts(1))
 	for _, c := range w.cliques("train") {
@@ -142,7 +143,7 @@ func TestTrainingRestartNotHeldByTerminatingPod(t *testing.T) {
 	w.runAll("train")
 	for _, p := range w.ownedPods("train-0-worker") {
 		if p.DeletionTimestamp == nil {
-			w.kubelet(&p, exited(1))
+			cluster.SetPodStatus(w.t, w.c, &p, exited(1))
 			break
 		}
 	}
@@ -160,7 +161,7 @@ func TestTrainingStartTimeFromPods(t *testing.T) {
 	podStart := metav1.NewTime(time.Now().Add(-2 * time.Hour).Truncate(time.Second))
 	for _, c := range w.cliques("train") {
 		for _, p := range w.pods(c.Name) {
-			w.kubelet(&p, func(st *corev1.PodStatus) { running(st); st.StartTime = &podStart })
+			cluster.SetPodStatus(w.t, w.c, &p, func(st *corev1.PodStatus) { running(st); st.StartTime = &podStart })
 		}
 	}
 	w.startShepherd()
@@ -221,12 +222,12 @@ func TestTrainingRecreatedSetIgnoresOldPods(t *testing.T) {
 
 	for _, c := range w.cliques("train") {
 		for _, p := range w.ownedPods(c.Name) {
-			w.kubelet(&p, running)
+			cluster.SetPodStatus(w.t, w.c, &p, running)
 		}
 	}
 	w.waitAvailable("train")
 	p := w.ownedPods("train-0-worker")[0]
-	w.kubelet(&p, exited(1))
+	cluster.SetPodStatus(w.t, w.c, &p, exited(1))
 	w.waitSet("train", "Failed/MaxRestartsExceeded", failedCondition(api.ReasonMaxRestartsExceeded))
 	w.eventually("the new set's pods deleted", func() (bool, error) {
 		return len(w.setPods("train")) == len(oldPods), nil
@@ -251,7 +252,7 @@ func TestTrainingCrashBeforeAvailable(t *testing.T) {
 	w.dumpOnFailure("train")
 	// The launcher runs; the workers never become Ready: one crashes.
 	for _, p := range w.pods("train-0-launcher") {
-		w.kubelet(&p, running)
+		cluster.SetPodStatus(w.t, w.c, &p, running)
 	}
 	w.failWorker("train")
 	w.waitSet("train", "restartCount 1 after a crash before the clique was available", restarts(1))

@@ -139,7 +139,7 @@ func (w *world) waitNoPods(name string) {
 func (w *world) exitAll(name string, code int32) {
 	w.t.Helper()
 	for _, p := range w.setPods(name) {
-		w.kubelet(&p, exited(code))
+		cluster.SetPodStatus(w.t, w.c, &p, exited(code))
 	}
 }
 
@@ -159,7 +159,7 @@ func (w *world) regrow(name string) {
 func (w *world) failWorker(name string) {
 	w.t.Helper()
 	p := w.pods(name + "-0-worker")[0]
-	w.kubelet(&p, exited(1))
+	cluster.SetPodStatus(w.t, w.c, &p, exited(1))
 }
 
 // dumpOnFailure logs the set's state if the test fails.
@@ -392,7 +392,7 @@ func TestTrainingRestartOnlyTouchesItsReplica(t *testing.T) {
 	}
 
 	p := w.pods("train-1-sg-0-worker")[0]
-	w.kubelet(&p, exited(1))
+	cluster.SetPodStatus(w.t, w.c, &p, exited(1))
 	w.waitSet("train", "restartCount 1", restarts(1))
 	w.eventually("replica 1's pods deleted", func() (bool, error) { return len(replicaPods("1")) == 0, nil })
 	now := replicaPods("0")

@@ -11,7 +11,6 @@ import (
 	"github.com/shepherd-k8s/shepherd/test/testkit"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -99,7 +98,7 @@ func TestAnnotationsAddedToAPodCliqueGoAtTheNextReconcile(t *testing.T) {
 	}
 	// A pod turning ready changes the PodClique's readyReplicas, which
 	// wakes the PodCliqueSet controller.
-	kubelet(t, &pods[0], ready)
+	cluster.SetPodStatus(t, env.Client, &pods[0], ready)
 	testkit.Eventually(t, time.Minute, "the PodClique's annotations to be the template's alone", func() bool {
 		a := get(t, "PodClique", ns, name).GetAnnotations()
 		return len(a) == 1 && a["example.com/from-template"] == "t"
@@ -164,10 +163,10 @@ func TestGangTerminationAfterDelay(t *testing.T) {
 	name := createPCS(t, ns, map[string]any{"terminationDelay": delay.String()}, clique("worker", 2)) + "-0-worker"
 	pods := podsOf(t, ns, name, 2, true)
 	for i := range pods {
-		kubelet(t, &pods[i], ready)
+		cluster.SetPodStatus(t, env.Client, &pods[i], ready)
 	}
 	old := waitBreach(t, ns, name, metav1.ConditionFalse, grovemodel.ReasonSufficientReadyPods)
-	kubelet(t, &pods[0], func(st *corev1.PodStatus) {
+	cluster.SetPodStatus(t, env.Client, &pods[0], func(st *corev1.PodStatus) {
 		st.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionFalse}}
 		st.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", Image: "busybox", ImageID: "x",
 			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1}}}}
@@ -266,22 +265,6 @@ func podsOf(t *testing.T, ns, pclq string, n int, ungated bool) (pods []corev1.P
 
 func ready(st *corev1.PodStatus) {
 	st.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, {Type: corev1.PodReady, Status: corev1.ConditionTrue}}
-}
-
-// kubelet writes a pod's status, as no kubelet runs.
-func kubelet(t *testing.T, p *corev1.Pod, mutate func(*corev1.PodStatus)) {
-	t.Helper()
-	testkit.Eventually(t, time.Minute, "the status of pod "+p.Name, func() bool {
-		if err := env.Client.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
-			t.Fatal(err)
-		}
-		mutate(&p.Status)
-		err := env.Client.Status().Update(ctx, p)
-		if err != nil && !apierrors.IsConflict(err) {
-			t.Fatal(err)
-		}
-		return err == nil
-	})
 }
 
 // audit is the completed writes of verb on resource in ns by the model

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -48,13 +47,11 @@ const (
 
 func tlsConfig(t *testing.T) *tls.Config {
 	t.Helper()
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(env.Env.WebhookInstallOptions.LocalServingCAData) {
-		t.Fatal("envtest's webhook CA is not PEM")
-	}
+	cfg := env.WebhookTLS(t)
 	// The apiserver's client certificate: sent only to a serve that asks
 	// for one (--webhook-client-ca).
-	return &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", Certificates: []tls.Certificate{clientPKI.cert}}
+	cfg.Certificates = []tls.Certificate{clientPKI.cert}
+	return cfg
 }
 
 // sources is how many source addresses the tests' many connections come

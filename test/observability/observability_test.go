@@ -2,8 +2,6 @@ package observability
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -321,9 +319,7 @@ func TestWorkloadPolicyColumns(t *testing.T) {
 func turnAway(t *testing.T) {
 	t.Helper()
 	wh := env.Env.WebhookInstallOptions
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(wh.LocalServingCAData)
-	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}, Timeout: 30 * time.Second}
+	c := env.WebhookClient(t, nil)
 	resp, err := c.Get("https://" + wh.LocalServingHost + ":" + strconv.Itoa(wh.LocalServingPort) + "/validate")
 	if err != nil {
 		t.Fatal(err)

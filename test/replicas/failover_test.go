@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
@@ -323,13 +321,6 @@ func newJob(ns, name, runtime string, deadline *int64) *trainerv1alpha1.TrainJob
 			ActiveDeadlineSeconds: deadline,
 		},
 	}
-}
-
-func jobTemplate() batchv1.JobTemplateSpec {
-	return batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-		RestartPolicy: corev1.RestartPolicyNever,
-		Containers:    []corev1.Container{{Name: "node", Image: "busybox"}},
-	}}}}
 }
 
 // report logs, per replica, how many enforcements it did and requires

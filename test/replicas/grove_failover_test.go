@@ -68,22 +68,12 @@ func groveSet(t *testing.T, ns, name string, delay *time.Duration) *corev1.Pod {
 	if err := env.Client.Create(ctx, pod); err != nil {
 		t.Fatalf("creating pod %s: %v", pod.Name, err)
 	}
-	kubelet(t, pod, func(st *corev1.PodStatus) {
+	cluster.SetPodStatus(t, env.Client, pod, func(st *corev1.PodStatus) {
 		st.Phase = corev1.PodRunning
 		st.StartTime = ptr.To(metav1.Now())
 		st.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
 	})
 	return pod
-}
-
-// kubelet plays the kubelet: it writes the pod's status.
-func kubelet(t *testing.T, p *corev1.Pod, mutate func(*corev1.PodStatus)) {
-	t.Helper()
-	orig := p.DeepCopy()
-	mutate(&p.Status)
-	if err := env.Client.Status().Patch(context.Background(), p, client.MergeFrom(orig)); err != nil {
-		t.Fatalf("writing the status of pod %s: %v", p.Name, err)
-	}
 }
 
 // restarted counts the sets whose restartCount is at least 1; more than 1

@@ -19,8 +19,6 @@ package replicas
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -92,13 +90,7 @@ const deniedPCS = `{
 // /validate, trusting envtest's CA, and returns the response.
 func validate(t *testing.T, r *cluster.Replica, ns, name string, obj []byte) *admissionv1.AdmissionResponse {
 	t.Helper()
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(env.Env.WebhookInstallOptions.LocalServingCAData) {
-		t.Fatal("envtest's webhook CA is not PEM")
-	}
-	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12},
-	}}
+	hc := env.WebhookClient(t, nil)
 	review := admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request: &admissionv1.AdmissionRequest{

@@ -41,7 +41,7 @@ const workloadVersion = string(cluster.WorkloadAPIV1beta1)
 func createWorkloadRuntime(t *testing.T) string {
 	t.Helper()
 	step := func(name, ancestor string) jobsetv1alpha2.ReplicatedJob {
-		tmpl := jobTemplate()
+		tmpl := testkit.JobTemplate()
 		tmpl.Labels = map[string]string{api.LabelTrainJobAncestorStep: ancestor}
 		return jobsetv1alpha2.ReplicatedJob{Name: name, Template: tmpl}
 	}

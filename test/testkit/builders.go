@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -186,4 +188,13 @@ func (b *Builder) YAML() string {
 		panic(fmt.Sprintf("testkit: %v", err))
 	}
 	return string(out)
+}
+
+// JobTemplate is the Job of a runtime's or a JobSet's replicated job
+// "node": one busybox container that is never restarted.
+func JobTemplate() batchv1.JobTemplateSpec {
+	return batchv1.JobTemplateSpec{Spec: batchv1.JobSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+		RestartPolicy: corev1.RestartPolicyNever,
+		Containers:    []corev1.Container{{Name: "node", Image: "busybox"}},
+	}}}}
 }

@@ -3,13 +3,11 @@ package webhook
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/shepherd-k8s/shepherd/test/testkit"
 
@@ -23,22 +21,8 @@ import (
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 )
 
-// webhookClient trusts envtest's CA for shepherd's webhook server.
-func webhookClient(t *testing.T, mod func(*tls.Config)) *http.Client {
-	t.Helper()
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(env.Env.WebhookInstallOptions.LocalServingCAData) {
-		t.Fatal("envtest's webhook CA is not PEM")
-	}
-	cfg := &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}
-	if mod != nil {
-		mod(cfg)
-	}
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: cfg, ForceAttemptHTTP2: true}, Timeout: 30 * time.Second}
-}
-
 func TestMalformedAdmissionReviewIsHTTP400(t *testing.T) {
-	c := webhookClient(t, nil)
+	c := env.WebhookClient(t, nil)
 	for _, path := range []string{"/mutate", "/validate"} {
 		resp, err := c.Post("https://"+webhookA+path, "application/json", strings.NewReader(`{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":`))
 		if err != nil {
@@ -53,7 +37,7 @@ func TestMalformedAdmissionReviewIsHTTP400(t *testing.T) {
 }
 
 func TestOversizedAdmissionReviewIsRejected(t *testing.T) {
-	c := webhookClient(t, nil)
+	c := env.WebhookClient(t, nil)
 	big := strings.Repeat("x", 9<<20)
 	resp, err := c.Post("https://"+webhookA+"/validate", "application/json", strings.NewReader(`{"pad":"`+big+`"}`))
 	if err != nil {
@@ -72,7 +56,7 @@ func TestOversizedAdmissionReviewIsRejected(t *testing.T) {
 
 func TestWebhookServerTLSPolicy(t *testing.T) {
 	// HTTP/2 is not offered: ALPN settles on HTTP/1.1.
-	resp, err := webhookClient(t, func(c *tls.Config) { c.NextProtos = []string{"h2", "http/1.1"} }).
+	resp, err := env.WebhookClient(t, func(c *tls.Config) { c.NextProtos = []string{"h2", "http/1.1"} }).
 		Post("https://"+webhookA+"/validate", "application/json", strings.NewReader("{}"))
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +66,7 @@ func TestWebhookServerTLSPolicy(t *testing.T) {
 		t.Errorf("negotiated %s, want HTTP/1.1", resp.Proto)
 	}
 	// TLS 1.1 is refused.
-	_, err = webhookClient(t, func(c *tls.Config) { c.MinVersion, c.MaxVersion = tls.VersionTLS11, tls.VersionTLS11 }).
+	_, err = env.WebhookClient(t, func(c *tls.Config) { c.MinVersion, c.MaxVersion = tls.VersionTLS11, tls.VersionTLS11 }).
 		Post("https://"+webhookA+"/validate", "application/json", strings.NewReader("{}"))
 	if err == nil {
 		t.Error("a TLS 1.1 handshake succeeded")
@@ -346,7 +330,7 @@ func splitPath(p string) []pathPart {
 }
 
 func TestUndecodableObjectIsDeniedWithTheDecodeError(t *testing.T) {
-	c := webhookClient(t, nil)
+	c := env.WebhookClient(t, nil)
 	body := `{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
 	  "uid":"u-1","kind":{"group":"grove.io","version":"v1alpha1","kind":"PodCliqueSet"},
 	  "resource":{"group":"grove.io","version":"v1alpha1","resource":"podcliquesets"},
