@@ -9,3 +9,7 @@ import "context"
 var NewWatcherForTest = newWatcher
 
 func (w *Watcher) LookForTest(ctx context.Context, initial bool) error { return w.look(ctx, initial) }
+
+// SetHasSyncedForTest stands in for the CRD informer's HasSynced, which
+// NewWatcher takes from the manager's cache.
+func (w *Watcher) SetHasSyncedForTest(synced func() bool) { w.hasSynced = synced }
