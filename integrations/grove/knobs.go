@@ -70,8 +70,11 @@ func IsTraining(obj map[string]any) bool {
 
 var delayEntry = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)=(.+)$`)
 
-// ParseScalingGroupDelays parses the carrier's "group=duration,..." value.
-// An empty value is no override.
+// ParseScalingGroupDelays parses the carrier's "group=duration,..." value
+// as the rules' CEL does (CELScalingGroupDelaysValid,
+// CELScalingGroupDelay): durations by knob.ParseDuration, and a group
+// listed twice is read from its first entry. An empty value is no
+// override.
 func ParseScalingGroupDelays(v string) (map[string]time.Duration, error) {
 	out := map[string]time.Duration{}
 	if strings.TrimSpace(v) == "" {
@@ -82,14 +85,13 @@ func ParseScalingGroupDelays(v string) (map[string]time.Duration, error) {
 		if m == nil {
 			return nil, fmt.Errorf("annotation %s: %q is not group=duration", api.AnnotationTerminationDelay, e)
 		}
-		d, err := time.ParseDuration(m[3])
+		d, err := knob.ParseDuration(m[3])
 		if err != nil {
 			return nil, fmt.Errorf("annotation %s: %q: %q is not a duration (e.g. 30s, 5m)", api.AnnotationTerminationDelay, e, m[3])
 		}
-		if _, dup := out[m[1]]; dup {
-			return nil, fmt.Errorf("annotation %s: scaling group %q is listed twice", api.AnnotationTerminationDelay, m[1])
+		if _, dup := out[m[1]]; !dup {
+			out[m[1]] = d
 		}
-		out[m[1]] = d
 	}
 	return out, nil
 }

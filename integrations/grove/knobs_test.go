@@ -32,7 +32,12 @@ func TestParseScalingGroupDelays(t *testing.T) {
 		{in: "Prefill=30s", wantErr: `"Prefill=30s" is not group=duration`},
 		{in: "-a=30s", wantErr: `"-a=30s" is not group=duration`},
 		{in: "a=soon", wantErr: `annotation shepherd.dev/termination-delay: "a=soon": "soon" is not a duration (e.g. 30s, 5m)`},
-		{in: "a=1s,a=2s", wantErr: `annotation shepherd.dev/termination-delay: scaling group "a" is listed twice`},
+		// A group listed twice is read from its first entry, as the CEL reads it.
+		{in: "a=1s,a=2s", want: map[string]time.Duration{"a": time.Second}},
+		// Forms time.ParseDuration takes and the rules' CEL refuses.
+		{in: "a=0", wantErr: `"a=0": "0" is not a duration`},
+		{in: "a=+5s", wantErr: `"a=+5s": "+5s" is not a duration`},
+		{in: "a=.5h", wantErr: `"a=.5h": ".5h" is not a duration`},
 	} {
 		got, err := ParseScalingGroupDelays(tc.in)
 		if tc.wantErr != "" {
@@ -170,6 +175,10 @@ func TestScalingGroupDelayCELAgreesWithGo(t *testing.T) {
 		{name: "carrier entry without a duration", form: knob.Annotation, obj: delaySet("a=30s,b"), group: map[string]any{"name": "a"}, want: "30s", valid: false},
 		{name: "carrier with a duration that is none", form: knob.Annotation, obj: delaySet("a=soon"), group: map[string]any{"name": "a"}, want: "soon", valid: false},
 		{name: "carrier with an upper-case group", form: knob.Annotation, obj: delaySet("A=1s"), group: map[string]any{"name": "a"}, valid: false},
+		{name: "carrier with a zero duration", form: knob.Annotation, obj: delaySet("a=0"), group: map[string]any{"name": "a"}, want: "0", valid: false},
+		{name: "carrier with a signed duration", form: knob.Annotation, obj: delaySet("a=+5s"), group: map[string]any{"name": "a"}, want: "+5s", valid: false},
+		{name: "carrier with a fraction without its 0", form: knob.Annotation, obj: delaySet("a=.5h"), group: map[string]any{"name": "a"}, want: ".5h", valid: false},
+		{name: "carrier listing a group twice", form: knob.Annotation, obj: delaySet("a=1s,a=2s"), group: map[string]any{"name": "a"}, want: "1s", valid: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vars := map[string]any{"object": tc.obj, "g": tc.group}

@@ -170,13 +170,23 @@ func (k Knob) Duration(obj map[string]any) (*time.Duration, error) {
 	if !isString {
 		return nil, fmt.Errorf("%s: want a duration string, got %T", k.Describe(raw.Form), raw.Value)
 	}
-	// And the pattern: time.ParseDuration also takes forms the rules'
-	// CEL refuses (see DurationRegex), and the two must agree.
-	d, err := time.ParseDuration(s)
-	if err != nil || !durationPattern.MatchString(s) {
+	d, err := ParseDuration(s)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %q is not a duration (e.g. 90m, 1h30m)", k.Describe(raw.Form), s)
 	}
 	return &d, nil
+}
+
+// ParseDuration parses a duration as the rules' CEL reads one: by
+// time.ParseDuration and the pattern DurationRegex, since ParseDuration
+// alone also takes forms the CEL refuses (0, +5s, .5h), and the two must
+// agree on every carrier.
+func ParseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err == nil && !durationPattern.MatchString(s) {
+		err = fmt.Errorf("%q does not match %s", s, DurationRegex)
+	}
+	return d, err
 }
 
 // String reads a String knob.

@@ -37,7 +37,7 @@ func EventCounts(ctx context.Context, c client.Reader, ns, kind, reason string) 
 // reason, then, after a grace period for late duplicates (a second
 // replica, a retried write), checks that none has more than one: an
 // enforcement is announced once.
-func CheckEvents(t *testing.T, c client.Reader, ns, kind, reason string, names []string, within time.Duration) {
+func CheckEvents(t testing.TB, c client.Reader, ns, kind, reason string, names []string, within time.Duration) {
 	t.Helper()
 	var got map[string]int
 	missing := func() []string {

@@ -13,7 +13,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
-// SetPodStatus plays the kubelet, which no suite runs: it reads pod p,
+// SetPodStatus plays the kubelet where no kubelet (nor kwok) runs: it reads pod p,
 // changes its status with mutate and writes it back, again on a conflict
 // (a controller wrote the pod meanwhile), and leaves the pod as written in
 // p. Any other failure fails t.
