@@ -378,8 +378,10 @@ func TestRequestActivity(t *testing.T) {
 	close(release)
 	const quiet = 150 * time.Millisecond
 	start := time.Now()
-	if !a.waitIdle(context.Background(), quiet) {
-		t.Fatal("never idle")
+	idleCtx, idleCancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer idleCancel()
+	if !a.waitIdle(idleCtx, quiet) {
+		t.Fatal("not idle within 10s of the last response")
 	}
 	if took := time.Since(start); took < quiet/2 {
 		t.Errorf("idle %v after the last request, want about %v of quiet", took, quiet)
