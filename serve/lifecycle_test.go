@@ -233,7 +233,9 @@ func (tl *timeline) get(what string) (time.Duration, bool) {
 // running for the drain period and stops only after it.
 func TestLifecycleShutdownOrder(t *testing.T) {
 	tl := newTimeline()
-	const drain = 400 * time.Millisecond
+	// Long enough that a loaded machine (make test runs suites beside
+	// this) does not stop the reconcilers late by chance.
+	const drain = 2 * time.Second
 	mgr := &fakeManager{start: func(ctx context.Context) error {
 		<-ctx.Done()
 		tl.mark("manager stopped")
