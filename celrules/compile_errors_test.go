@@ -126,6 +126,7 @@ func TestFieldPathSyntax(t *testing.T) {
 		"spec.trainer.":                          false,
 		"spec[x]":                                false,
 		"spec['a\\'b']":                          false,
+		`metadata.labels['a\b']`:                 false,
 		"spec[-1]":                               false,
 		"0spec":                                  false,
 		"spec trainer":                           false,

@@ -99,11 +99,13 @@ func TestFieldPathsOfAFailedValidation(t *testing.T) {
 func ptrReason(r metav1.StatusReason) *metav1.StatusReason { return &r }
 
 // A validation's results come in validation order, each with its own
-// paths: two failing validations of one rule, the second with two paths.
+// paths: the first, failing with two paths its expression gives, then the
+// second with its static path.
 func TestFieldPathsPerValidation(t *testing.T) {
 	e := policyEngine(t, policy("p", func(s *shepherdv1alpha1.WorkloadPolicySpec) {
 		s.Validations[0].FieldPath = "spec.runtimeRef"
-		s.Validations[1].FieldPathsExpression = "['spec.trainer', 'metadata.labels']"
+		s.Validations[0].FieldPathsExpression = "['spec.trainer', 'metadata.labels']"
+		s.Validations[1].FieldPath = "metadata.name"
 		s.Validations[1].Message = "second"
 	}, "false", "false"))
 	res := e.Evaluate(context.Background(), trainJobInput("CREATE", trainJob(nil, nil), nil))
@@ -111,7 +113,7 @@ func TestFieldPathsPerValidation(t *testing.T) {
 	for _, r := range res {
 		got = append(got, r.Field+": "+r.Message)
 	}
-	want := []string{"spec.runtimeRef: p failed (shepherd p)", "spec.trainer: second (shepherd p)", "metadata.labels: second (shepherd p)"}
+	want := []string{"spec.trainer: p failed (shepherd p)", "metadata.labels: p failed (shepherd p)", "metadata.name: second (shepherd p)"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("results (-want +got):\n%s", diff)
 	}

@@ -41,6 +41,7 @@ func TestNamedAndUnnamed(t *testing.T) {
 		{"V-TJ-1", "too long", "too long (shepherd V-TJ-1)"},
 		{"V-TJ-1", "too long (shepherd V-TJ-1)", "too long (shepherd V-TJ-1)"},
 		{"V-TJ-1", "too long (shepherd V-TJ-2)", "too long (shepherd V-TJ-2) (shepherd V-TJ-1)"},
+		{"V-TJ-1", "as (shepherd V-TJ-1) said", "as (shepherd V-TJ-1) said (shepherd V-TJ-1)"},
 		{"", "no rule", "no rule"},
 		{"p", "", " (shepherd p)"},
 	} {
@@ -57,7 +58,7 @@ func TestNamedAndUnnamed(t *testing.T) {
 	if got := Unnamed("V-TJ-1", "too long (shepherd V-TJ-2)"); got != "too long (shepherd V-TJ-2)" {
 		t.Errorf("Unnamed took off another rule's name: %q", got)
 	}
-	if got := Unnamed("V-TJ-1", "(shepherd V-TJ-1) first"); got != "(shepherd V-TJ-1) first" {
+	if got := Unnamed("V-TJ-1", "as (shepherd V-TJ-1) said"); got != "as (shepherd V-TJ-1) said" {
 		t.Errorf("Unnamed took the name from the middle: %q", got)
 	}
 }
@@ -72,6 +73,7 @@ func TestNamedPolicyMessages(t *testing.T) {
 			{Expression: "a", Message: "  padded  "},
 			{Expression: "  object.spec.x > 0  "},
 			{Expression: "c", Message: "already (shepherd R)"},
+			{Expression: "  blank  ", Message: "   "},
 			{Expression: "d", Message: "m", MessageExpression: "object.msg"},
 		},
 	}}
@@ -80,11 +82,12 @@ func TestNamedPolicyMessages(t *testing.T) {
 	for _, v := range vap.Spec.Validations {
 		messages = append(messages, v.Message)
 	}
-	want := []string{"padded (shepherd R)", "failed expression: object.spec.x > 0 (shepherd R)", "already (shepherd R)", "m (shepherd R)"}
+	want := []string{"padded (shepherd R)", "failed expression: object.spec.x > 0 (shepherd R)", "already (shepherd R)",
+		"failed expression: blank (shepherd R)", "m (shepherd R)"}
 	if diff := cmp.Diff(want, messages); diff != "" {
 		t.Errorf("messages (-want +got):\n%s", diff)
 	}
-	for i := range 3 {
+	for i := range 4 {
 		if vap.Spec.Validations[i].MessageExpression != "" {
 			t.Errorf("validation %d without a messageExpression got %q", i, vap.Spec.Validations[i].MessageExpression)
 		}
@@ -98,7 +101,7 @@ func TestNamedPolicyMessages(t *testing.T) {
 	if env, err = env.Extend(cel.Variable("object", cel.DynType)); err != nil {
 		t.Fatal(err)
 	}
-	expr := vap.Spec.Validations[3].MessageExpression
+	expr := vap.Spec.Validations[4].MessageExpression
 	ast, iss := env.Compile(expr)
 	if iss.Err() != nil {
 		t.Fatalf("%s: %v", expr, iss.Err())
