@@ -108,8 +108,11 @@ func (o ClientOptions) kubeconfigToken() string {
 	if err != nil {
 		return ""
 	}
-	if cfg.BearerToken != "" {
-		return cfg.BearerToken
+	// clientcmd reads a user's tokenFile into BearerToken as it is; trim
+	// it as client-go's file token source and --token-file do, or a
+	// trailing newline makes the Authorization header invalid.
+	if t := strings.TrimSpace(cfg.BearerToken); t != "" {
+		return t
 	}
 	if cfg.BearerTokenFile != "" {
 		if b, err := os.ReadFile(cfg.BearerTokenFile); err == nil {

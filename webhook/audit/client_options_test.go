@@ -1,10 +1,12 @@
 package audit
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/pem"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -16,7 +18,7 @@ import (
 func TestClientFindsTheToken(t *testing.T) {
 	dir := t.TempDir()
 	tokenFile := testkit.WriteFile(t, dir, "token", "  from-file\n")
-	userTokenFile := testkit.WriteFile(t, dir, "user-token", "from-user-file") // no newline: clientcmd reads a tokenFile into BearerToken untrimmed
+	userTokenFile := testkit.WriteFile(t, dir, "user-token", "from-user-file\n")
 	kubeconfig := func(user string) string {
 		return testkit.WriteFile(t, dir, "kubeconfig-"+strings.Fields(user)[0], `apiVersion: v1
 kind: Config
@@ -100,5 +102,30 @@ func TestClientTrustsTheCAGiven(t *testing.T) {
 	}
 	if v := c.Transport.(*http.Transport).TLSClientConfig.MinVersion; v != tls.VersionTLS12 {
 		t.Errorf("minimum TLS version %x, want TLS 1.2", v)
+	}
+}
+
+// A kubeconfig user whose tokenFile ends in a newline: the token is sent
+// trimmed, as --token-file's is.
+func TestKubeconfigTokenFileIsTrimmed(t *testing.T) {
+	dir := t.TempDir()
+	tf := testkit.WriteFile(t, dir, "user-token", "from-user-file\n")
+	kc := testkit.WriteFile(t, dir, "kubeconfig", "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\nusers: [{name: u, user: {tokenFile: "+tf+"}}]\ncontexts: [{name: x, context: {cluster: c, user: u}}]\ncurrent-context: x\n")
+	var got string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Header.Get("Authorization")
+		_, _ = w.Write([]byte(`{"items":[]}`))
+	}))
+	defer srv.Close()
+	c, token, err := ClientOptions{Kubeconfig: kc}.Client()
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ := url.Parse(srv.URL)
+	if _, err := Fetch(context.Background(), c, base, token, Query{}); err != nil {
+		t.Fatalf("Fetch with the kubeconfig's token: %v", err)
+	}
+	if got != "Bearer from-user-file" {
+		t.Errorf("Authorization %q", got)
 	}
 }
