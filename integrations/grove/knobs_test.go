@@ -6,15 +6,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/cel-go/cel"
 	"github.com/google/cel-go/common/types"
 	"github.com/google/cel-go/common/types/traits"
 	"github.com/google/go-cmp/cmp"
-	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/utils/ptr"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/integrations/knob"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 func TestParseScalingGroupDelays(t *testing.T) {
@@ -108,36 +107,12 @@ func TestScalingGroupDelay(t *testing.T) {
 	}
 }
 
-// apiserverCEL evaluates expr with vars bound (each declared dyn) in the
-// environment the apiserver compiles stored policy expressions in: the
-// grove knobs' CEL uses its string library (split, trim, substring), which
-// testkit.EvalCEL's plain environment lacks.
+// apiserverCEL evaluates expr (testkit.EvalCEL: the apiserver's CEL
+// environment) and returns the value as Go: an optional's value or nil, a
+// list as []any.
 func apiserverCEL(t *testing.T, expr string, vars map[string]any) any {
 	t.Helper()
-	base, err := environment.MustBaseEnvSet(environment.DefaultCompatibilityVersion()).Env(environment.StoredExpressions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var decls []cel.EnvOption
-	for name := range vars {
-		decls = append(decls, cel.Variable(name, cel.DynType))
-	}
-	env, err := base.Extend(decls...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ast, iss := env.Compile(expr)
-	if iss.Err() != nil {
-		t.Fatalf("compiling %s: %v", expr, iss.Err())
-	}
-	prg, err := env.Program(ast)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v, _, err := prg.Eval(vars)
-	if err != nil {
-		t.Fatalf("evaluating %s: %v", expr, err)
-	}
+	v := testkit.EvalCEL(t, expr, vars)
 	if opt, ok := v.(*types.Optional); ok {
 		if !opt.HasValue() {
 			return nil
