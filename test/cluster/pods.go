@@ -13,10 +13,10 @@ import (
 	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
-// SetPodStatus plays the kubelet where no kubelet (nor kwok) runs: it reads pod p,
-// changes its status with mutate and writes it back, again on a conflict
-// (a controller wrote the pod meanwhile), and leaves the pod as written in
-// p. Any other failure fails t.
+// SetPodStatus plays the kubelet where no kubelet (nor kwok) runs: it
+// reads pod p, changes its status with mutate and writes it back, again on
+// a conflict (a controller wrote the pod meanwhile), and leaves the pod as
+// written in p. Any other failure fails t.
 func SetPodStatus(t testing.TB, c client.Client, p *corev1.Pod, mutate func(*corev1.PodStatus)) {
 	t.Helper()
 	var failed error
