@@ -81,17 +81,7 @@ func TestCompareEachMismatchKind(t *testing.T) {
 		{"object not contained", "    allowed: true\n    object: {spec: {jobs: [{name: a}]}}\n",
 			webhook.Verdict{Allowed: true, Object: obj}, []string{MismatchObject}, []string{"the object after defaulting does not contain expect.object"}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := Compare(expectFrom(t, tc.expect), &tc.got)
-			if diff := cmp.Diff(tc.want, kinds(got)); diff != "" {
-				t.Fatalf("mismatch kinds (-want +got):\n%s\n%+v", diff, got)
-			}
-			for i, m := range tc.msgs {
-				if !strings.Contains(got[i].Message, m) {
-					t.Errorf("mismatch %d = %q, want it to contain %q", i, got[i].Message, m)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { compares(t, tc.expect, &tc.got, tc.want, tc.msgs) })
 	}
 }
 
@@ -156,5 +146,21 @@ func TestRunAdmitsCopiesAndReportsErrors(t *testing.T) {
 	}
 	if got := r.Cases[0].Subject; got != (Subject{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "c"}) || got.String() != "ConfigMap ns/c" {
 		t.Errorf("subject = %+v", got)
+	}
+}
+
+// compares checks the mismatches Compare finds between the expectation
+// written as expect and got: their kinds want, in order, and messages
+// containing msgs.
+func compares(t *testing.T, expect string, got *webhook.Verdict, want, msgs []string) {
+	t.Helper()
+	ms := Compare(expectFrom(t, expect), got)
+	if diff := cmp.Diff(want, kinds(ms)); diff != "" {
+		t.Fatalf("mismatch kinds (-want +got):\n%s\n%+v", diff, ms)
+	}
+	for i, m := range msgs {
+		if !strings.Contains(ms[i].Message, m) {
+			t.Errorf("mismatch %d = %q, want it to contain %q", i, ms[i].Message, m)
+		}
 	}
 }

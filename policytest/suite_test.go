@@ -119,17 +119,7 @@ func TestParseErrorsNameFileLineAndFix(t *testing.T) {
 		{"fieldValidation", header + "fieldValidation: Ignore\ncases:\n- name: a\n" + obj + "  expect: {allowed: true}\n",
 			[]string{`s-test.yaml:3: fieldValidation must be Strict or Warn, got "Ignore"`}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Parse("s-test.yaml", []byte(tc.suite))
-			if err == nil {
-				t.Fatal("no error")
-			}
-			for _, w := range tc.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error does not contain %q:\n%v", w, err)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { parseFails(t, tc.suite, tc.want) })
 	}
 }
 
@@ -245,5 +235,20 @@ func TestDiscoverFindsSuitesByName(t *testing.T) {
 	}
 	if _, err := Discover([]string{filepath.Join(dir, "nope")}); err == nil || !strings.Contains(err.Error(), "no such file or directory") {
 		t.Errorf("a missing path: %v", err)
+	}
+}
+
+// parseFails checks that Parse refuses suite with an error containing each
+// of want.
+func parseFails(t *testing.T, suite string, want []string) {
+	t.Helper()
+	_, err := Parse("s-test.yaml", []byte(suite))
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error does not contain %q:\n%v", w, err)
+		}
 	}
 }
