@@ -160,13 +160,13 @@ func compileRule(r Rule, source Source, mode environment.Type, s *Schemas) (*com
 	if errs := validateShape(r, spec); len(errs) > 0 {
 		return nil, errs
 	}
-	vap, _ := exportRule(r, source, s)
+	reads := readsOfRule(&r)
+	vap, _ := exportRule(r, reads, source, s)
 	cr := &compiledRule{rule: r, source: source, action: r.action(), policy: vap,
-		accessor: validating.NewValidatingAdmissionPolicyAccessor(vap), judgesUpdateOf: onUpdate(&r),
-		readsNamespace: mentionsNamespaceObject(vap, r)}
+		accessor: validating.NewValidatingAdmissionPolicyAccessor(vap), judgesUpdateOf: reads.onUpdate(),
+		readsNamespace: mentionsNamespaceObject(vap, r), reads: reads}
 
 	cr.groupResources = cr.resources()
-	cr.reads = readsOfRule(&r)
 	if mc := vap.Spec.MatchConstraints; mc != nil && mc.NamespaceSelector != nil {
 		if sel, err := metav1.LabelSelectorAsSelector(mc.NamespaceSelector); err == nil && !sel.Empty() {
 			cr.nsSelector = sel
@@ -274,7 +274,7 @@ func compileRule(r Rule, source Source, mode environment.Type, s *Schemas) (*com
 // fieldPathsExpression): a misspelled field anywhere is a load error.
 func typeCheck(r Rule, vap *admissionregistrationv1.ValidatingAdmissionPolicy, s *Schemas) field.ErrorList {
 	tc := &validating.TypeChecker{SchemaResolver: s, RestMapper: s.RESTMapper()}
-	ctx := tc.CreateContext(vap)
+	ctx := s.typeContext(tc, vap)
 	spec := field.NewPath("spec")
 	var errs field.ErrorList
 	check := func(p *field.Path, expr string) {
@@ -298,6 +298,47 @@ func typeCheck(r Rule, vap *admissionregistrationv1.ValidatingAdmissionPolicy, s
 		check(p.Child("fieldPathsExpression"), v.FieldPathsExpression)
 	}
 	return errs
+}
+
+// maxTypeContexts bounds the type-checking contexts one Schemas keeps: a
+// context per distinct set of matched resources, of which rules have few.
+const maxTypeContexts = 64
+
+// typeContext returns tc's context for vap, shared by every rule without
+// variables that matches the same resources. Creating one turns the schema
+// of every kind vap matches into CEL types (the apiserver's
+// TypeChecker.CreateContext), which was a sixth of what admitting a
+// WorkloadPolicy allocated with 10,000 of them applied at once
+// (test/faults); it depends only on the kinds matched, the schemas and
+// the rule's variables. A rule with variables gets a context of its own:
+// variables are part of it, and keeping one per rule would not be bounded.
+func (s *Schemas) typeContext(tc *validating.TypeChecker, vap *admissionregistrationv1.ValidatingAdmissionPolicy) *validating.TypeCheckingContext {
+	mc := vap.Spec.MatchConstraints
+	if len(vap.Spec.Variables) > 0 || vap.Spec.ParamKind != nil || mc == nil {
+		return tc.CreateContext(vap)
+	}
+	// What CreateContext reads of the rules: their groups, versions and
+	// resources (not operations, scope or names).
+	var key strings.Builder
+	for _, rr := range mc.ResourceRules {
+		fmt.Fprintf(&key, "%q %q %q;", rr.APIGroups, rr.APIVersions, rr.Resources)
+	}
+	s.typeContextsMu.Lock()
+	ctx, ok := s.typeContexts[key.String()]
+	s.typeContextsMu.Unlock()
+	if ok {
+		return ctx
+	}
+	ctx = tc.CreateContext(vap)
+	s.typeContextsMu.Lock()
+	defer s.typeContextsMu.Unlock()
+	if s.typeContexts == nil {
+		s.typeContexts = map[string]*validating.TypeCheckingContext{}
+	}
+	if len(s.typeContexts) < maxTypeContexts {
+		s.typeContexts[key.String()] = ctx
+	}
+	return ctx
 }
 
 // compileMessage turns a CEL compile error into a one-paragraph message.

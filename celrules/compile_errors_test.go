@@ -265,7 +265,7 @@ func TestMentionsNamespaceObject(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := shapeRule()
 			tc.mutate(&r)
-			vap, _ := exportRule(r, SourcePolicy, nil)
+			vap, _ := exportRule(r, readsOfRule(&r), SourcePolicy, nil)
 			if got := mentionsNamespaceObject(vap, r); got != tc.want {
 				t.Errorf("mentionsNamespaceObject = %v, want %v", got, tc.want)
 			}

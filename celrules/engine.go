@@ -125,7 +125,7 @@ func (e *Engine) useSchemas(s *Schemas) error {
 			}
 		} else {
 			info = RuleInfo{ID: r.ID, Kinds: r.kinds(), Action: string(r.action()), Source: SourceBuiltin,
-				Description: r.Description, Inactive: inactive[r.ID], Reason: "inactive: " + inactive[r.ID], OnUpdate: onUpdate(&r)}
+				Description: r.Description, Inactive: inactive[r.ID], Reason: "inactive: " + inactive[r.ID], OnUpdate: readsOfRule(&r).onUpdate()}
 		}
 		info.Enabled = enabled
 		infos = append(infos, info)
@@ -398,7 +398,7 @@ func (e *Engine) Export() ([]*admissionregistrationv1.ValidatingAdmissionPolicy,
 	var vaps []*admissionregistrationv1.ValidatingAdmissionPolicy
 	var bindings []*admissionregistrationv1.ValidatingAdmissionPolicyBinding
 	for _, cr := range e.snapshot() {
-		_, b := exportRule(cr.rule, cr.source, nil, e.cfg.Namespace)
+		_, b := exportRule(cr.rule, cr.reads, cr.source, nil, e.cfg.Namespace)
 		vap := cr.policy.DeepCopy()
 		namedPolicy(cr.rule.ID, vap)
 		vaps = append(vaps, vap)

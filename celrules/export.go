@@ -84,7 +84,7 @@ func namedPolicy(id string, vap *admissionregistrationv1.ValidatingAdmissionPoli
 // is, and verdicts are the same).
 // Resources are listed with the CRD's explicit versions (not "*"), so the
 // apiserver type-checks the exported expressions against the schemas.
-func exportRule(r Rule, source Source, s *Schemas, excludeNamespace ...string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
+func exportRule(r Rule, reads ruleReads, source Source, s *Schemas, excludeNamespace ...string) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding) {
 	name := PolicyName(r.ID, source)
 	meta := metav1.ObjectMeta{
 		Name:   name,
@@ -123,7 +123,7 @@ func exportRule(r Rule, source Source, s *Schemas, excludeNamespace ...string) (
 	for _, c := range r.MatchConditions {
 		vap.Spec.MatchConditions = append(vap.Spec.MatchConditions, admissionregistrationv1.MatchCondition{Name: c.Name, Expression: c.Expression})
 	}
-	if c, ok := updateCondition(&r); ok {
+	if c, ok := reads.updateCondition(); ok {
 		vap.Spec.MatchConditions = append(vap.Spec.MatchConditions, c)
 	}
 	for _, v := range r.Variables {

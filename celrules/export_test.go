@@ -191,7 +191,7 @@ func TestExportRuleShape(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			r := trainJobRule("max-day", shepherdv1alpha1.Validation{Expression: "object.spec.x > 0", Message: "m"})
 			tc.mutate(&r)
-			vap, b := exportRule(r, SourcePolicy, nil, tc.exclude...)
+			vap, b := exportRule(r, readsOfRule(&r), SourcePolicy, nil, tc.exclude...)
 			if vap.Name != PolicyName(r.ID, SourcePolicy) || b.Name != vap.Name || b.Spec.PolicyName != vap.Name {
 				t.Errorf("names: policy %s, binding %s naming %s", vap.Name, b.Name, b.Spec.PolicyName)
 			}

@@ -37,7 +37,7 @@ func TestUpdateCondition(t *testing.T) {
 			for _, e := range tc.expressions {
 				r.Validations = append(r.Validations, shepherdv1alpha1.Validation{Expression: e})
 			}
-			c, ok := updateCondition(&r)
+			c, ok := readsOfRule(&r).updateCondition()
 			if got := c.Expression; got != tc.want || ok != (tc.want != "") {
 				t.Errorf("updateCondition = %q, %v; want %q", got, ok, tc.want)
 			}

@@ -70,10 +70,12 @@ func (e *Engine) UpdateReads() Reads {
 }
 
 // ruleReads is what one rule's expressions read (readsOfRule), derived
-// once when the rule is compiled: UpdateReads runs on every change of the
-// rules, and parsing every expression of every rule each time made loading
-// n policies cost n² parses (a quarter of a replica's CPU while 10,000
-// WorkloadPolicies loaded).
+// once when the rule is compiled, for its UPDATE condition (exportRule),
+// its RuleInfo.OnUpdate and UpdateReads. UpdateReads runs on every change
+// of the rules, and parsing every expression of every rule each time made
+// loading n policies cost n² parses (a quarter of a replica's CPU while
+// 10,000 WorkloadPolicies loaded); parsing them once per use at compile
+// time was another 5 % of a WorkloadPolicy's admission.
 type ruleReads struct {
 	regions []string
 	// unconditional says, per expression that makes every UPDATE matter,
@@ -301,12 +303,12 @@ const UpdateConditionName = "shepherd.dev/update-changes-what-rule-reads"
 // may have; a rule may have one fewer (UpdateConditionName).
 const maxMatchConditions = 64
 
-// updateCondition is r's UpdateConditionName condition; ok is false when
-// the rule needs none: it reads nothing of the object (nothing an UPDATE
-// changes can change its verdict... unless it reads the request, the
-// authorizer or the object whole, which any UPDATE may change).
-func updateCondition(r *Rule) (admissionregistrationv1.MatchCondition, bool) {
-	regions, ok := updateRegions(r)
+// updateCondition is the rule's UpdateConditionName condition; ok is false
+// when the rule needs none: it reads nothing of the object (nothing an
+// UPDATE changes can change its verdict... unless it reads the request,
+// the authorizer or the object whole, which any UPDATE may change).
+func (rr ruleReads) updateCondition() (admissionregistrationv1.MatchCondition, bool) {
+	regions, ok := rr.updateRegions()
 	if !ok {
 		return admissionregistrationv1.MatchCondition{}, false
 	}
@@ -317,33 +319,22 @@ func updateCondition(r *Rule) (admissionregistrationv1.MatchCondition, bool) {
 	return admissionregistrationv1.MatchCondition{Name: UpdateConditionName, Expression: expr}, true
 }
 
-// updateRegions are the regions of the object r reads, sorted; ok is false
-// when r is evaluated on every UPDATE (updateCondition).
-func updateRegions(r *Rule) ([]string, bool) {
-	regions := map[string]bool{}
-	for _, expr := range expressionsOf(r) {
-		if readsOf(expr, regions) != "" {
-			return nil, false
-		}
-	}
-	if len(regions) == 0 || regions["*"] {
+// updateRegions are the regions of the object the rule reads, sorted; ok
+// is false when it is evaluated on every UPDATE (updateCondition).
+func (rr ruleReads) updateRegions() ([]string, bool) {
+	if len(rr.unconditional) > 0 || len(rr.regions) == 0 || slices.Contains(rr.regions, "*") {
 		return nil, false
 	}
-	out := make([]string, 0, len(regions))
-	for region := range regions {
-		out = append(out, region)
-	}
-	sort.Strings(out)
-	return out, true
+	return rr.regions, true
 }
 
 // OnUpdateAlways is RuleInfo.OnUpdate of a rule evaluated on every UPDATE.
 const OnUpdateAlways = "every UPDATE"
 
-// onUpdate is RuleInfo.OnUpdate: the regions whose change has r judged on
-// UPDATE, or OnUpdateAlways.
-func onUpdate(r *Rule) string {
-	regions, ok := updateRegions(r)
+// onUpdate is RuleInfo.OnUpdate: the regions whose change has the rule
+// judged on UPDATE, or OnUpdateAlways.
+func (rr ruleReads) onUpdate() string {
+	regions, ok := rr.updateRegions()
 	if !ok {
 		return OnUpdateAlways
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/admission/plugin/policy/validating"
 	"k8s.io/apiserver/pkg/cel/openapi/resolver"
 	"k8s.io/kube-openapi/pkg/validation/spec"
 
@@ -53,6 +54,11 @@ type Schemas struct {
 	builtins     []*compiledRule
 	inactive     map[string]string
 	builtinsErr  error
+
+	// typeContexts are the type-checking contexts of the rules without
+	// variables, by the resources they match (typeContext).
+	typeContextsMu sync.Mutex
+	typeContexts   map[string]*validating.TypeCheckingContext
 }
 
 var _ resolver.SchemaResolver = (*Schemas)(nil)
