@@ -36,6 +36,12 @@ CHART_REGISTRY ?=
 # -ldflags=-w: test binaries without DWARF (stack traces and profiles do not
 # need it) link in about a quarter less time, and make test links some 60.
 GO_TEST_FLAGS ?= -count=1 -timeout 40m -ldflags=-w
+# The longest suites, longest first: go test starts packages in the order
+# they are named (two at a time on two cores) and ./... adds the others
+# once each, so the long ones no longer start last and run alone at the
+# end. In a clean-clone run: faults about 560 s, replicas 355, bed 255,
+# trainjob 175, grove, vap and workload about 100 each, webhook 80.
+TEST_FIRST ?= ./test/faults ./test/replicas ./test/bed ./test/trainjob ./test/grove ./test/vap ./test/workload ./test/webhook
 
 .PHONY: all
 all: build
@@ -134,7 +140,7 @@ build: ## Build bin/shepherd.
 
 .PHONY: test
 test: controlplane bed $(CONTROLLER_GEN) ## Unit and integration tests against a real kube-apiserver + etcd (and the test bed's real controllers).
-	SHEPHERD_BED="$$(./hack/build-bed.sh)" KUBEBUILDER_ASSETS="$$(./hack/build-controlplane.sh)" go test $(GO_TEST_FLAGS) ./...
+	SHEPHERD_BED="$$(./hack/build-bed.sh)" KUBEBUILDER_ASSETS="$$(./hack/build-controlplane.sh)" go test $(GO_TEST_FLAGS) $(TEST_FIRST) ./...
 
 .PHONY: bench-audit
 bench-audit: controlplane ## Background audit at scale: 10,000 TrainJobs + 2,000 PodCliqueSets, built-ins + 10 WorkloadPolicies: pass time, RSS, admission latency during a pass (AUDIT_TRAINJOBS, AUDIT_PODCLIQUESETS).
