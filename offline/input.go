@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -27,8 +28,12 @@ func (e *InputTooLargeError) Error() string {
 	if e.Name == stdinDescription {
 		what = "the input"
 	}
-	l := resource.NewQuantity(e.Limit, resource.BinarySI)
-	return fmt.Sprintf("%s: larger than the %s bytes --%s allows; raise --%s or split %s", e.Name, l.String(), MaxInputFlag, MaxInputFlag, what)
+	// The limit as the flag is written ("64Mi") and in bytes.
+	limit := fmt.Sprintf("%d bytes", e.Limit)
+	if q := resource.NewQuantity(e.Limit, resource.BinarySI).String(); q != strconv.FormatInt(e.Limit, 10) {
+		limit = q + " (" + limit + ")"
+	}
+	return fmt.Sprintf("%s: larger than the %s --%s allows; raise --%s or split %s", e.Name, limit, MaxInputFlag, MaxInputFlag, what)
 }
 
 // stdinDescription names standard input in InputTooLargeError.

@@ -71,9 +71,9 @@ func TestErrorMessages(t *testing.T) {
 	}{
 		{"parse error with a line", &ParseError{File: "a.yaml", Line: 3, Err: inner}, "a.yaml:3: bad"},
 		{"parse error without a line", &ParseError{File: "a.yaml", Err: inner}, "a.yaml: bad"},
-		{"a file", &InputTooLargeError{Name: "big.yaml", Limit: 64 << 20}, "big.yaml: larger than the 64Mi bytes --max-input-bytes allows; raise --max-input-bytes or split the file"},
+		{"a file", &InputTooLargeError{Name: "big.yaml", Limit: 64 << 20}, "big.yaml: larger than the 64Mi (67108864 bytes) --max-input-bytes allows; raise --max-input-bytes or split the file"},
 		// The limit is written as --max-input-bytes takes it: 1000 is 1k.
-		{"standard input", &InputTooLargeError{Name: "standard input", Limit: 1000}, "standard input: larger than the 1k bytes --max-input-bytes allows; raise --max-input-bytes or split the input"},
+		{"standard input", &InputTooLargeError{Name: "standard input", Limit: 1000}, "standard input: larger than the 1k (1000 bytes) --max-input-bytes allows; raise --max-input-bytes or split the input"},
 	} {
 		if diff := cmp.Diff(tc.want, tc.err.Error()); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, diff)

@@ -88,7 +88,7 @@ func TestCheckStopsAtMaxInputBytes(t *testing.T) {
 			if elapsed > 5*time.Second {
 				t.Errorf("took %v, want under 5s", elapsed)
 			}
-			want := tc.input + ": larger than the 64Mi bytes --max-input-bytes allows"
+			want := tc.input + ": larger than the 64Mi (67108864 bytes) --max-input-bytes allows"
 			if !strings.Contains(stderr.String(), want) {
 				t.Errorf("stderr %.1000q lacks %q", stderr.String(), want)
 			}

@@ -71,7 +71,7 @@ func withStdinPipe(t *testing.T, content string, n int64, f func()) {
 
 // tooLarge is the message of an input over the limit, as Main prints it.
 func tooLarge(name, limit, what string) string {
-	return fmt.Sprintf("shepherd: %s: larger than the %s bytes --max-input-bytes allows; raise --max-input-bytes or split %s\n", name, limit, what)
+	return fmt.Sprintf("shepherd: %s: larger than the %s --max-input-bytes allows; raise --max-input-bytes or split %s\n", name, limit, what)
 }
 
 // TestMaxInputBytesRefusesLargerInputs: every command that reads manifests
@@ -104,7 +104,7 @@ func TestMaxInputBytesRefusesLargerInputs(t *testing.T) {
 		name:       "file",
 		args:       []string{"check", "-f", big, "--max-input-bytes", "1Ki"},
 		wantCode:   2,
-		wantStderr: tooLarge(big, "1Ki", "the file"),
+		wantStderr: tooLarge(big, "1Ki (1024 bytes)", "the file"),
 	}, {
 		name:       "file of exactly the limit",
 		args:       []string{"check", "-f", exact, "--max-input-bytes", "1024"},
@@ -114,29 +114,29 @@ func TestMaxInputBytesRefusesLargerInputs(t *testing.T) {
 		name:       "file in a directory",
 		args:       []string{"check", "-f", bigDir, "--max-input-bytes", "1Ki"},
 		wantCode:   2,
-		wantStderr: tooLarge(bigInDir, "1Ki", "the file"),
+		wantStderr: tooLarge(bigInDir, "1Ki (1024 bytes)", "the file"),
 	}, {
 		name:       "non-regular file",
 		args:       []string{"check", "-f", "/dev/zero", "--max-input-bytes", "1Mi"},
 		wantCode:   2,
-		wantStderr: tooLarge("/dev/zero", "1Mi", "the file"),
+		wantStderr: tooLarge("/dev/zero", "1Mi (1048576 bytes)", "the file"),
 	}, {
 		name:       "the default limit",
 		args:       []string{"check", "-f", "/dev/zero"},
 		wantCode:   2,
-		wantStderr: tooLarge("/dev/zero", "64Mi", "the file"),
+		wantStderr: tooLarge("/dev/zero", "64Mi (67108864 bytes)", "the file"),
 	}, {
 		name:       "stdin redirected from a file",
 		args:       []string{"check", "-f", "-", "--max-input-bytes", "1Ki"},
 		stdin:      padded(configMapYAML, 2048),
 		wantCode:   2,
-		wantStderr: tooLarge("standard input", "1Ki", "the input"),
+		wantStderr: tooLarge("standard input", "1Ki (1024 bytes)", "the input"),
 	}, {
 		name:       "stdin from a pipe",
 		args:       []string{"check", "-f", "-", "--max-input-bytes", "1Mi"},
 		pipe:       8 << 20,
 		wantCode:   2,
-		wantStderr: tooLarge("standard input", "1Mi", "the input"),
+		wantStderr: tooLarge("standard input", "1Mi (1048576 bytes)", "the input"),
 	}, {
 		name:       "stdin from a pipe, exactly the limit",
 		args:       []string{"check", "-f", "-", "--max-input-bytes", fmt.Sprint(10 * len("---\n"+configMapYAML))},
@@ -147,37 +147,37 @@ func TestMaxInputBytesRefusesLargerInputs(t *testing.T) {
 		name:       "check --context",
 		args:       []string{"check", "-f", small, "--context", big, "--max-input-bytes", "1Ki"},
 		wantCode:   2,
-		wantStderr: tooLarge(big, "1Ki", "the file"),
+		wantStderr: tooLarge(big, "1Ki (1024 bytes)", "the file"),
 	}, {
 		name:       "check --old",
 		args:       []string{"check", "-f", small, "--old", big, "--max-input-bytes", "1Ki"},
 		wantCode:   2,
-		wantStderr: tooLarge(big, "1Ki", "the file"),
+		wantStderr: tooLarge(big, "1Ki (1024 bytes)", "the file"),
 	}, {
 		name:       "check --policy",
 		args:       []string{"check", "-f", small, "--policy", bigPolicy, "--max-input-bytes", "1Ki"},
 		wantCode:   2,
-		wantStderr: tooLarge(bigPolicy, "1Ki", "the file"),
+		wantStderr: tooLarge(bigPolicy, "1Ki (1024 bytes)", "the file"),
 	}, {
 		name:       "check --crd",
 		args:       []string{"check", "-f", small, "--crd", bigCRD, "--max-input-bytes", "1Ki"},
 		wantCode:   2,
-		wantStderr: "shepherd: --crd: " + strings.TrimPrefix(tooLarge(bigCRD, "1Ki", "the file"), "shepherd: "),
+		wantStderr: "shepherd: --crd: " + strings.TrimPrefix(tooLarge(bigCRD, "1Ki (1024 bytes)", "the file"), "shepherd: "),
 	}, {
 		name:       "audit -f",
 		args:       []string{"audit", "--policy", policy, "-f", big, "--max-input-bytes", "1Ki"},
 		wantCode:   2,
-		wantStderr: tooLarge(big, "1Ki", "the file"),
+		wantStderr: tooLarge(big, "1Ki (1024 bytes)", "the file"),
 	}, {
 		name:       "audit --policy",
 		args:       []string{"audit", "--policy", bigPolicy, "-f", small, "--max-input-bytes", "1Ki"},
 		wantCode:   2,
-		wantStderr: tooLarge(bigPolicy, "1Ki", "the file"),
+		wantStderr: tooLarge(bigPolicy, "1Ki (1024 bytes)", "the file"),
 	}, {
 		name:       "export --policy",
 		args:       []string{"export", "vap", "--policy", bigPolicy, "--max-input-bytes", "1Ki"},
 		wantCode:   2,
-		wantStderr: tooLarge(bigPolicy, "1Ki", "the file"),
+		wantStderr: tooLarge(bigPolicy, "1Ki (1024 bytes)", "the file"),
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			var code int
@@ -228,17 +228,17 @@ func TestMaxInputBytesBoundsTestSuites(t *testing.T) {
 		name:  "suite",
 		files: map[string]string{"s-test.yaml": padded(suite(""), 2048), "obj.yaml": configMapYAML},
 		suite: "s-test.yaml",
-		want:  tooLarge("DIR/s-test.yaml", "1Ki", "the file"),
+		want:  tooLarge("DIR/s-test.yaml", "1Ki (1024 bytes)", "the file"),
 	}, {
 		name:  "object file",
 		files: map[string]string{"s-test.yaml": suite(""), "obj.yaml": padded(configMapYAML, 2048)},
 		suite: "s-test.yaml",
-		want:  `shepherd: DIR/s-test.yaml:5: case "cm": objectFile: ` + strings.TrimPrefix(tooLarge("DIR/obj.yaml", "1Ki", "the file"), "shepherd: "),
+		want:  `shepherd: DIR/s-test.yaml:5: case "cm": objectFile: ` + strings.TrimPrefix(tooLarge("DIR/obj.yaml", "1Ki (1024 bytes)", "the file"), "shepherd: "),
 	}, {
 		name:  "context",
 		files: map[string]string{"s-test.yaml": suite("context: [ctx.yaml]\n"), "obj.yaml": configMapYAML, "ctx.yaml": padded(configMapYAML, 2048)},
 		suite: "s-test.yaml",
-		want:  "shepherd: DIR/s-test.yaml: context: " + strings.TrimPrefix(tooLarge("DIR/ctx.yaml", "1Ki", "the file"), "shepherd: "),
+		want:  "shepherd: DIR/s-test.yaml: context: " + strings.TrimPrefix(tooLarge("DIR/ctx.yaml", "1Ki (1024 bytes)", "the file"), "shepherd: "),
 	}, {
 		name:  "not a regular file",
 		suite: "/dev/zero",
