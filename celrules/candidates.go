@@ -24,9 +24,8 @@ type candidates struct {
 	byNamespace map[schema.GroupResource]*namespaceIndex
 	// ordered is the whole snapshot, filtered on the fly for a resource no
 	// rule names (the webhooks are sent none; `check` and the audit may
-	// be); resources holds what each of its rules names, in the same order.
-	ordered   []*compiledRule
-	resources [][]schema.GroupResource
+	// be).
+	ordered []*compiledRule
 }
 
 // anyName is the wildcard of a ValidatingAdmissionPolicy's apiGroups and
@@ -39,11 +38,10 @@ const anyName = "*"
 // it covers: filtering every rule once per named resource cost
 // milliseconds per change with thousands of WorkloadPolicies.
 func newCandidates(ordered []*compiledRule) *candidates {
-	c := &candidates{byResource: map[schema.GroupResource][]*compiledRule{}, ordered: ordered, resources: make([][]schema.GroupResource, 0, len(ordered))}
+	c := &candidates{byResource: map[schema.GroupResource][]*compiledRule{}, ordered: ordered}
 	named := map[schema.GroupResource]bool{}
 	var last schema.GroupResource // runs of policies name the same resource
 	for _, cr := range ordered {
-		c.resources = append(c.resources, cr.groupResources)
 		for _, gr := range cr.groupResources {
 			if gr != last && gr.Group != anyName && gr.Resource != anyName {
 				named[gr], last = true, gr
@@ -61,8 +59,8 @@ func newCandidates(ordered []*compiledRule) *candidates {
 			open = false
 		}
 	}
-	for i, cr := range ordered {
-		if own := c.resources[i]; len(own) == 1 && own[0].Group != anyName && own[0].Resource != anyName {
+	for _, cr := range ordered {
+		if own := cr.groupResources; len(own) == 1 && own[0].Group != anyName && own[0].Resource != anyName {
 			// Most rules name one resource: no list of what they cover.
 			if !open || own[0] != curGR {
 				flush()
@@ -73,7 +71,7 @@ func newCandidates(ordered []*compiledRule) *candidates {
 		}
 		flush()
 		var covers []schema.GroupResource
-		for _, own := range c.resources[i] {
+		for _, own := range cr.groupResources {
 			if own.Group != anyName && own.Resource != anyName {
 				covers = append(covers, own)
 				continue
@@ -188,12 +186,9 @@ func (c *candidates) of(gr schema.GroupResource) []*compiledRule {
 // group and resource, never wildcards), in evaluation order.
 func (c *candidates) filter(gr schema.GroupResource) []*compiledRule {
 	var out []*compiledRule
-	for i, cr := range c.ordered {
-		for _, own := range c.resources[i] {
-			if (own.Group == anyName || own.Group == gr.Group) && (own.Resource == anyName || own.Resource == gr.Resource) {
-				out = append(out, cr)
-				break
-			}
+	for _, cr := range c.ordered {
+		if cr.covers(gr) {
+			out = append(out, cr)
 		}
 	}
 	return out

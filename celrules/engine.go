@@ -57,6 +57,9 @@ type Engine struct {
 	ordered []*compiledRule
 	index   *candidates
 	stale   atomic.Bool
+	// overlay holds the policies changed since ordered was built, which
+	// evaluations apply over it (current) until there are too many.
+	overlay *overlay
 	// version counts the changes to the rule set (Version).
 	version atomic.Uint64
 	// checked keeps CheckPolicy's compilations for SetPolicy.
@@ -276,7 +279,7 @@ func (e *Engine) SetPolicy(p *shepherdv1alpha1.WorkloadPolicy) field.ErrorList {
 	} else {
 		e.record(p, cr, errs)
 	}
-	e.changed()
+	e.changedPolicy(p.Name)
 	e.version.Add(1)
 	return errs
 }
@@ -312,7 +315,7 @@ func (e *Engine) DeletePolicy(name string) {
 	e.drop(name)
 	delete(e.given, name)
 	delete(e.failed, name)
-	e.changed()
+	e.changedPolicy(name)
 }
 
 // put makes cr the compiled policy of name, keeping names sorted (the
@@ -339,23 +342,54 @@ func (e *Engine) drop(name string) {
 // changed marks the evaluation snapshot stale; e.mu must be held.
 func (e *Engine) changed() { e.stale.Store(true) }
 
-// fresh returns the evaluation snapshot and its index, rebuilding them
-// first when the rules changed since.
+// changedPolicy records that the policy name was set or deleted: over the
+// snapshot while few changed, else by marking it stale; e.mu must be held.
+func (e *Engine) changedPolicy(name string) {
+	if e.stale.Load() {
+		return // rebuilt before any evaluation, with this change
+	}
+	e.overlay = e.overlay.with(name, e.policies[name])
+	if len(e.overlay.byName) > maxOverlay {
+		e.changed()
+	}
+}
+
+// fresh returns the evaluation snapshot and its index with every change
+// in, rebuilding them first when the rules changed since.
 func (e *Engine) fresh() ([]*compiledRule, *candidates) {
+	e.mu.RLock()
+	if !e.stale.Load() && e.overlay == nil {
+		defer e.mu.RUnlock()
+		return e.ordered, e.index
+	}
+	e.mu.RUnlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stale.Load() || e.overlay != nil {
+		e.reorder()
+	}
+	return e.ordered, e.index
+}
+
+// current returns the snapshot's index and the policies changed since,
+// which Evaluate applies over it; it rebuilds the snapshot first only when
+// it is stale: the built-ins or the schemas changed, or more than
+// maxOverlay policies did.
+func (e *Engine) current() (*candidates, *overlay) {
 	if e.stale.Load() {
 		e.mu.Lock()
 		if e.stale.Load() {
 			e.reorder()
-			e.stale.Store(false)
 		}
 		e.mu.Unlock()
 	}
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	return e.ordered, e.index
+	return e.index, e.overlay
 }
 
-// reorder rebuilds the evaluation snapshot; e.mu must be held.
+// reorder rebuilds the evaluation snapshot with every change in; e.mu
+// must be held.
 func (e *Engine) reorder() {
 	ordered := make([]*compiledRule, 0, len(e.builtins)+len(e.names))
 	ordered = append(ordered, e.builtins...)
@@ -364,6 +398,8 @@ func (e *Engine) reorder() {
 	}
 	e.ordered = ordered
 	e.index = newCandidates(ordered)
+	e.overlay = nil
+	e.stale.Store(false)
 }
 
 func (e *Engine) snapshot() []*compiledRule {
@@ -371,11 +407,12 @@ func (e *Engine) snapshot() []*compiledRule {
 	return ordered
 }
 
-// candidatesFor returns the rules of the current snapshot that may match a
-// request for gr, in evaluation order.
-func (e *Engine) candidatesFor(gr schema.GroupResource) ([]*compiledRule, *namespaceIndex) {
-	_, index := e.fresh()
-	return index.of(gr), index.byNamespace[gr]
+// candidatesFor returns the rules of the snapshot that may match a request
+// for gr, in evaluation order, the index that narrows them by namespace,
+// and the policies changed since (current).
+func (e *Engine) candidatesFor(gr schema.GroupResource) ([]*compiledRule, *namespaceIndex, *overlay) {
+	index, ov := e.current()
+	return index.of(gr), index.byNamespace[gr], ov
 }
 
 // Rules lists every built-in rule (enabled or not) and every active policy.
@@ -458,12 +495,16 @@ type Result struct {
 // every failed validation, in rule order.
 func (e *Engine) Evaluate(ctx context.Context, in *Input) []Result {
 	r := newRequest(ctx, in)
-	rules, byNS := e.candidatesFor(schema.GroupResource{Group: in.Group, Resource: in.Resource})
+	gr := schema.GroupResource{Group: in.Group, Resource: in.Resource}
+	rules, byNS, changed := e.candidatesFor(gr)
 	if byNS != nil && in.Namespace != "" && in.Resource != "namespaces" {
 		// A namespace that cannot be found is the matcher's to answer.
 		if ns, err := r.namespace(in.Namespace); err == nil {
 			rules = byNS.narrow(rules, ns.Labels)
 		}
+	}
+	if changed != nil {
+		rules = changed.apply(rules, gr)
 	}
 	var out []Result
 	for _, cr := range rules {

@@ -227,6 +227,17 @@ func TestDeletedPolicyIsForgotten(t *testing.T) {
 	}
 }
 
+// candidatesOf is what Evaluate runs for a request for gr before narrowing
+// by namespace: the snapshot's candidates with the changed policies over
+// them.
+func candidatesOf(e *Engine, gr schema.GroupResource) []*compiledRule {
+	rules, _, changed := e.candidatesFor(gr)
+	if changed != nil {
+		rules = changed.apply(rules, gr)
+	}
+	return rules
+}
+
 // The candidate index follows the rule set: a policy added, narrowed to a
 // kind, or deleted changes which rules a request for a resource is
 // evaluated against.
@@ -248,12 +259,12 @@ func TestCandidateIndexFollowsPolicyChanges(t *testing.T) {
 	if got := rules(e.Evaluate(context.Background(), tj)); len(got) != 0 {
 		t.Errorf("the policy now on ClusterTrainingRuntimes still judges TrainJobs: %v", got)
 	}
-	crs, _ := e.candidatesFor(schema.GroupResource{Group: "trainer.kubeflow.org", Resource: "clustertrainingruntimes"})
+	crs := candidatesOf(e, schema.GroupResource{Group: "trainer.kubeflow.org", Resource: "clustertrainingruntimes"})
 	if len(crs) != 1 || crs[0].rule.ID != "p" {
 		t.Errorf("candidates for clustertrainingruntimes: %d rules, want p", len(crs))
 	}
 	e.DeletePolicy("p")
-	if crs, _ := e.candidatesFor(schema.GroupResource{Group: "trainer.kubeflow.org", Resource: "clustertrainingruntimes"}); len(crs) != 0 {
+	if crs := candidatesOf(e, schema.GroupResource{Group: "trainer.kubeflow.org", Resource: "clustertrainingruntimes"}); len(crs) != 0 {
 		t.Errorf("candidates after the delete: %d rules, want none", len(crs))
 	}
 }

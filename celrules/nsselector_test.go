@@ -66,7 +66,8 @@ func TestNamespaceSelectorShortcutDecidesAsTheMatcher(t *testing.T) {
 		cr.nsSelector, cr.nsRequires = nil, "" // the matcher alone
 	}
 	plain.changed() // rebuild its index without the selectors: nothing narrowed
-	_, idx := fast.candidatesFor(schema.GroupResource{Group: "trainer.kubeflow.org", Resource: "trainjobs"})
+	fast.fresh()    // the policies folded into the index, not over it
+	_, idx, _ := fast.candidatesFor(schema.GroupResource{Group: "trainer.kubeflow.org", Resource: "trainjobs"})
 	indexed := 0
 	if idx != nil {
 		for _, pos := range idx.byLabel {
