@@ -193,8 +193,10 @@ func (h *Handler) record(ctx context.Context, ev *auditv1.Event) []audit.Record 
 	var failures []validating.ValidationFailureValue
 	if raw, ok := ev.Annotations[AnnotationValidationFailure]; ok {
 		if err := json.Unmarshal([]byte(raw), &failures); err != nil {
-			logf.FromContext(ctx).Error(err, "audit event with an unreadable validation failure annotation", "auditID", ev.AuditID)
-			return nil
+			// The failures cannot be read, but the event's exemptions are
+			// separate annotations and are still recorded below.
+			logf.FromContext(ctx).Error(err, "audit event with an unreadable validation failure annotation; its exemptions are still recorded", "auditID", ev.AuditID)
+			failures = nil
 		}
 	}
 	exempted := h.exempted(ev)

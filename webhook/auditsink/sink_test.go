@@ -179,3 +179,26 @@ func TestRecordsExemptions(t *testing.T) {
 		t.Errorf("exempt record = %+v", r)
 	}
 }
+
+// TestUnreadableFailuresKeepExemptions: an event whose validation failure
+// annotation does not parse still has its exemptions recorded (they are
+// annotations of their own); the failures it could not read are not made up.
+func TestUnreadableFailuresKeepExemptions(t *testing.T) {
+	h, rec, _ := newHandler(t)
+	list := `{"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "metadata": {}, "items": [
+    {"level": "Metadata", "auditID": "u-1", "stage": "ResponseComplete",
+     "requestURI": "/apis/trainer.kubeflow.org/v1alpha1/namespaces/legacy/trainjobs",
+     "verb": "create", "user": {"username": "carol"},
+     "objectRef": {"resource": "trainjobs", "namespace": "legacy", "name": "old", "apiGroup": "trainer.kubeflow.org", "apiVersion": "v1alpha1"},
+     "annotations": {
+       "validation.policy.admission.k8s.io/validation_failure": "[{not json",
+       "shepherd-v-tj-1/exempt": "legacy-jobs\n2027-01-01T00:00:00Z\nactiveDeadlineSeconds must be at least 1 (shepherd V-TJ-1)"}}]}`
+	w := post(h, list, "Bearer "+token)
+	if w.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", w.Code, w.Body)
+	}
+	recs := rec.Ring.Query(audit.Query{})
+	if len(recs) != 1 || recs[0].Action != "Exempt" || recs[0].Rule != "V-TJ-1" || recs[0].Exception != "legacy-jobs" {
+		t.Fatalf("records %+v, want the one exemption of V-TJ-1 by legacy-jobs", recs)
+	}
+}
