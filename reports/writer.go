@@ -73,11 +73,14 @@ func (w *Writer) Sync(ctx context.Context, findings []Finding) (Counts, error) {
 		if _, keep := desired[ns]; keep {
 			continue
 		}
-		if err := w.delete(ctx, ns, uid); err != nil {
+		deleted, err := w.delete(ctx, ns, uid)
+		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		c.Deleted++
+		if deleted {
+			c.Deleted++
+		}
 	}
 	return c, errors.Join(errs...)
 }
@@ -159,16 +162,21 @@ func (w *Writer) apply(ctx context.Context, ns string, want *openreportsv1alpha1
 	return nil
 }
 
-func (w *Writer) delete(ctx context.Context, ns string, existing metav1.Object) error {
+// delete deletes the report of ns listed as existing, by its UID; false
+// when it was already gone (someone else deleted it since the list).
+func (w *Writer) delete(ctx context.Context, ns string, existing metav1.Object) (bool, error) {
 	obj := emptyReport(ns)
 	obj.SetName(api.ReportName)
 	obj.SetNamespace(ns)
 	uid := existing.GetUID()
 	err := w.Client.Delete(ctx, obj, client.Preconditions{UID: &uid})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting report %s/%s: %w", ns, api.ReportName, err)
+	if apierrors.IsNotFound(err) {
+		return false, nil
 	}
-	return nil
+	if err != nil {
+		return false, fmt.Errorf("deleting report %s/%s: %w", ns, api.ReportName, err)
+	}
+	return true, nil
 }
 
 // body is what a report says, apart from its metadata.
