@@ -89,8 +89,8 @@ type Auditor struct {
 	series map[[2]string]bool // the violation gauge's series set
 
 	results atomic.Pointer[Results]
-	// seen stamps the findings handed to Reports (passes are serialized
-	// by passMu).
+	// seen stamps when each finding was first found, for Reports
+	// (passes are serialized by passMu).
 	seen firstSeen
 }
 
@@ -247,6 +247,7 @@ func (t *term) pass(ctx context.Context, periodic bool) (uint64, bool) {
 	evaluations.WithLabelValues("reused").Add(float64(st.Reused))
 	auditedObjects.Set(float64(res.Objects))
 	a.results.Store(res)
+	a.seen.stamp(res)
 	a.setGauge(res)
 	if a.opts.Recorder != nil && len(fresh) > 0 {
 		a.opts.Recorder.RecordStored(ctx, records(fresh))

@@ -277,9 +277,9 @@ func TestTermPassWritesWhatChanged(t *testing.T) {
 			version: "3.1", judged: 2,
 			r1:    auditFigures{Violations: "1", Samples: []string{"TrainJob ns/a spec.y: R1 failed"}, AuditedGeneration: 2, LastAudit: at(5 * time.Minute)},
 			quiet: auditFigures{Violations: "0", AuditedGeneration: 1, LastAudit: at(3 * time.Minute)},
-			// Stamped when first handed to the reports: the pass at 4
-			// minutes handed them nothing.
-			syncs: 4, found: []string{"R1 ns/a spec.y " + at(5*time.Minute)}, records: 2,
+			// Stamped by the pass at 4 minutes that found it, although
+			// that pass handed the reports nothing.
+			syncs: 4, found: []string{"R1 ns/a spec.y " + at(4*time.Minute)}, records: 2,
 			gauge: map[string]float64{"R1 " + kind: 1},
 		}},
 		{"a new term hands its first pass to the reports although nothing changed", func() {
@@ -290,7 +290,7 @@ func TestTermPassWritesWhatChanged(t *testing.T) {
 			version: "3.1", judged: 0,
 			r1:    auditFigures{Violations: "1", Samples: []string{"TrainJob ns/a spec.y: R1 failed"}, AuditedGeneration: 2, LastAudit: at(5 * time.Minute)},
 			quiet: auditFigures{Violations: "0", AuditedGeneration: 1, LastAudit: at(3 * time.Minute)},
-			syncs: 5, found: []string{"R1 ns/a spec.y " + at(5*time.Minute)}, records: 2,
+			syncs: 5, found: []string{"R1 ns/a spec.y " + at(4*time.Minute)}, records: 2,
 			gauge: map[string]float64{"R1 " + kind: 1},
 		}},
 	} {
@@ -534,6 +534,7 @@ func TestReportFindingsKeepTheFirstFoundTime(t *testing.T) {
 			res.Namespaces["ns"] = []ObjectResult{{ObjectRef: ref, Findings: step.findings}}
 		}
 		var got []string
+		f.stamp(res)
 		for _, rf := range f.reportFindings(res) {
 			if rf.UID != ref.UID || rf.Kind != ref.Kind || rf.Namespace != "ns" || rf.Name != "a" || rf.Rule != "R1" || rf.Action != "Deny" {
 				t.Errorf("pass %d: finding %+v does not name its object and rule", i, rf)

@@ -21,25 +21,21 @@ type ReportSink interface {
 // finding is an unchanged report, never rewritten).
 type firstSeen map[string]time.Time
 
-// reportFindings flattens res into the reports' findings, each stamped
-// with when it was first found; violations no longer found are forgotten.
-func (f firstSeen) reportFindings(res *Results) []reports.Finding {
-	var out []reports.Finding
+// stamp records when each of res's violations was first found and
+// forgets those no longer found. Every completed pass stamps, also one
+// whose reports are not written (the rules changed under it): its results
+// are what /audit shows, and the report written after the next pass says
+// the same time.
+func (f firstSeen) stamp(res *Results) {
 	seen := map[string]bool{}
 	for _, objs := range res.Namespaces {
 		for _, o := range objs {
 			for _, fd := range o.Findings {
-				key := string(o.UID) + "\x00" + fd.Rule + "\x00" + fd.Field + "\x00" + fd.Message
+				key := findingKey(o, fd)
 				seen[key] = true
-				t, ok := f[key]
-				if !ok {
-					t = res.Time
-					f[key] = t
+				if _, ok := f[key]; !ok {
+					f[key] = res.Time
 				}
-				out = append(out, reports.Finding{
-					APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, UID: o.UID,
-					Rule: fd.Rule, Action: fd.Action, Field: fd.Field, Message: fd.Message, Found: t,
-				})
 			}
 		}
 	}
@@ -48,7 +44,32 @@ func (f firstSeen) reportFindings(res *Results) []reports.Finding {
 			delete(f, k)
 		}
 	}
+}
+
+// reportFindings flattens res (stamped) into the reports' findings, each
+// with when it was first found.
+func (f firstSeen) reportFindings(res *Results) []reports.Finding {
+	var out []reports.Finding
+	for _, objs := range res.Namespaces {
+		for _, o := range objs {
+			for _, fd := range o.Findings {
+				t, ok := f[findingKey(o, fd)]
+				if !ok {
+					t = res.Time
+				}
+				out = append(out, reports.Finding{
+					APIVersion: o.APIVersion, Kind: o.Kind, Namespace: o.Namespace, Name: o.Name, UID: o.UID,
+					Rule: fd.Rule, Action: fd.Action, Field: fd.Field, Message: fd.Message, Found: t,
+				})
+			}
+		}
+	}
 	return out
+}
+
+// findingKey identifies one violation of one object across passes.
+func findingKey(o ObjectResult, fd Finding) string {
+	return string(o.UID) + "\x00" + fd.Rule + "\x00" + fd.Field + "\x00" + fd.Message
 }
 
 // syncReports hands the pass's findings to the report sink. A failure is
