@@ -75,7 +75,8 @@ func (e *Engine) UpdateReads() Reads {
 // of the rules, and parsing every expression of every rule each time made
 // loading n policies cost n² parses (a quarter of a replica's CPU while
 // 10,000 WorkloadPolicies loaded); parsing them once per use at compile
-// time was another 5 % of a WorkloadPolicy's admission.
+// time was another 5 % of a replica's CPU while those policies were
+// created (docs/benchmarks.md, "Thousands of WorkloadPolicies").
 type ruleReads struct {
 	regions []string
 	// unconditional says, per expression that makes every UPDATE matter,
