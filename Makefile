@@ -35,7 +35,12 @@ CHART_REGISTRY ?=
 
 # -ldflags=-w: test binaries without DWARF (stack traces and profiles do not
 # need it) link in about a quarter less time, and make test links some 60.
-GO_TEST_FLAGS ?= -count=1 -timeout 40m -ldflags=-w
+GO_TEST_FLAGS ?= -count=1 -timeout 40m -ldflags=-w -p $(TEST_PARALLEL)
+# How many test packages run at once: one more than the cores. The
+# integration suites spend much of their time waiting (a Lease to expire,
+# an apiserver outage, a deadline), and with one per core the CPU sat idle
+# through a quarter of make test (in 2-minute spans, down to 22 % busy).
+TEST_PARALLEL ?= $(shell echo $$(( $$(nproc) + 1 )))
 # The longest suites, longest first: go test starts packages in the order
 # they are named (two at a time on two cores) and ./... adds the others
 # once each, so the long ones no longer start last and run alone at the
