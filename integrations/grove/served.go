@@ -168,12 +168,3 @@ func CliquesOf(cs ...grovev1alpha1.PodClique) []Clique {
 	}
 	return out
 }
-
-// GroupsOf is each of gs as served (GroupOf).
-func GroupsOf(gs ...grovev1alpha1.PodCliqueScalingGroup) []ScalingGroup {
-	out := make([]ScalingGroup, len(gs))
-	for i := range gs {
-		out[i] = GroupOf(&gs[i])
-	}
-	return out
-}

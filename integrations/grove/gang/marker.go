@@ -41,16 +41,6 @@ func Marker(annotations map[string]string) (*RestartMarker, error) {
 	return &m, nil
 }
 
-// ActiveMarker returns the marker of a restart still in flight, nil when
-// there is none or it is done.
-func ActiveMarker(annotations map[string]string) (*RestartMarker, error) {
-	m, err := Marker(annotations)
-	if err != nil || m == nil || m.Done {
-		return nil, err
-	}
-	return m, nil
-}
-
 // String is the annotation value of m.
 func (m RestartMarker) String() string {
 	b, _ := json.Marshal(m)
