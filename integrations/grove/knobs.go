@@ -73,8 +73,9 @@ var delayEntry = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)=(.+)$`)
 // ParseScalingGroupDelays parses the carrier's "group=duration,..." value
 // as the rules' CEL does (CELScalingGroupDelaysValid,
 // CELScalingGroupDelay): durations by knob.ParseDuration, and a group
-// listed twice is read from its first entry. An empty value is no
-// override.
+// listed twice is an error, as V-PCS-3 denies it (an object stored before
+// it did then gets the PodCliqueSet's delay: gang.GroupDelay). An empty
+// value is no override.
 func ParseScalingGroupDelays(v string) (map[string]time.Duration, error) {
 	out := map[string]time.Duration{}
 	if strings.TrimSpace(v) == "" {
@@ -89,9 +90,10 @@ func ParseScalingGroupDelays(v string) (map[string]time.Duration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("annotation %s: %q: %q is not a duration (e.g. 30s, 5m)", api.AnnotationTerminationDelay, e, m[3])
 		}
-		if _, dup := out[m[1]]; !dup {
-			out[m[1]] = d
+		if _, dup := out[m[1]]; dup {
+			return nil, fmt.Errorf("annotation %s: group %q is listed twice; give each group once", api.AnnotationTerminationDelay, m[1])
 		}
+		out[m[1]] = d
 	}
 	return out, nil
 }
@@ -164,15 +166,17 @@ func nestedValue(obj map[string]any, path []string) (any, bool) {
 }
 
 // CELScalingGroupDelaysValid is false when the carrier of the scaling
-// groups' overrides does not parse (true in the field form, which the
-// schema types).
+// groups' overrides does not parse or names a group twice (true in the
+// field form, which the schema types and which has one field per group).
 func CELScalingGroupDelaysValid(f knob.Form, obj string) string {
 	if f == knob.Field {
 		return "true"
 	}
 	body := strings.TrimSuffix(strings.TrimPrefix(knob.DurationRegex, "^"), "$")
-	return fmt.Sprintf("%s.metadata.?annotations[?'%s'].orValue('').split(',').filter(e, e.trim() != '').all(e, e.trim().matches(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?=%s$'))",
-		obj, api.AnnotationTerminationDelay, body)
+	entries := fmt.Sprintf("%s.metadata.?annotations[?'%s'].orValue('').split(',').filter(e, e.trim() != '')", obj, api.AnnotationTerminationDelay)
+	groups := entries + ".map(e, e.trim().split('=')[0])"
+	return fmt.Sprintf("(%s.all(e, e.trim().matches(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?=%s$')) && %s.all(g, %s.filter(h, h == g).size() == 1))",
+		entries, body, groups, groups)
 }
 
 // celTrainingSpec is the rule files' $(trainingSpec) and $(trainingSpec.paths): the seed trainingSpec object as a whole: a field in

@@ -31,8 +31,8 @@ func TestParseScalingGroupDelays(t *testing.T) {
 		{in: "Prefill=30s", wantErr: `"Prefill=30s" is not group=duration`},
 		{in: "-a=30s", wantErr: `"-a=30s" is not group=duration`},
 		{in: "a=soon", wantErr: `annotation shepherd.dev/termination-delay: "a=soon": "soon" is not a duration (e.g. 30s, 5m)`},
-		// A group listed twice is read from its first entry, as the CEL reads it.
-		{in: "a=1s,a=2s", want: map[string]time.Duration{"a": time.Second}},
+		// A group listed twice is an error, as V-PCS-3's CEL judges it.
+		{in: "a=1s,a=2s", wantErr: `annotation shepherd.dev/termination-delay: group "a" is listed twice; give each group once`},
 		// Forms time.ParseDuration takes and the rules' CEL refuses.
 		{in: "a=0", wantErr: `"a=0": "0" is not a duration`},
 		{in: "a=+5s", wantErr: `"a=+5s": "+5s" is not a duration`},
@@ -89,6 +89,7 @@ func TestScalingGroupDelay(t *testing.T) {
 		// A malformed carrier is an error for every group: which entry is
 		// whose cannot be trusted.
 		{name: "a malformed carrier", obj: delaySet("a=1m,b", map[string]any{"name": "a"}), group: "a", wantErr: `"b" is not group=duration`},
+		{name: "a carrier listing a group twice", obj: delaySet("a=1m,a=2m", map[string]any{"name": "a"}), group: "a", wantErr: `group "a" is listed twice`},
 		{name: "a field that is not a string falls back to the carrier", obj: delaySet("a=1m", map[string]any{"name": "a", "terminationDelay": int64(5)}), group: "a",
 			want: ptr.To(time.Minute)},
 	} {
@@ -153,7 +154,8 @@ func TestScalingGroupDelayCELAgreesWithGo(t *testing.T) {
 		{name: "carrier with a zero duration", form: knob.Annotation, obj: delaySet("a=0"), group: map[string]any{"name": "a"}, want: "0", valid: false},
 		{name: "carrier with a signed duration", form: knob.Annotation, obj: delaySet("a=+5s"), group: map[string]any{"name": "a"}, want: "+5s", valid: false},
 		{name: "carrier with a fraction without its 0", form: knob.Annotation, obj: delaySet("a=.5h"), group: map[string]any{"name": "a"}, want: ".5h", valid: false},
-		{name: "carrier listing a group twice", form: knob.Annotation, obj: delaySet("a=1s,a=2s"), group: map[string]any{"name": "a"}, want: "1s", valid: true},
+		{name: "carrier listing a group twice", form: knob.Annotation, obj: delaySet("a=1s,a=2s"), group: map[string]any{"name": "a"}, want: "1s", valid: false},
+		{name: "carrier listing another group twice", form: knob.Annotation, obj: delaySet("a=1s, b=2s,b=3s"), group: map[string]any{"name": "a"}, want: "1s", valid: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vars := map[string]any{"object": tc.obj, "g": tc.group}
