@@ -149,22 +149,28 @@ func TestRefuses(t *testing.T) {
 	}
 }
 
+// carolsCreate is an EventList of one allowed TrainJob create by carol
+// whose audit event carries annotations (JSON object members).
+func carolsCreate(annotations string) string {
+	return `{"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "metadata": {}, "items": [
+    {"level": "Metadata", "auditID": "e-1", "stage": "ResponseComplete",
+     "requestURI": "/apis/trainer.kubeflow.org/v1alpha1/namespaces/legacy/trainjobs",
+     "verb": "create", "user": {"username": "carol"},
+     "objectRef": {"resource": "trainjobs", "namespace": "legacy", "name": "old", "apiGroup": "trainer.kubeflow.org", "apiVersion": "v1alpha1"},
+     "responseStatus": {"metadata": {}, "code": 201},
+     "annotations": {` + annotations + `}}]}`
+}
+
 // TestRecordsExemptions: the audit annotation a policy rewritten for a
 // PolicyException publishes ("<policy>/exempt") becomes an Exempt record
 // naming the exception and its expiry; another owner's, and a malformed
 // value, are not recorded.
 func TestRecordsExemptions(t *testing.T) {
 	h, rec, _ := newHandler(t)
-	list := `{"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "metadata": {}, "items": [
-    {"level": "Metadata", "auditID": "e-1", "stage": "ResponseComplete",
-     "requestURI": "/apis/trainer.kubeflow.org/v1alpha1/namespaces/legacy/trainjobs",
-     "verb": "create", "user": {"username": "carol"},
-     "objectRef": {"resource": "trainjobs", "namespace": "legacy", "name": "old", "apiGroup": "trainer.kubeflow.org", "apiVersion": "v1alpha1"},
-     "responseStatus": {"metadata": {}, "code": 201},
-     "annotations": {
+	list := carolsCreate(`
        "shepherd-v-tj-1/exempt": "legacy-jobs\n2027-01-01T00:00:00Z\nactiveDeadlineSeconds must be at least 1 (shepherd V-TJ-1)",
        "someone-else/exempt": "x\n\ny",
-       "shepherd-v-pcs-9/exempt": "no newline"}}]}`
+       "shepherd-v-pcs-9/exempt": "no newline"`)
 	if w := post(h, list, "Bearer "+token); w.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}
@@ -185,14 +191,9 @@ func TestRecordsExemptions(t *testing.T) {
 // annotations of their own); the failures it could not read are not made up.
 func TestUnreadableFailuresKeepExemptions(t *testing.T) {
 	h, rec, _ := newHandler(t)
-	list := `{"kind": "EventList", "apiVersion": "audit.k8s.io/v1", "metadata": {}, "items": [
-    {"level": "Metadata", "auditID": "u-1", "stage": "ResponseComplete",
-     "requestURI": "/apis/trainer.kubeflow.org/v1alpha1/namespaces/legacy/trainjobs",
-     "verb": "create", "user": {"username": "carol"},
-     "objectRef": {"resource": "trainjobs", "namespace": "legacy", "name": "old", "apiGroup": "trainer.kubeflow.org", "apiVersion": "v1alpha1"},
-     "annotations": {
+	list := carolsCreate(`
        "validation.policy.admission.k8s.io/validation_failure": "[{not json",
-       "shepherd-v-tj-1/exempt": "legacy-jobs\n2027-01-01T00:00:00Z\nactiveDeadlineSeconds must be at least 1 (shepherd V-TJ-1)"}}]}`
+       "shepherd-v-tj-1/exempt": "legacy-jobs\n2027-01-01T00:00:00Z\nactiveDeadlineSeconds must be at least 1 (shepherd V-TJ-1)"`)
 	w := post(h, list, "Bearer "+token)
 	if w.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
