@@ -151,7 +151,16 @@ func (lc *lifecycle) run(ctx context.Context) error {
 	select {
 	case err := <-mgrDone:
 		stopLeader()
-		<-leaderDone
+		// Bounded as at shutdown: a term starting while the serving
+		// manager stopped waits for caches that will never sync
+		// (controller-runtime's runnable group does not give up when its
+		// context ends), and serve must still exit with the manager's
+		// error, such as a required framework's missing CRDs.
+		select {
+		case <-leaderDone:
+		case <-time.After(lc.timeout):
+			lc.log.Error(nil, "the reconcilers did not stop within --graceful-shutdown-timeout; exiting without them", "timeout", lc.timeout)
+		}
 		if err == nil {
 			err = errors.New("stopped on its own")
 		}

@@ -329,6 +329,31 @@ func TestLifecycleManagerFails(t *testing.T) {
 	}
 }
 
+// TestLifecycleManagerFailsWhileTheLeaderHangs: a manager that fails ends
+// serve with its error within the graceful shutdown timeout even when the
+// leader's half does not stop (a term left waiting for caches that the
+// stopped manager will never sync).
+func TestLifecycleManagerFailsWhileTheLeaderHangs(t *testing.T) {
+	block := make(chan struct{})
+	defer close(block)
+	const timeout = 300 * time.Millisecond
+	lc := &lifecycle{mgr: &fakeManager{start: func(context.Context) error {
+		return errors.New("framework grove is on, but the cluster does not serve its CRDs")
+	}},
+		webhooks: server.NewWebhookServer(server.ServingOptions{}), draining: &atomic.Bool{}, events: &requestActivity{},
+		drain: time.Hour, timeout: timeout, log: logr.Discard(), leader: func(context.Context) { <-block }}
+	errc := make(chan error, 1)
+	go func() { errc <- lc.run(context.Background()) }()
+	select {
+	case err := <-errc:
+		if err == nil || !strings.Contains(err.Error(), "framework grove is on") {
+			t.Errorf("run = %v, want the manager's error", err)
+		}
+	case <-time.After(timeout + 5*time.Second):
+		t.Fatal("serve did not end while the leader's half hung after the manager failed")
+	}
+}
+
 // TestLifecycleShutdownIsBounded: reconcilers and a manager that do not
 // stop hold shutdown no longer than the graceful shutdown timeout.
 func TestLifecycleShutdownIsBounded(t *testing.T) {
