@@ -247,7 +247,10 @@ func (t *term) pass(ctx context.Context, periodic bool) (uint64, bool) {
 	evaluations.WithLabelValues("reused").Add(float64(st.Reused))
 	auditedObjects.Set(float64(res.Objects))
 	a.results.Store(res)
-	a.seen.stamp(res)
+	if a.opts.Reports != nil {
+		// Only the reports read the stamps.
+		a.seen.stamp(res)
+	}
 	a.setGauge(res)
 	if a.opts.Recorder != nil && len(fresh) > 0 {
 		a.opts.Recorder.RecordStored(ctx, records(fresh))
