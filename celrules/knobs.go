@@ -78,6 +78,9 @@ func expandKnobs(r Rule, s knob.FieldSchemas) (Rule, error) {
 			case ".name":
 				return k.Describe(f)
 			case ".expect":
+				if kt.Expect != "" {
+					return kt.Expect
+				}
 				return k.ValidDescription()
 			}
 			if len(m[3]) > 1 && m[3][0] == ':' {

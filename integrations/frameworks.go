@@ -100,6 +100,9 @@ type KnobToken struct {
 	// Item is $(name:v) when set: the raw value (optional<string>) of the
 	// list item bound to the CEL variable v, for a knob set per item.
 	Item func(f knob.Form, obj, item string) string
+	// Expect replaces Knob.ValidDescription for $(name.expect) when set:
+	// what a well-formed carrier of several entries holds.
+	Expect string
 }
 
 // LookupObjects are the kinds the Go checks look up, by the framework that

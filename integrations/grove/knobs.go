@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/integrations/knob"
@@ -68,6 +69,23 @@ func IsTraining(obj map[string]any) bool {
 	return v == WorkloadTypeTraining
 }
 
+// The scaling-group delay carrier's bounds (characters, as CEL's size()
+// counts them; pairs, as pieces between commas): far more than any real list
+// of scaling groups, and small enough that judging it stays cheap. Its
+// duplicate check compares every entry with every other, and a 4 KiB
+// carrier of 687 one-letter groups already exceeded the apiserver's cost
+// limit for one expression (a rule "could not be evaluated" instead of
+// saying what is wrong).
+const (
+	maxDelayCarrierChars   = 4096
+	maxDelayCarrierEntries = 64
+)
+
+// DelayCarrierExpect says what a well-formed carrier holds, for V-PCS-3's
+// message ($(scalingGroupDelay.expect)).
+var DelayCarrierExpect = fmt.Sprintf("group=duration pairs separated by commas, each group once, at most %d pairs in %d characters, e.g. prefill=30s,decode=1m",
+	maxDelayCarrierEntries, maxDelayCarrierChars)
+
 var delayEntry = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]*[a-z0-9])?)=(.+)$`)
 
 // ParseScalingGroupDelays parses the carrier's "group=duration,..." value
@@ -81,7 +99,13 @@ func ParseScalingGroupDelays(v string) (map[string]time.Duration, error) {
 	if strings.TrimSpace(v) == "" {
 		return out, nil
 	}
+	if utf8.RuneCountInString(v) > maxDelayCarrierChars || strings.Count(v, ",") >= maxDelayCarrierEntries {
+		return nil, fmt.Errorf("annotation %s holds more than %d characters or %d pairs; give each scaling group once", api.AnnotationTerminationDelay, maxDelayCarrierChars, maxDelayCarrierEntries)
+	}
 	for _, e := range strings.Split(v, ",") {
+		if strings.TrimSpace(e) == "" {
+			continue // as the CEL reads it: "a=1s," is one pair
+		}
 		m := delayEntry.FindStringSubmatch(strings.TrimSpace(e))
 		if m == nil {
 			return nil, fmt.Errorf("annotation %s: %q is not group=duration", api.AnnotationTerminationDelay, e)
@@ -173,10 +197,14 @@ func CELScalingGroupDelaysValid(f knob.Form, obj string) string {
 		return "true"
 	}
 	body := strings.TrimSuffix(strings.TrimPrefix(knob.DurationRegex, "^"), "$")
-	entries := fmt.Sprintf("%s.metadata.?annotations[?'%s'].orValue('').split(',').filter(e, e.trim() != '')", obj, api.AnnotationTerminationDelay)
+	raw := fmt.Sprintf("%s.metadata.?annotations[?'%s'].orValue('')", obj, api.AnnotationTerminationDelay)
+	entries := raw + ".split(',').filter(e, e.trim() != '')"
 	groups := entries + ".map(e, e.trim().split('=')[0])"
-	return fmt.Sprintf("(%s.all(e, e.trim().matches(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?=%s$')) && %s.all(g, %s.filter(h, h == g).size() == 1))",
-		entries, body, groups, groups)
+	// The bounds first: && stops there, so the scans below (the duplicate
+	// check compares every entry with every other) never run on a carrier
+	// longer than any real list of scaling groups.
+	return fmt.Sprintf("(size(%s) <= %d && %s.split(',').size() <= %d && %s.all(e, e.trim().matches(r'^[a-z0-9]([-a-z0-9]*[a-z0-9])?=%s$')) && %s.all(g, %s.filter(h, h == g).size() == 1))",
+		raw, maxDelayCarrierChars, raw, maxDelayCarrierEntries, entries, body, groups, groups)
 }
 
 // celTrainingSpec is the rule files' $(trainingSpec) and $(trainingSpec.paths): the seed trainingSpec object as a whole: a field in

@@ -1,6 +1,7 @@
 package grove
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -27,7 +28,12 @@ func TestParseScalingGroupDelays(t *testing.T) {
 		{in: "prefill=30s", want: map[string]time.Duration{"prefill": 30 * time.Second}},
 		{in: "prefill=30s, decode-0=1m30s ", want: map[string]time.Duration{"prefill": 30 * time.Second, "decode-0": 90 * time.Second}},
 		{in: "prefill", wantErr: `annotation shepherd.dev/termination-delay: "prefill" is not group=duration`},
-		{in: "prefill=30s,", wantErr: `"" is not group=duration`},
+		// An empty pair is skipped, as the CEL reads the carrier.
+		{in: "prefill=30s,", want: map[string]time.Duration{"prefill": 30 * time.Second}},
+		{in: "a=1s,,b=2s", want: map[string]time.Duration{"a": time.Second, "b": 2 * time.Second}},
+		// The bounds V-PCS-3 sets: 64 pairs, 4096 characters.
+		{in: pairs(65), wantErr: `annotation shepherd.dev/termination-delay holds more than 4096 characters or 64 pairs`},
+		{in: "a=1s" + strings.Repeat(" ", 4093), wantErr: `holds more than 4096 characters`},
 		{in: "Prefill=30s", wantErr: `"Prefill=30s" is not group=duration`},
 		{in: "-a=30s", wantErr: `"-a=30s" is not group=duration`},
 		{in: "a=soon", wantErr: `annotation shepherd.dev/termination-delay: "a=soon": "soon" is not a duration (e.g. 30s, 5m)`},
@@ -156,6 +162,14 @@ func TestScalingGroupDelayCELAgreesWithGo(t *testing.T) {
 		{name: "carrier with a fraction without its 0", form: knob.Annotation, obj: delaySet("a=.5h"), group: map[string]any{"name": "a"}, want: ".5h", valid: false},
 		{name: "carrier listing a group twice", form: knob.Annotation, obj: delaySet("a=1s,a=2s"), group: map[string]any{"name": "a"}, want: "1s", valid: false},
 		{name: "carrier listing another group twice", form: knob.Annotation, obj: delaySet("a=1s, b=2s,b=3s"), group: map[string]any{"name": "a"}, want: "1s", valid: false},
+		{name: "carrier with a trailing comma", form: knob.Annotation, obj: delaySet("a=1s,"), group: map[string]any{"name": "a"}, want: "1s", valid: true},
+		{name: "carrier with an empty pair", form: knob.Annotation, obj: delaySet("a=1s, ,b=2s"), group: map[string]any{"name": "b"}, want: "2s", valid: true},
+		{name: "carrier of 64 pairs", form: knob.Annotation, obj: delaySet(pairs(64)), group: map[string]any{"name": "g63"}, want: "1s", valid: true},
+		{name: "carrier of 65 pairs", form: knob.Annotation, obj: delaySet(pairs(65)), group: map[string]any{"name": "g0"}, want: "1s", valid: false},
+		{name: "carrier of 64 pieces, one empty", form: knob.Annotation, obj: delaySet(pairs(63) + ","), group: map[string]any{"name": "g0"}, want: "1s", valid: true},
+		// CEL's size() counts characters: µ is two bytes and one character.
+		{name: "carrier of 4096 characters in 4097 bytes", form: knob.Annotation, obj: delaySet("a=1µs" + strings.Repeat(" ", 4091)), group: map[string]any{"name": "a"}, want: "1µs", valid: true},
+		{name: "carrier of 4097 characters", form: knob.Annotation, obj: delaySet("a=1µs" + strings.Repeat(" ", 4092)), group: map[string]any{"name": "a"}, want: "1µs", valid: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			vars := map[string]any{"object": tc.obj, "g": tc.group}
@@ -221,4 +235,13 @@ func TestCELTrainingSpec(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pairs is a delay carrier of n distinct groups g0..g<n-1>, each 1s.
+func pairs(n int) string {
+	p := make([]string, n)
+	for i := range p {
+		p[i] = fmt.Sprintf("g%d=1s", i)
+	}
+	return strings.Join(p, ",")
 }

@@ -31,7 +31,7 @@ func init() {
 			"workloadType":      {Knob: WorkloadType},
 			"maxRestarts":       {Knob: MaxRestarts},
 			"maxRuntime":        {Knob: MaxRuntime},
-			"scalingGroupDelay": {Knob: ScalingGroupTerminationDelay, Valid: CELScalingGroupDelaysValid, Item: CELScalingGroupDelay},
+			"scalingGroupDelay": {Knob: ScalingGroupTerminationDelay, Valid: CELScalingGroupDelaysValid, Item: CELScalingGroupDelay, Expect: DelayCarrierExpect},
 		},
 		Tokens: map[string]func(suffix, obj string, s knob.FieldSchemas) string{"trainingSpec": celTrainingSpec},
 	})
