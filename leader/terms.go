@@ -2,6 +2,7 @@ package leader
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -115,6 +116,18 @@ func (l *Terms) RunWithoutElection(ctx context.Context, pause time.Duration) {
 func (l *Terms) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// The term reads the serving manager's cache. A term started before
+	// that cache synced, when the serving manager then fails, would wait
+	// for it until serve gives up (controller-runtime v0.25.2's runnable
+	// group keeps looping once its context ends before every runnable is
+	// ready; serve/lifecycle.go bounds it). So the term starts only once
+	// the cache has synced, and not at all if ctx ends first.
+	if !l.main.GetCache().WaitForCacheSync(ctx) {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("the serving manager's cache did not sync")
+	}
 	t, err := l.newTerm(cancel)
 	if err != nil {
 		return err

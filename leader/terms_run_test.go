@@ -218,3 +218,37 @@ func TestTermCacheIndexTwiceInOneTerm(t *testing.T) {
 		t.Errorf("the next term's registration: %v", err)
 	}
 }
+
+// unsyncedCache never syncs: the cache of a serving manager that failed
+// before it started its informers.
+type unsyncedCache struct{ informertest.FakeInformers }
+
+func (*unsyncedCache) WaitForCacheSync(ctx context.Context) bool {
+	<-ctx.Done()
+	return false
+}
+
+// TestRunWaitsForTheServingCache: a term does not start (nothing is set
+// up) while the serving manager's cache has not synced, and Run returns
+// when its context ends, without an error.
+func TestRunWaitsForTheServingCache(t *testing.T) {
+	s := &setups{byMg: map[manager.Manager][]string{}}
+	terms := NewTerms(servingManager(t, &unsyncedCache{}), nil, time.Second)
+	terms.AddLeaderOnly(s.add("leader-only"))
+	terms.Activate(Controller{Name: "trainjob", Setup: s.add("trainjob")})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- terms.Run(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run = %v, want nil once its context ended", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if term := s.current(); term != nil {
+		t.Errorf("a term was set up before the serving cache synced: %v", s.of(term))
+	}
+}

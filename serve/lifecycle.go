@@ -151,11 +151,11 @@ func (lc *lifecycle) run(ctx context.Context) error {
 	select {
 	case err := <-mgrDone:
 		stopLeader()
-		// Bounded as at shutdown: a term starting while the serving
-		// manager stopped waits for caches that will never sync
-		// (controller-runtime's runnable group does not give up when its
-		// context ends), and serve must still exit with the manager's
-		// error, such as a required framework's missing CRDs.
+		// Bounded as at shutdown: serve must exit with the manager's
+		// error, such as a required framework's missing CRDs, even if a
+		// reconciler is slow to stop. (A term no longer starts against
+		// a cache that never synced, which waited here until the bound:
+		// leader.Terms.Run.)
 		select {
 		case <-leaderDone:
 		case <-time.After(lc.timeout):
