@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -30,7 +31,6 @@ import (
 	"github.com/shepherd-k8s/shepherd/background"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/testkit"
-	webhookaudit "github.com/shepherd-k8s/shepherd/webhook/audit"
 )
 
 var env *cluster.Cluster
@@ -287,12 +287,8 @@ func TestStoredObjectsAreAudited(t *testing.T) {
 		m := metric(t, r, `shepherd_audit_violations{kind="TrainJob",rule="V-TJ-3"}`)
 		return strings.HasSuffix(m, " 3"), fmt.Sprintf("%q", m)
 	})
-	var list webhookaudit.List
-	if err := json.Unmarshal(get(t, "http://"+r.Metrics+"/audit?rule=V-TJ-3&namespace="+ns), &list); err != nil {
-		t.Fatal(err)
-	}
 	names := map[string]bool{}
-	for _, rec := range list.Items {
+	for _, rec := range cluster.AuditRecords(t, r.Metrics, url.Values{"rule": {"V-TJ-3"}, "namespace": {ns}}) {
 		if rec.Operation != api.AuditOperation || rec.Kind != "TrainJob" || rec.Action != "Deny" || rec.User != "" {
 			t.Errorf("audit record %+v: want operation AUDIT, a Deny of a TrainJob, no user", rec)
 		}

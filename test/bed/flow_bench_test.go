@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -70,8 +71,8 @@ type flowRound struct {
 // Timing is by polling every 50 ms. Nothing is asserted: the figures are
 // printed for docs/benchmarks.md.
 func BenchmarkFlow(b *testing.B) {
-	n := envInt(b, "FLOW_N", 10)
-	rounds := envInt(b, "FLOW_ROUNDS", 3)
+	n := testkit.EnvInt(b, "FLOW_N", 10)
+	rounds := testkit.EnvInt(b, "FLOW_ROUNDS", 3)
 	kit.Bed.AddNodes(b, "flow", bed.Nodes{Count: n})
 	results := map[flowMode][]flowJob{}
 	setResults := map[flowMode][]flowJob{}
@@ -152,18 +153,6 @@ func percentiles(jobs []flowJob, f func(flowJob) time.Duration) (time.Duration, 
 	}
 	slices.Sort(ds)
 	return ds[len(ds)/2], ds[min(len(ds)-1, len(ds)*99/100)]
-}
-
-func envInt(b *testing.B, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	i, err := strconv.Atoi(v)
-	if err != nil || i < 1 {
-		b.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return i
 }
 
 // switchFlowMode takes shepherd out of the bed (its webhook

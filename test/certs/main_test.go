@@ -131,19 +131,9 @@ type replica struct {
 	admitted atomic.Int64 // admission requests answered
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func newReplica(t *testing.T, name string) *replica {
 	t.Helper()
-	port := freePort(t)
+	port := cluster.FreePort()
 	return &replica{name: name, port: port, url: "https://127.0.0.1:" + strconv.Itoa(port), certDir: t.TempDir()}
 }
 

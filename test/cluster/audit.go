@@ -4,10 +4,16 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
+	"testing"
 	"time"
+
+	"github.com/shepherd-k8s/shepherd/webhook/audit"
+	"github.com/shepherd-k8s/shepherd/webhook/server"
 )
 
 // AuditEvent is the part of an audit.k8s.io/v1 Event the suites read from
@@ -158,4 +164,20 @@ func CompletedRequests(path string, keep func(AuditEvent) bool) ([]AuditEvent, e
 		return nil, fmt.Errorf("reading the audit log: %w", err)
 	}
 	return out, nil
+}
+
+// AuditRecords are serve's /audit records matching q, read from its
+// metrics server at metrics (host:port, plain HTTP: --metrics-secure=false).
+func AuditRecords(t testing.TB, metrics string, q url.Values) []audit.Record {
+	t.Helper()
+	resp, err := http.Get("http://" + metrics + server.AuditPath + "?" + q.Encode()) //nolint:gosec // a local test server
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var l audit.List
+	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s?%s: HTTP %d, %v", server.AuditPath, q.Encode(), resp.StatusCode, err)
+	}
+	return l.Items
 }

@@ -212,6 +212,13 @@ func FreeAddr() string {
 	return l.Addr().String()
 }
 
+// FreePort is FreeAddr's port, for a flag that takes a port alone.
+func FreePort() int {
+	_, port, _ := net.SplitHostPort(FreeAddr())
+	n, _ := strconv.Atoi(port)
+	return n
+}
+
 // freeAddrFloor is the lowest port FreeAddr picks: above the well-known
 // and most registered services' ports.
 const freeAddrFloor = 20000

@@ -53,21 +53,10 @@ func overlays(t *testing.T) map[string][]*unstructured.Unstructured {
 	return v
 }
 
-// find returns the objects of kind (and name, when not empty).
-func find(objs []*unstructured.Unstructured, kind, name string) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetKind() == kind && (name == "" || o.GetName() == name) {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
 // one decodes the single object of kind/name into a typed object.
 func one[T any](t *testing.T, objs []*unstructured.Unstructured, kind, name string) *T {
 	t.Helper()
-	found := find(objs, kind, name)
+	found := install.Find(objs, kind, name)
 	if len(found) != 1 {
 		t.Fatalf("%d %s %q in the build, want 1", len(found), kind, name)
 	}

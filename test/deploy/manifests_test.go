@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shepherd-k8s/shepherd/test/install"
+
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -33,7 +35,7 @@ func TestKustomizeBuild(t *testing.T) {
 	}
 	for name, objs := range overlays(t) {
 		t.Run(name, func(t *testing.T) {
-			crds := find(objs, "CustomResourceDefinition", "")
+			crds := install.Find(objs, "CustomResourceDefinition", "")
 			if got := len(crds); got != len(crdFiles) {
 				t.Errorf("%d CRDs in the build, %d files in deploy/crds: list every file in deploy/crds/kustomization.yml", got, len(crdFiles))
 			}
@@ -60,17 +62,17 @@ func TestKustomizeBuild(t *testing.T) {
 				}
 			}
 			selfSigned := name != "cert-manager"
-			if got := len(find(objs, "Role", "shepherd-certs")) == 1; got != selfSigned {
+			if got := len(install.Find(objs, "Role", "shepherd-certs")) == 1; got != selfSigned {
 				t.Errorf("Role shepherd-certs present = %v, want %v (self-signed mode only)", got, selfSigned)
 			}
-			if got := len(find(objs, "ClusterRole", "shepherd-webhook-configurations")) == 1; got != selfSigned {
+			if got := len(install.Find(objs, "ClusterRole", "shepherd-webhook-configurations")) == 1; got != selfSigned {
 				t.Errorf("ClusterRole shepherd-webhook-configurations present = %v, want %v (self-signed mode only)", got, selfSigned)
 			}
 			// --skip-unread-updates patches the configurations in every mode.
-			if len(find(objs, "ClusterRole", "shepherd-webhook-conditions")) != 1 {
+			if len(install.Find(objs, "ClusterRole", "shepherd-webhook-conditions")) != 1 {
 				t.Errorf("ClusterRole shepherd-webhook-conditions missing: serve keeps its UPDATE matchCondition in every certificate mode")
 			}
-			if got := len(find(objs, "ServiceMonitor", "")) == 1; got != (name == "default+prometheus") {
+			if got := len(install.Find(objs, "ServiceMonitor", "")) == 1; got != (name == "default+prometheus") {
 				t.Errorf("ServiceMonitor present = %v", got)
 			}
 		})
@@ -90,7 +92,7 @@ func TestManifestsAcceptedByAPIServer(t *testing.T) {
 	ctx := context.Background()
 	for name, objs := range overlays(t) {
 		t.Run(name, func(t *testing.T) {
-			for _, ns := range find(objs, "Namespace", "") {
+			for _, ns := range install.Find(objs, "Namespace", "") {
 				if err := env.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(ns.DeepCopy()), client.FieldOwner("deploy-test"), client.ForceOwnership); err != nil {
 					t.Fatalf("applying Namespace %s: %v", ns.GetName(), err)
 				}
@@ -204,7 +206,7 @@ func TestCertManagerObjects(t *testing.T) {
 	}
 	want := shepherdNS + "/" + serving.Name
 	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
-		for _, o := range find(objs, kind, "") {
+		for _, o := range install.Find(objs, kind, "") {
 			if got := o.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != want {
 				t.Errorf("%s %s: cert-manager.io/inject-ca-from = %q, want %q", kind, o.GetName(), got, want)
 			}
@@ -216,7 +218,7 @@ func TestCertManagerObjects(t *testing.T) {
 // Service and scrapes its metrics port over HTTPS with a token.
 func TestServiceMonitor(t *testing.T) {
 	objs := overlays(t)["default+prometheus"]
-	sms := find(objs, "ServiceMonitor", "")
+	sms := install.Find(objs, "ServiceMonitor", "")
 	if len(sms) != 1 {
 		t.Fatalf("%d ServiceMonitors, want 1", len(sms))
 	}
@@ -435,7 +437,7 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured) {
 		where string
 		rule  rbacv1.PolicyRule
 	}
-	for _, o := range find(objs, "ClusterRole", "") {
+	for _, o := range install.Find(objs, "ClusterRole", "") {
 		cr := one[rbacv1.ClusterRole](t, objs, "ClusterRole", o.GetName())
 		if cr.AggregationRule != nil {
 			t.Errorf("ClusterRole %s aggregates", cr.Name)
@@ -447,7 +449,7 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured) {
 			}{"ClusterRole/" + cr.Name, r})
 		}
 	}
-	for _, o := range find(objs, "Role", "") {
+	for _, o := range install.Find(objs, "Role", "") {
 		r := one[rbacv1.Role](t, objs, "Role", o.GetName())
 		for _, rule := range r.Rules {
 			rules = append(rules, struct {
@@ -492,7 +494,7 @@ func checkRBAC(t *testing.T, objs []*unstructured.Unstructured) {
 		}
 	}
 	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
-		for _, o := range find(objs, kind, "") {
+		for _, o := range install.Find(objs, kind, "") {
 			b := one[rbacv1.RoleBinding](t, objs, kind, o.GetName())
 			for _, s := range b.Subjects {
 				if s.Kind != rbacv1.ServiceAccountKind || s.Name != "shepherd" || s.Namespace != shepherdNS {

@@ -2,7 +2,6 @@ package deploy_test
 
 import (
 	"bytes"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -50,11 +49,11 @@ func TestServeAsServiceAccountBecomesReady(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	healthPort := freePort(t)
+	healthPort := cluster.FreePort()
 	serve := exec.Command(bin, "serve",
 		"--kubeconfig="+kubeconfig,
 		"--webhook-host=127.0.0.1",
-		"--webhook-port="+strconv.Itoa(freePort(t)),
+		"--webhook-port="+strconv.Itoa(cluster.FreePort()),
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(healthPort),
 		"--leader-election-namespace="+shepherdNS,
@@ -115,16 +114,6 @@ func statusOf(resp *http.Response, err error) string {
 		return err.Error()
 	}
 	return resp.Status
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // syncBuffer collects a process's output safely while it runs.

@@ -163,8 +163,8 @@ func TestLeaderSIGKILL(t *testing.T) {
 	killedAt := time.Now()
 	second, tookAt := cluster.AwaitHolder(t, env.Client, leaseNS, leaseName, timeout, first)
 	takeover := tookAt.Sub(killedAt)
-	enforcedAt := waitEnforced(t, ns, tj.Name, timeout)
-	cluster.CheckEvents(t, env.Client, ns, api.KindTrainJob, api.EventDeadlineExceeded, []string{tj.Name}, 10*time.Second)
+	enforcedAt := waitEnforced(t, ns, tj.GetName(), timeout)
+	cluster.CheckEvents(t, env.Client, ns, api.KindTrainJob, api.EventDeadlineExceeded, []string{tj.GetName()}, 10*time.Second)
 	t.Logf("SIGKILL of the leader → standby holds the Lease after %v (lease duration %v), deadline enforced %v after the kill",
 		takeover.Round(10*time.Millisecond), leaseDuration, enforcedAt.Sub(killedAt).Round(10*time.Millisecond))
 	// The bound is the behaviour: a lease duration after the last renewal,
@@ -194,7 +194,7 @@ func TestLeaderSIGKILL(t *testing.T) {
 	}
 	p.waitReady(t, p.add(c))
 	tj2 := createDeadlineJob(t, ns, "enforced-by-the-new-leader", rt, 1)
-	waitEnforced(t, ns, tj2.Name, timeout)
+	waitEnforced(t, ns, tj2.GetName(), timeout)
 	if got, _, err := cluster.LeaseHolder(context.Background(), env.Client, leaseNS, leaseName); err != nil || got != third {
 		t.Errorf("Lease holder %q (err %v), want the new replica %q", got, err, third)
 	}
@@ -270,7 +270,7 @@ func TestAPIServerOutage(t *testing.T) {
 	tj := createDeadlineJob(t, ns, "expires-in-outage", rt, 15)
 	review := trainJobReview(t, ns, rt)
 	hc := env.WebhookClient(t, nil)
-	if done, err := deadlineEnforced(context.Background(), ns, tj.Name); err != nil || done {
+	if done, err := deadlineEnforced(context.Background(), ns, tj.GetName()); err != nil || done {
 		t.Fatalf("before the outage: enforced %v (err %v), want not yet", done, err)
 	}
 
@@ -313,8 +313,8 @@ func TestAPIServerOutage(t *testing.T) {
 		t.Fatalf("no replica renewed the Lease after the outage: %v", err)
 	}
 	leaderAt := time.Now()
-	enforcedAt := waitEnforced(t, ns, tj.Name, timeout)
-	cluster.CheckEvents(t, env.Client, ns, api.KindTrainJob, api.EventDeadlineExceeded, []string{tj.Name}, 30*time.Second)
+	enforcedAt := waitEnforced(t, ns, tj.GetName(), timeout)
+	cluster.CheckEvents(t, env.Client, ns, api.KindTrainJob, api.EventDeadlineExceeded, []string{tj.GetName()}, 30*time.Second)
 	alive(t, "replica a", a)
 	alive(t, "replica b", b)
 	took := enforcedAt.Sub(readyAt)
@@ -373,7 +373,7 @@ func trainJobReview(t *testing.T, ns, runtime string) []byte {
 // runtime.
 func namedTrainJobReview(t *testing.T, ns, name, runtime string) []byte {
 	t.Helper()
-	obj, err := json.Marshal(newJob(ns, name, runtime, nil))
+	obj, err := json.Marshal(testkit.TrainJob(ns, name, runtime, 1).Obj())
 	if err != nil {
 		t.Fatal(err)
 	}

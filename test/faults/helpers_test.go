@@ -12,8 +12,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
@@ -72,25 +72,14 @@ func createRuntime(t *testing.T, replicas ...*cluster.Replica) string {
 	return rt.GetName()
 }
 
-func newJob(ns, name, runtime string, deadline *int64) *trainerv1alpha1.TrainJob {
-	return &trainerv1alpha1.TrainJob{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: trainerv1alpha1.TrainJobSpec{
-			RuntimeRef:            trainerv1alpha1.RuntimeRef{Name: runtime},
-			Trainer:               &trainerv1alpha1.Trainer{NumNodes: ptr.To[int32](1)},
-			ActiveDeadlineSeconds: deadline,
-		},
-	}
-}
-
 // createDeadlineJob creates TrainJob name with a deadline of seconds. No
 // Trainer runs beside this suite, and nothing plays it: the job has no
 // JobSet (a cluster whose Trainer is down), and shepherd, enforcing the
 // deadline (--feature=trainjob-deadline=on), fails it all the same. The
 // deadline beside the real Trainer is test/trainjob's and test/replicas'.
-func createDeadlineJob(t *testing.T, ns, name, runtime string, seconds int64) *trainerv1alpha1.TrainJob {
+func createDeadlineJob(t *testing.T, ns, name, runtime string, seconds int64) *unstructured.Unstructured {
 	t.Helper()
-	tj := newJob(ns, name, runtime, ptr.To(seconds))
+	tj := testkit.TrainJob(ns, name, runtime, 1).Set(seconds, "spec", "activeDeadlineSeconds").Obj()
 	if err := env.Client.Create(context.Background(), tj); err != nil {
 		t.Fatalf("creating TrainJob %s: %v", name, err)
 	}
@@ -162,8 +151,7 @@ func startLoad(t *testing.T, ns, runtime string, perSecond int) *load {
 		go func() {
 			defer l.wg.Done()
 			for range ticks {
-				tj := newJob(ns, "", runtime, ptr.To(int64(3600)))
-				tj.GenerateName = "load-"
+				tj := testkit.TrainJob(ns, "", runtime, 1).Set(int64(3600), "spec", "activeDeadlineSeconds").GenerateName("load-").Obj()
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				err := env.Client.Create(ctx, tj, client.DryRunAll)
 				cancel()

@@ -7,12 +7,10 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
@@ -28,34 +26,6 @@ var delay = 2 * time.Second
 // scenario's delay has passed for shepherd.
 const barrierDelay = 3 * time.Second
 
-func counterValue(t *testing.T, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if label == "" || hasLabel(m, label, value) {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
-}
-
-func hasLabel(m *dto.Metric, k, v string) bool {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == k && l.GetValue() == v {
-			return true
-		}
-	}
-	return false
-}
-
 // Grove e2e: minAvailable = replicas; one pod of a standalone clique lost →
 // the whole PodCliqueSet replica is terminated after the delay, the other
 // replica is untouched — on Grove's schema and on the seed schema, with
@@ -64,7 +34,7 @@ func hasLabel(m *dto.Metric, k, v string) bool {
 func TestGangStandaloneCliqueLosesPodTerminatesReplica(t *testing.T) {
 	onBoth(t, func(t *testing.T, w *world) {
 		w.startShepherd()
-		before := counterValue(t, "shepherd_gang_terminations_total", "level", "pcs")
+		before := cluster.MetricOf(t, "shepherd_gang_terminations_total", "level", "pcs")
 		w.createSet(setSpec{name: "inf", replicas: 2, delay: &delay, cliques: []cliqueSpec{
 			{name: "leader", replicas: 1, minAvailable: 1}, {name: "worker", replicas: 2, minAvailable: 2}}})
 		w.runAll("inf")
@@ -87,7 +57,7 @@ func TestGangStandaloneCliqueLosesPodTerminatesReplica(t *testing.T) {
 		if ev.Type != "Warning" || !strings.Contains(ev.Note, "replica 0") {
 			t.Errorf("GangTerminated event = %s %q, want a Warning naming replica 0", ev.Type, ev.Note)
 		}
-		if after := counterValue(t, "shepherd_gang_terminations_total", "level", "pcs"); after < before+1 {
+		if after := cluster.MetricOf(t, "shepherd_gang_terminations_total", "level", "pcs"); after < before+1 {
 			t.Errorf("shepherd_gang_terminations_total{level=pcs} = %v, want at least %v", after, before+1)
 		}
 	})
@@ -136,7 +106,7 @@ func TestGangOnePCSGReplicaBreached(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	w.startShepherd()
-	before := counterValue(t, "shepherd_gang_terminations_total", "level", "pcsg")
+	before := cluster.MetricOf(t, "shepherd_gang_terminations_total", "level", "pcsg")
 	w.createSet(setSpec{name: "inf", replicas: 1, delay: &delay,
 		cliques: []cliqueSpec{{name: "router", replicas: 1, minAvailable: 1}, {name: "prefill", replicas: 2, minAvailable: 2}, {name: "decode", replicas: 1, minAvailable: 1}},
 		groups:  []groupSpec{{name: "sg", cliques: []string{"prefill", "decode"}, replicas: 2, minAvailable: 1}}})
@@ -147,7 +117,7 @@ func TestGangOnePCSGReplicaBreached(t *testing.T) {
 	w.barrier(barrierDelay)
 	w.mustExist("inf-0-sg-1-prefill", "inf-0-sg-1-decode", "inf-0-router")
 	w.waitEvent(api.EventGangTerminated, "inf-0-sg")
-	if after := counterValue(t, "shepherd_gang_terminations_total", "level", "pcsg"); after < before+1 {
+	if after := cluster.MetricOf(t, "shepherd_gang_terminations_total", "level", "pcsg"); after < before+1 {
 		t.Errorf("shepherd_gang_terminations_total{level=pcsg} = %v, want at least %v", after, before+1)
 	}
 }

@@ -218,7 +218,7 @@ func TestTrainingFailureWithoutRestarts(t *testing.T) {
 	t.Parallel()
 	w := newWorld(t)
 	w.startShepherd()
-	before := counterValue(t, "shepherd_training_failures_total", "reason", api.ReasonMaxRestartsExceeded)
+	before := cluster.MetricOf(t, "shepherd_training_failures_total", "reason", api.ReasonMaxRestartsExceeded)
 	w.createSet(trainingSet("train", 0, nil, nil))
 	w.runAll("train")
 
@@ -231,7 +231,7 @@ func TestTrainingFailureWithoutRestarts(t *testing.T) {
 	w.waitNoPods("train")
 	w.waitEvent(api.EventMaxRestartsExceeded, "train")
 	w.waitEvent(api.EventPodCliqueFailed, "train-0-worker")
-	if after := counterValue(t, "shepherd_training_failures_total", "reason", api.ReasonMaxRestartsExceeded); after < before+1 {
+	if after := cluster.MetricOf(t, "shepherd_training_failures_total", "reason", api.ReasonMaxRestartsExceeded); after < before+1 {
 		t.Errorf("shepherd_training_failures_total{reason=MaxRestartsExceeded} = %v, want at least %v", after, before+1)
 	}
 }
@@ -242,7 +242,7 @@ func TestTrainingFailureWithoutRestarts(t *testing.T) {
 func TestTrainingRestartThenSucceed(t *testing.T) {
 	onBoth(t, func(t *testing.T, w *world) {
 		w.startShepherd()
-		before := counterValue(t, "shepherd_training_restarts_total", "", "")
+		before := cluster.MetricOf(t, "shepherd_training_restarts_total")
 		w.createSet(trainingSet("train", 1, nil, nil))
 		w.dumpOnFailure("train")
 		w.runAll("train")
@@ -271,7 +271,7 @@ func TestTrainingRestartThenSucceed(t *testing.T) {
 				t.Errorf("PodClique %s on the %s schema: shepherd's state on the clique (annotations %v, wasAvailable %v)", c.Name, w.p.name, c.Annotations, grove.WasAvailable(&c))
 			}
 		}
-		if after := counterValue(t, "shepherd_training_restarts_total", "", ""); after < before+1 {
+		if after := cluster.MetricOf(t, "shepherd_training_restarts_total"); after < before+1 {
 			t.Errorf("shepherd_training_restarts_total = %v, want at least %v", after, before+1)
 		}
 	})

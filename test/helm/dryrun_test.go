@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/integrations"
+
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -101,7 +103,7 @@ func doInstallCertManagerCRDs() error {
 		ready := true
 		for _, crd := range crds {
 			live := &apiextensionsv1.CustomResourceDefinition{}
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), live); err != nil || !established(live) {
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), live); err != nil || !integrations.Established(live) {
 				ready = false
 			}
 		}
@@ -120,12 +122,3 @@ func doInstallCertManagerCRDs() error {
 type errTimeout string
 
 func (e errTimeout) Error() string { return "timed out waiting for " + string(e) }
-
-func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}

@@ -189,16 +189,6 @@ func key(o *unstructured.Unstructured) string {
 	return fmt.Sprintf("%s/%s/%s", gk.String(), o.GetNamespace(), o.GetName())
 }
 
-func find(objs []*unstructured.Unstructured, kind, name string) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for _, o := range objs {
-		if o.GetKind() == kind && (name == "" || o.GetName() == name) {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
 func valueSetNamed(t *testing.T, name string) valueSet {
 	t.Helper()
 	for _, vs := range valueSets {

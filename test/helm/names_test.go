@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shepherd-k8s/shepherd/test/install"
+
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -170,8 +172,8 @@ func checkReferences(t *testing.T, objs []*unstructured.Unstructured, full strin
 	if err := serve.ParseFlags(args[1:]); err != nil {
 		t.Fatalf("serve refuses the rendered args %v: %v", args, err)
 	}
-	mutating := find(objs, "MutatingWebhookConfiguration", "")
-	validating := find(objs, "ValidatingWebhookConfiguration", "")
+	mutating := install.Find(objs, "MutatingWebhookConfiguration", "")
+	validating := install.Find(objs, "ValidatingWebhookConfiguration", "")
 	if len(mutating) != 1 || len(validating) != 1 {
 		t.Fatalf("%d mutating, %d validating webhook configurations", len(mutating), len(validating))
 	}
@@ -190,7 +192,7 @@ func checkReferences(t *testing.T, objs []*unstructured.Unstructured, full strin
 
 	// The webhooks call the Service.
 	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
-		o := find(objs, kind, "")[0]
+		o := install.Find(objs, kind, "")[0]
 		hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
 		for _, h := range hooks {
 			if got, _, _ := unstructured.NestedString(h.(map[string]any), "clientConfig", "service", "name"); got != svcName {
@@ -203,7 +205,7 @@ func checkReferences(t *testing.T, objs []*unstructured.Unstructured, full strin
 	// rules by name name the rendered objects and serve's.
 	roles := map[string]bool{}
 	for _, kind := range []string{"Role", "ClusterRole"} {
-		for _, o := range find(objs, kind, "") {
+		for _, o := range install.Find(objs, kind, "") {
 			roles[kind+"/"+o.GetName()] = true
 			r := typed[rbacv1.ClusterRole](t, objs, kind, o.GetName())
 			for _, rule := range r.Rules {
@@ -228,7 +230,7 @@ func checkReferences(t *testing.T, objs []*unstructured.Unstructured, full strin
 	}
 	bindings := 0
 	for _, kind := range []string{"RoleBinding", "ClusterRoleBinding"} {
-		for _, o := range find(objs, kind, "") {
+		for _, o := range install.Find(objs, kind, "") {
 			bindings++
 			b := typed[rbacv1.RoleBinding](t, objs, kind, o.GetName())
 			if !roles[b.RoleRef.Kind+"/"+b.RoleRef.Name] {
@@ -245,8 +247,8 @@ func checkReferences(t *testing.T, objs []*unstructured.Unstructured, full strin
 
 	// cert-manager: the Certificate for the Service, its Secret mounted,
 	// the webhook configurations injected from it, the issuers chained.
-	if crts := find(objs, "Certificate", ""); len(crts) > 0 {
-		crt := find(objs, "Certificate", svcName)
+	if crts := install.Find(objs, "Certificate", ""); len(crts) > 0 {
+		crt := install.Find(objs, "Certificate", svcName)
 		if len(crt) != 1 {
 			t.Fatalf("no serving Certificate %s", svcName)
 		}
@@ -265,7 +267,7 @@ func checkReferences(t *testing.T, objs []*unstructured.Unstructured, full strin
 			}
 		}
 		issuers := map[string]bool{}
-		for _, o := range find(objs, "Issuer", "") {
+		for _, o := range install.Find(objs, "Issuer", "") {
 			issuers[o.GetName()] = true
 		}
 		for _, c := range crts {
@@ -273,7 +275,7 @@ func checkReferences(t *testing.T, objs []*unstructured.Unstructured, full strin
 				t.Errorf("Certificate %s is issued by %q, which the chart does not render", c.GetName(), ref)
 			}
 		}
-		for _, o := range find(objs, "Issuer", "") {
+		for _, o := range install.Find(objs, "Issuer", "") {
 			if ca, ok, _ := unstructured.NestedString(o.Object, "spec", "ca", "secretName"); ok && ca != full+"-ca" {
 				t.Errorf("Issuer %s signs with Secret %q, want the CA Certificate's %s-ca", o.GetName(), ca, full)
 			}
@@ -282,11 +284,11 @@ func checkReferences(t *testing.T, objs []*unstructured.Unstructured, full strin
 
 	// The ServiceMonitor scrapes the Service (the job is its name), and the
 	// alerts select that job.
-	sm := find(objs, "ServiceMonitor", full)
+	sm := install.Find(objs, "ServiceMonitor", full)
 	if len(sm) != 1 {
 		t.Fatalf("no ServiceMonitor %s", full)
 	}
-	rule := find(objs, "PrometheusRule", full)
+	rule := install.Find(objs, "PrometheusRule", full)
 	if len(rule) != 1 {
 		t.Fatalf("no PrometheusRule %s", full)
 	}

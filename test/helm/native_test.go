@@ -87,7 +87,7 @@ func TestNativeElsewhere(t *testing.T) {
 		if c == "MutatingWebhookConfiguration" {
 			name = certs.DefaultMutatingWebhook
 		}
-		if a := find(objs, c, name)[0].GetAnnotations()["cert-manager.io/inject-ca-from"]; a != customNS+"/shepherd-webhook" {
+		if a := install.Find(objs, c, name)[0].GetAnnotations()["cert-manager.io/inject-ca-from"]; a != customNS+"/shepherd-webhook" {
 			t.Errorf("%s inject-ca-from %q", c, a)
 		}
 	}
@@ -124,7 +124,7 @@ func TestNativeElsewhere(t *testing.T) {
 	if !found {
 		t.Errorf("no optional volume of the Secret audit-token: %+v", d.Spec.Template.Spec.Volumes)
 	}
-	if len(find(objs, "ClusterRole", "shepherd-native")) != 1 {
+	if len(install.Find(objs, "ClusterRole", "shepherd-native")) != 1 {
 		t.Error("no ClusterRole shepherd-native: serve cannot export WorkloadPolicies")
 	}
 

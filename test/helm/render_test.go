@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shepherd-k8s/shepherd/test/install"
+
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -114,7 +116,7 @@ func TestCRDIsDeployCopy(t *testing.T) {
 	}
 	for _, vs := range valueSets {
 		_, objs := render(t, vs)
-		crds := find(objs, "CustomResourceDefinition", "")
+		crds := install.Find(objs, "CustomResourceDefinition", "")
 		install := true
 		if v, ok := vs.values["crds"].(map[string]any); ok {
 			install = v["install"].(bool)
@@ -152,7 +154,7 @@ func TestObservabilityIsDeployCopy(t *testing.T) {
 // typed decodes the one object of kind/name.
 func typed[T any](t *testing.T, objs []*unstructured.Unstructured, kind, name string) *T {
 	t.Helper()
-	found := find(objs, kind, name)
+	found := install.Find(objs, kind, name)
 	if len(found) != 1 {
 		t.Fatalf("%d %s %q rendered, want 1", len(found), kind, name)
 	}
@@ -216,10 +218,10 @@ func TestDefaults(t *testing.T) {
 	if pod.PriorityClassName != "" {
 		t.Errorf("priorityClassName %q by default", pod.PriorityClassName)
 	}
-	if len(find(objs, "PodDisruptionBudget", "shepherd")) != 1 {
+	if len(install.Find(objs, "PodDisruptionBudget", "shepherd")) != 1 {
 		t.Error("no PodDisruptionBudget with 2 replicas")
 	}
-	for _, o := range find(objs, "Secret", "") {
+	for _, o := range install.Find(objs, "Secret", "") {
 		t.Errorf("the chart renders Secret %s: shepherd creates and rotates its certificate Secret itself", o.GetName())
 	}
 	t.Logf("NOTES.txt:\n%s", rel.Info.Notes)
@@ -237,7 +239,7 @@ func TestWebhooksHaveNoCABundle(t *testing.T) {
 	for _, vs := range valueSets {
 		_, objs := render(t, vs)
 		for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
-			for _, o := range find(objs, kind, "") {
+			for _, o := range install.Find(objs, kind, "") {
 				hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
 				for _, h := range hooks {
 					if _, ok, _ := unstructured.NestedFieldNoCopy(h.(map[string]any), "clientConfig", "caBundle"); ok {
@@ -257,10 +259,10 @@ func TestCustomValues(t *testing.T) {
 			t.Errorf("%s is in namespace %q, want the release namespace %s", key(o), o.GetNamespace(), customNS)
 		}
 	}
-	if n := find(objs, "PodDisruptionBudget", ""); len(n) != 0 {
+	if n := install.Find(objs, "PodDisruptionBudget", ""); len(n) != 0 {
 		t.Error("a PodDisruptionBudget with one replica blocks every node drain")
 	}
-	if n := find(objs, "CustomResourceDefinition", ""); len(n) != 0 {
+	if n := install.Find(objs, "CustomResourceDefinition", ""); len(n) != 0 {
 		t.Error("crds.install false renders the CRD")
 	}
 	dep := typed[appsv1.Deployment](t, objs, "Deployment", "shepherd")
@@ -302,7 +304,7 @@ func TestCustomValues(t *testing.T) {
 
 	checkWebhooks(t, objs, customNS, admissionregistrationv1.Ignore, 10, []string{"kube-system", "kube-node-lease", "gpu-operator", customNS})
 	for _, kind := range []string{"ClusterRoleBinding", "RoleBinding"} {
-		for _, o := range find(objs, kind, "") {
+		for _, o := range install.Find(objs, kind, "") {
 			b := typed[rbacv1.RoleBinding](t, objs, kind, o.GetName())
 			for _, s := range b.Subjects {
 				if s.Namespace != customNS {
@@ -320,7 +322,7 @@ func TestCustomValues(t *testing.T) {
 // inject-ca-from annotations follow the release namespace.
 func TestCertManagerElsewhere(t *testing.T) {
 	_, objs := render(t, valueSetNamed(t, "cert-manager-elsewhere"))
-	crt := find(objs, "Certificate", "shepherd-webhook")
+	crt := install.Find(objs, "Certificate", "shepherd-webhook")
 	if len(crt) != 1 {
 		t.Fatalf("%d serving Certificates", len(crt))
 	}
@@ -329,14 +331,14 @@ func TestCertManagerElsewhere(t *testing.T) {
 		t.Errorf("dnsNames %v, want %v", names, want)
 	}
 	for _, kind := range []string{"MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} {
-		for _, o := range find(objs, kind, "") {
+		for _, o := range install.Find(objs, kind, "") {
 			if got := o.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != customNS+"/shepherd-webhook" {
 				t.Errorf("%s inject-ca-from %q", kind, got)
 			}
 		}
 	}
 	for _, kind := range []string{"Role", "ClusterRole"} {
-		for _, o := range find(objs, kind, "") {
+		for _, o := range install.Find(objs, kind, "") {
 			if strings.HasSuffix(o.GetName(), "certs") || o.GetName() == "shepherd-webhook-configurations" {
 				t.Errorf("cert-manager mode renders %s %s: shepherd writes no Secret or webhook configuration then", kind, o.GetName())
 			}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shepherd-k8s/shepherd/test/install"
+
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -82,7 +84,7 @@ func TestNetworkPolicy(t *testing.T) {
 	} {
 		t.Run(tc.set, func(t *testing.T) {
 			_, objs := render(t, valueSetNamed(t, tc.set))
-			nps := find(objs, "NetworkPolicy", "")
+			nps := install.Find(objs, "NetworkPolicy", "")
 			if tc.want == nil {
 				if len(nps) != 0 {
 					t.Errorf("%d NetworkPolicies rendered by default", len(nps))

@@ -87,22 +87,6 @@ func reviewOf(t *testing.T, obj *unstructured.Unstructured, user string) []byte 
 	return b
 }
 
-// auditRecords reads a serve's /audit at its metrics address (plain HTTP
-// here: --metrics-secure=false).
-func auditRecords(t *testing.T, metrics string, q audit.Query) []audit.Record {
-	t.Helper()
-	resp, err := http.Get("http://" + metrics + server.AuditPath + "?" + q.Values().Encode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var l audit.List
-	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("/audit: HTTP %d, %v", resp.StatusCode, err)
-	}
-	return l.Items
-}
-
 // policyViolations are the PolicyViolation Events of ns about objects
 // whose name holds substr.
 func policyViolations(t *testing.T, ns, substr string) []eventsv1.Event {
@@ -306,11 +290,11 @@ func TestForgedRequestsWithTheClientCAWriteNothing(t *testing.T) {
 	}
 
 	// Records: none of the forged ones; the others authenticated.
-	if recs := auditRecords(t, r.Metrics, audit.Query{User: forgedUser}); len(recs) != 0 {
+	if recs := cluster.AuditRecords(t, r.Metrics, audit.Query{User: forgedUser}.Values()); len(recs) != 0 {
 		t.Errorf("%d audit records of the forged user, want 0: %+v", len(recs), recs[0])
 	}
 	for _, q := range []audit.Query{{User: "cert-holder", Namespace: "kube-system"}, {Namespace: ns}} {
-		recs := auditRecords(t, r.Metrics, q)
+		recs := cluster.AuditRecords(t, r.Metrics, q.Values())
 		if len(recs) == 0 {
 			t.Errorf("no audit record for %+v", q)
 		}

@@ -37,7 +37,7 @@ func TestOneClientCannotTakeTheCaps(t *testing.T) {
 	answered(t) // warm
 	cfg := tlsConfig(t)
 	d := &net.Dialer{Timeout: timeout, LocalAddr: &net.TCPAddr{IP: net.ParseIP(hostileSource)}}
-	refused0 := metric(t, "shepherd_webhook_rejected_connections_total", "reason", "max_connections_per_client")
+	refused0 := cluster.MetricOf(t, "shepherd_webhook_rejected_connections_total", "reason", "max_connections_per_client")
 
 	var held []net.Conn
 	defer func() {
@@ -66,13 +66,13 @@ func TestOneClientCannotTakeTheCaps(t *testing.T) {
 	if slowest > 5*time.Second {
 		t.Errorf("refusing a connection over the per-client cap took %v", slowest)
 	}
-	if got := metric(t, "shepherd_webhook_rejected_connections_total", "reason", "max_connections_per_client") - refused0; got != float64(refused) {
+	if got := cluster.MetricOf(t, "shepherd_webhook_rejected_connections_total", "reason", "max_connections_per_client") - refused0; got != float64(refused) {
 		t.Errorf("shepherd_webhook_rejected_connections_total{reason=max_connections_per_client} moved by %v, want %d", got, refused)
 	}
 
 	// Its bodies: 8 of 3 MB each, declaring the largest; each reserves
 	// 4 MiB as it arrives, so beyond its 16 MiB share they are refused.
-	clientFull0 := metric(t, "shepherd_admission_bad_requests_total", "reason", "client_buffers_full")
+	clientFull0 := cluster.MetricOf(t, "shepherd_admission_bad_requests_total", "reason", "client_buffers_full")
 	body := make([]byte, 3_000_000)
 	var wg sync.WaitGroup
 	for _, c := range held[:8] {
@@ -84,11 +84,11 @@ func TestOneClientCannotTakeTheCaps(t *testing.T) {
 	}
 	wg.Wait()
 	testkit.Eventually(t, timeout, "the client's bodies over its share to be refused", func() bool {
-		return metric(t, "shepherd_admission_bad_requests_total", "reason", "client_buffers_full") > clientFull0
+		return cluster.MetricOf(t, "shepherd_admission_bad_requests_total", "reason", "client_buffers_full") > clientFull0
 	})
-	buffered := metric(t, "shepherd_admission_buffered_bytes")
+	buffered := cluster.MetricOf(t, "shepherd_admission_buffered_bytes")
 	t.Logf("the client's 8 bodies: %v refused 429 (client_buffers_full), %.1f MiB buffered (budget %d MiB)",
-		metric(t, "shepherd_admission_bad_requests_total", "reason", "client_buffers_full")-clientFull0,
+		cluster.MetricOf(t, "shepherd_admission_bad_requests_total", "reason", "client_buffers_full")-clientFull0,
 		buffered/(1<<20), server.DefaultMaxBufferedBytes>>20)
 	if buffered > float64(server.DefaultMaxBufferedBytes/2) {
 		t.Errorf("%.0f bytes buffered with one client sending, over its share of %d", buffered, server.DefaultMaxBufferedBytes/2)

@@ -19,10 +19,8 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/test/testkit"
 
-	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
 	"github.com/shepherd-k8s/shepherd/test/cluster"
@@ -72,46 +70,6 @@ func liveHeap() (live, totalAlloc uint64) {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc, m.TotalAlloc
-}
-
-// metric sums the series of a metric in the registry serve exports, whose
-// labels include those given.
-func metric(t *testing.T, name string, labels ...string) float64 {
-	t.Helper()
-	mfs, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				if !hasLabel(m, labels[i], labels[i+1]) {
-					continue series
-				}
-			}
-			switch {
-			case m.Gauge != nil:
-				sum += m.Gauge.GetValue()
-			case m.Counter != nil:
-				sum += m.Counter.GetValue()
-			}
-		}
-	}
-	return sum
-}
-
-func hasLabel(m *dto.Metric, name, value string) bool {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name && l.GetValue() == value {
-			return true
-		}
-	}
-	return false
 }
 
 // openStalled opens n connections in parallel, from sources addresses,
@@ -226,7 +184,7 @@ func TestStalledDeclaredBodiesTakeNoMemory(t *testing.T) {
 	start := time.Now()
 	conns := openStalled(t, n, declared, []byte(`{"apiVersion":"admission.k8s.io/v1",`))
 	testkit.Eventually(t, timeout, "the stalled connections to be open", func() bool {
-		return metric(t, "shepherd_webhook_open_connections") >= float64(n)
+		return cluster.MetricOf(t, "shepherd_webhook_open_connections") >= float64(n)
 	})
 	live1, total1 := liveHeap()
 	grew := int64(live1) - int64(live0)
@@ -248,8 +206,8 @@ func closeAll(t *testing.T, conns []net.Conn) {
 		c.Close()
 	}
 	testkit.Eventually(t, timeout, "the server to close the connections", func() bool {
-		return metric(t, "shepherd_webhook_open_connections") < 50 &&
-			metric(t, "shepherd_admission_buffered_bytes") == 0
+		return cluster.MetricOf(t, "shepherd_webhook_open_connections") < 50 &&
+			cluster.MetricOf(t, "shepherd_admission_buffered_bytes") == 0
 	})
 }
 
@@ -259,7 +217,7 @@ func closeAll(t *testing.T, conns []net.Conn) {
 func TestSentBodiesAreBoundedByTheBudget(t *testing.T) {
 	const k = 24
 	const sent = 8_000_000 // of declared, which is more
-	refused := metric(t, "shepherd_admission_bad_requests_total", "reason", "buffers_full")
+	refused := cluster.MetricOf(t, "shepherd_admission_bad_requests_total", "reason", "buffers_full")
 	body := bytes.Repeat([]byte(" "), sent)
 	live0, _ := liveHeap()
 	start := time.Now()
@@ -267,9 +225,9 @@ func TestSentBodiesAreBoundedByTheBudget(t *testing.T) {
 	live1, _ := liveHeap()
 	runtime.KeepAlive(body) // the clients' own, in both measurements
 	grew := int64(live1) - int64(live0)
-	nowRefused := metric(t, "shepherd_admission_bad_requests_total", "reason", "buffers_full") - refused
+	nowRefused := cluster.MetricOf(t, "shepherd_admission_bad_requests_total", "reason", "buffers_full") - refused
 	t.Logf("%d connections sending %d bytes each in %v: live heap %+.1f MiB; %v refused 429 with %.1f MiB buffered",
-		k, sent, time.Since(start), float64(grew)/(1<<20), nowRefused, metric(t, "shepherd_admission_buffered_bytes")/(1<<20))
+		k, sent, time.Since(start), float64(grew)/(1<<20), nowRefused, cluster.MetricOf(t, "shepherd_admission_buffered_bytes")/(1<<20))
 	if grew > heapBound {
 		t.Errorf("live heap grew by %d MiB with %d connections holding %d bytes each; bound %d MiB", grew>>20, k, sent, heapBound>>20)
 	}
@@ -320,14 +278,14 @@ func TestConnectionsOverTheCapAreRefusedAtOnce(t *testing.T) {
 				t.Errorf("refusing a connection over the cap took %v", took)
 			}
 			// A connection of the apiserver's may close meanwhile.
-			if open := metric(t, "shepherd_webhook_open_connections"); open < float64(maxConnections-10) {
+			if open := cluster.MetricOf(t, "shepherd_webhook_open_connections"); open < float64(maxConnections-10) {
 				t.Errorf("%v connections open at the refusal, cap %d", open, maxConnections)
 			}
 			break
 		}
 		held = append(held, c)
 	}
-	if metric(t, "shepherd_webhook_rejected_connections_total", "reason", "max_connections") == 0 {
+	if cluster.MetricOf(t, "shepherd_webhook_rejected_connections_total", "reason", "max_connections") == 0 {
 		t.Error("no rejected connection counted")
 	}
 	closeAll(t, held)

@@ -73,3 +73,14 @@ func Variants(scratch string) (map[string][]*unstructured.Unstructured, error) {
 	}
 	return out, nil
 }
+
+// Find returns the objects of kind (and name, when not empty) among objs.
+func Find(objs []*unstructured.Unstructured, kind, name string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		if o.GetKind() == kind && (name == "" || o.GetName() == name) {
+			out = append(out, o)
+		}
+	}
+	return out
+}

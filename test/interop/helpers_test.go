@@ -11,15 +11,6 @@ import (
 // timeout bounds every wait: the machine is small and shared.
 const timeout = 60 * time.Second
 
-func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established {
-			return c.Status == apiextensionsv1.ConditionTrue
-		}
-	}
-	return false
-}
-
 func crdGK(crd *apiextensionsv1.CustomResourceDefinition) schema.GroupKind {
 	return schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/shepherd-k8s/shepherd/integrations"
+
 	"github.com/shepherd-k8s/shepherd/test/testkit"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -140,7 +142,7 @@ func waitEstablished(t *testing.T, c *cluster.Cluster, crds []*apiextensionsv1.C
 			if err := c.Client.Get(context.Background(), client.ObjectKeyFromObject(crd), live); err != nil {
 				return false, err.Error()
 			}
-			if !established(live) {
+			if !integrations.Established(live) {
 				return false, crd.Name + " not established"
 			}
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/shepherd-k8s/shepherd/test/cluster"
+
 	"github.com/shepherd-k8s/shepherd/test/testkit"
 
 	"github.com/google/go-cmp/cmp"
@@ -90,7 +92,7 @@ func TestExceptionOfBuiltinRulesInNativeMode(t *testing.T) {
 	var exempt []string
 	testkit.Eventually(t, timeout, "the Exempt audit records of the PodCliqueSet", func() (bool, string) {
 		exempt = nil
-		for _, r := range auditRecords(t, url.Values{"namespace": {ns}, "since": {start.Add(-time.Second).UTC().Format(time.RFC3339Nano)}}) {
+		for _, r := range cluster.AuditRecords(t, serve.Metrics, url.Values{"namespace": {ns}, "since": {start.Add(-time.Second).UTC().Format(time.RFC3339Nano)}}) {
 			if r.Action != "Exempt" || r.Name != created.GetName() || r.DryRun {
 				continue
 			}

@@ -9,10 +9,8 @@ package native
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -100,8 +98,7 @@ func options() (_ cluster.Options, tokenFile string, err error) {
 	// after the apiserver is up), so this kubeconfig cannot name that CA:
 	// it skips the server check. What the test checks is the delivery and
 	// the sink's own authentication (the bearer token), not TLS.
-	_, portStr, _ := net.SplitHostPort(cluster.FreeAddr())
-	port, _ := strconv.Atoi(portStr)
+	port := cluster.FreePort()
 	sinkURL = fmt.Sprintf("https://127.0.0.1:%d/audit-sink", port)
 	kubeconfig := fmt.Sprintf(`apiVersion: v1
 kind: Config

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -137,12 +136,12 @@ func TestVAPDenialAudited(t *testing.T) {
 	want := []string{"V-PCS-4/Deny", "V-PCS-7/Deny", "V-PCS-8/Deny"}
 	var recs []audit.Record
 	testkit.Eventually(t, timeout, "the audit records of "+strings.Join(want, ", "), func() (bool, string) {
-		recs = auditRecords(t, url.Values{"namespace": {ns}, "since": {start.Add(-time.Second).UTC().Format(time.RFC3339Nano)}})
+		recs = cluster.AuditRecords(t, serve.Metrics, url.Values{"namespace": {ns}, "since": {start.Add(-time.Second).UTC().Format(time.RFC3339Nano)}})
 		return len(ruleActions(recs)) >= len(want), fmt.Sprint(ruleActions(recs))
 	})
 	// A later batch must not bring the same verdicts again.
 	time.Sleep(time.Second)
-	recs = auditRecords(t, url.Values{"namespace": {ns}})
+	recs = cluster.AuditRecords(t, serve.Metrics, url.Values{"namespace": {ns}})
 	if got := ruleActions(recs); !slices.Equal(got, want) {
 		t.Errorf("audited %v, want %v, once each", got, want)
 	}
@@ -181,7 +180,7 @@ func TestNarrowedWebhookAnswersLookups(t *testing.T) {
 		t.Errorf("webhook calls %v, want one validating call", d)
 	}
 	testkit.Eventually(t, timeout, "the V-TJ-3 audit record", func() (bool, string) {
-		recs := auditRecords(t, url.Values{"namespace": {ns}, "rule": {"V-TJ-3"}})
+		recs := cluster.AuditRecords(t, serve.Metrics, url.Values{"namespace": {ns}, "rule": {"V-TJ-3"}})
 		return len(recs) == 1 && recs[0].Name == "lost-job", fmt.Sprint(ruleActions(recs))
 	})
 
@@ -307,7 +306,7 @@ func TestWorkloadPolicyExported(t *testing.T) {
 		t.Errorf("denial %v: want the exported policy's message, naming the policy", err)
 	}
 	testkit.Eventually(t, timeout, "the policy's audit record", func() (bool, string) {
-		recs := auditRecords(t, url.Values{"namespace": {ns}, "rule": {"team-label"}, "since": {start.Add(-time.Second).UTC().Format(time.RFC3339Nano)}})
+		recs := cluster.AuditRecords(t, serve.Metrics, url.Values{"namespace": {ns}, "rule": {"team-label"}, "since": {start.Add(-time.Second).UTC().Format(time.RFC3339Nano)}})
 		return len(recs) > 0 && recs[0].Action == "Deny" && recs[0].DryRun, fmt.Sprint(recs)
 	})
 
@@ -481,20 +480,6 @@ func diffCalls(before, after map[string]int) map[string]int {
 		}
 	}
 	return d
-}
-
-func auditRecords(t *testing.T, q url.Values) []audit.Record {
-	t.Helper()
-	resp, err := http.Get("http://" + serve.Metrics + "/audit?" + q.Encode()) //nolint:gosec // local test URL
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var l audit.List
-	if err := json.NewDecoder(resp.Body).Decode(&l); err != nil {
-		t.Fatal(err)
-	}
-	return l.Items
 }
 
 // ruleActions are the records' rule/action, sorted, dry runs left out.

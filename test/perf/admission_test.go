@@ -186,10 +186,10 @@ var admissionModeOrder = []string{modeNone, modeEmpty, modeWebhook, modeBaseline
 
 func admissionConfigFromEnv(b *testing.B) admissionConfig {
 	cfg := admissionConfig{
-		n:        envInt(b, "ADMISSION_N", 500),
-		clients:  envInt(b, "ADMISSION_CLIENTS", 32),
-		rounds:   envInt(b, "ADMISSION_ROUNDS", 3),
-		warmup:   envInt(b, "ADMISSION_WARMUP", 200),
+		n:        testkit.EnvInt(b, "ADMISSION_N", 500),
+		clients:  testkit.EnvInt(b, "ADMISSION_CLIENTS", 32),
+		rounds:   testkit.EnvInt(b, "ADMISSION_ROUNDS", 3),
+		warmup:   testkit.EnvInt(b, "ADMISSION_WARMUP", 200),
 		stored:   true,
 		baseline: os.Getenv("SHEPHERD_BASELINE_BIN"),
 	}

@@ -46,8 +46,8 @@ import (
 // ready, after the first pass and after the second (go tool pprof
 // -sample_index=inuse_space DIR/heap-first.pb.gz): where the memory goes.
 func BenchmarkAudit(b *testing.B) {
-	nTJ := envInt(b, "AUDIT_TRAINJOBS", 10000)
-	nPCS := envInt(b, "AUDIT_PODCLIQUESETS", 2000)
+	nTJ := testkit.EnvInt(b, "AUDIT_TRAINJOBS", 10000)
+	nPCS := testkit.EnvInt(b, "AUDIT_PODCLIQUESETS", 2000)
 	bin := filepath.Join(b.TempDir(), "shepherd")
 	build := exec.Command("go", "build", "-o", bin, "./cmd/shepherd")
 	build.Dir = cluster.RepoRoot()

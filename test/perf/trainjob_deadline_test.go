@@ -6,7 +6,6 @@ import (
 	"math"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,19 +39,6 @@ import (
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
-// envInt reads a positive integer knob from the environment.
-func envInt(b *testing.B, name string, def int) int {
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		b.Fatalf("%s=%q: want a positive integer", name, v)
-	}
-	return n
-}
-
 // rss is this process's resident set size now, in MiB (NaN if unreadable).
 func rss() float64 {
 	v, _, err := proc.Memory(proc.Self)
@@ -82,9 +68,9 @@ func quantile(sorted []float64, q float64) float64 {
 // Targets: p99 ≤ 1 s, RSS ≤ 256 MiB. SHEPHERD_PERF_QPS and
 // SHEPHERD_PERF_BURST set shepherd's client rate limit (default 500/1000).
 func BenchmarkTrainJobDeadline(b *testing.B) {
-	jobs := envInt(b, "SHEPHERD_PERF_JOBS", 5000)
-	spread := time.Duration(envInt(b, "SHEPHERD_PERF_SPREAD_SECONDS", 60)) * time.Second
-	lead := time.Duration(envInt(b, "SHEPHERD_PERF_LEAD_SECONDS", 60)) * time.Second
+	jobs := testkit.EnvInt(b, "SHEPHERD_PERF_JOBS", 5000)
+	spread := time.Duration(testkit.EnvInt(b, "SHEPHERD_PERF_SPREAD_SECONDS", 60)) * time.Second
+	lead := time.Duration(testkit.EnvInt(b, "SHEPHERD_PERF_LEAD_SECONDS", 60)) * time.Second
 	ctrl.SetLogger(logr.Discard())
 
 	// Trainer's upstream CRDs; no Trainer runs, and shepherd is given no
@@ -109,8 +95,8 @@ func BenchmarkTrainJobDeadline(b *testing.B) {
 	// patch and one event, so at 5,000 deadlines a minute a limit below
 	// ~170 QPS queues writes and shows up directly as lag.
 	mgrCfg := rest.CopyConfig(c.Config)
-	mgrCfg.QPS = float32(envInt(b, "SHEPHERD_PERF_QPS", int(c.Config.QPS)))
-	mgrCfg.Burst = envInt(b, "SHEPHERD_PERF_BURST", c.Config.Burst)
+	mgrCfg.QPS = float32(testkit.EnvInt(b, "SHEPHERD_PERF_QPS", int(c.Config.QPS)))
+	mgrCfg.Burst = testkit.EnvInt(b, "SHEPHERD_PERF_BURST", c.Config.Burst)
 	b.Logf("shepherd client rate limit: %.0f QPS, burst %d", mgrCfg.QPS, mgrCfg.Burst)
 	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
 		Scheme:                 install.NewScheme(),

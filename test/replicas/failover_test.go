@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
@@ -311,17 +310,6 @@ func writesByAllowing(t *testing.T, what string, evs []auditEvent, jobs []string
 }
 
 func jobName(i int) string { return fmt.Sprintf("job-%02d", i) }
-
-func newJob(ns, name, runtime string, deadline *int64) *trainerv1alpha1.TrainJob {
-	return &trainerv1alpha1.TrainJob{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: trainerv1alpha1.TrainJobSpec{
-			RuntimeRef:            trainerv1alpha1.RuntimeRef{Name: runtime},
-			Trainer:               &trainerv1alpha1.Trainer{NumNodes: ptr.To[int32](1)},
-			ActiveDeadlineSeconds: deadline,
-		},
-	}
-}
 
 // report logs, per replica, how many enforcements it did and requires
 // both to have done some: the leader before the kill, the survivor after.

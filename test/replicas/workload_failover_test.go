@@ -11,12 +11,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
-	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/testkit"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
@@ -108,18 +106,17 @@ func TestFailoverMidWorkloadBurst(t *testing.T) {
 	// The burst: every TrainJob created as fast as the apiserver takes
 	// them, while the test watches the leader work through them.
 	jobs := make([]string, workloadJobs)
-	tjs := make([]*trainerv1alpha1.TrainJob, workloadJobs)
+	tjs := make([]*unstructured.Unstructured, workloadJobs)
 	for i := range jobs {
 		jobs[i] = jobName(i)
-		tjs[i] = newJob(ns, jobs[i], rt, nil)
-		tjs[i].Spec.Trainer.NumNodes = ptr.To[int32](2)
+		tjs[i] = testkit.TrainJob(ns, jobs[i], rt, 2).Obj()
 	}
 	createErr := make(chan error, 1)
 	go func() {
 		defer close(createErr)
 		for _, tj := range tjs {
 			if err := env.Client.Create(ctx, tj); err != nil {
-				createErr <- fmt.Errorf("creating TrainJob %s: %w", tj.Name, err)
+				createErr <- fmt.Errorf("creating TrainJob %s: %w", tj.GetName(), err)
 				return
 			}
 		}
@@ -164,7 +161,7 @@ func TestFailoverMidWorkloadBurst(t *testing.T) {
 	}
 	uids := map[string]types.UID{}
 	for _, tj := range tjs {
-		uids[tj.Name] = tj.UID
+		uids[tj.GetName()] = tj.GetUID()
 	}
 
 	if err := testkit.Poll(200*time.Millisecond, longTimeout, func(ctx context.Context) (bool, error) {
