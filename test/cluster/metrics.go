@@ -8,9 +8,9 @@ import (
 
 // Metric sums, over the series of the named metric whose labels include
 // want (all of them for an empty want), a counter's or gauge's value or a
-// histogram's sample count, as the `shepherd serve` running in this process (Serve)
-// registered them in controller-runtime's registry. A metric no series of
-// has been recorded yet is 0.
+// histogram's sample count, as the `shepherd serve` running in this
+// process (Serve) registered them in controller-runtime's registry. A
+// metric no series of has been recorded yet is 0.
 func Metric(name string, want map[string]string) (float64, error) {
 	mfs, err := metrics.Registry.Gather()
 	if err != nil {
