@@ -77,7 +77,11 @@ func TestACostLimitIsNotATimeout(t *testing.T) {
 	}
 	e := policyEngine(t, policy("p", nil, "object.spec.trainer.args.all(a, object.spec.trainer.args.all(b, object.spec.trainer.args.all(c, a == b)))"))
 	res := e.Evaluate(context.Background(), trainJobInput("CREATE", trainJob(nil, map[string]any{"runtimeRef": map[string]any{"name": "torch"}, "trainer": map[string]any{"args": args}}), nil))
-	if len(res) != 1 || !res[0].EvalError || res[0].TimedOut || !strings.Contains(res[0].Message, "cost") {
-		t.Errorf("got %+v, want one cost-limit evaluation error, not a timeout", res)
+	if len(res) != 1 || !res[0].EvalError || res[0].TimedOut || !strings.Contains(res[0].Message, "cost limit exceeded") {
+		t.Fatalf("got %+v, want one cost-limit evaluation error, not a timeout", res)
+	}
+	// It says what to do.
+	if !strings.HasSuffix(res[0].Message, "make its lists or strings shorter, or ask a platform admin to make the rule cheaper") {
+		t.Errorf("message %q does not say what to do", res[0].Message)
 	}
 }

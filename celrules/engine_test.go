@@ -169,8 +169,8 @@ func TestEachPolicyHasItsOwnBudget(t *testing.T) {
 	if diff := cmp.Diff([]string{"over/Deny"}, rules(res)); diff != "" {
 		t.Fatalf("results (-want +got):\n%s", diff)
 	}
-	if !strings.Contains(res[0].Message, "budget") {
-		t.Errorf("message %q does not name the budget", res[0].Message)
+	if !strings.Contains(res[0].Message, "budget") || !strings.HasSuffix(res[0].Message, costAdvice) {
+		t.Errorf("message %q does not name the budget and say what to do", res[0].Message)
 	}
 }
 

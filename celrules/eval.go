@@ -215,12 +215,29 @@ func (cr *compiledRule) outsideNamespaces(r *request) bool {
 // the audit trail only.
 func (cr *compiledRule) evalError(path string, err error) []Result {
 	msg := fmt.Sprintf("rule %s could not be evaluated: %v", cr.rule.ID, err)
+	if overCost(err) {
+		msg += costAdvice
+	}
 	action := cr.action
 	if cr.rule.failurePolicy() == shepherdv1alpha1.FailurePolicyIgnore {
 		action = shepherdv1alpha1.ActionAudit
 		msg += " (ignored: failurePolicy Ignore)"
 	}
 	return []Result{{Rule: cr.rule.ID, Action: action, Field: path, Message: msg, Reason: reasonInvalid, EvalError: true}}
+}
+
+// costAdvice says what to do about a rule over its CEL cost limit: the
+// limit is the apiserver's own (celconfig), the same for the exported
+// ValidatingAdmissionPolicy, so only the object or the rule can change.
+const costAdvice = "; the object is too large for this rule within CEL's cost limit: make its lists or strings shorter, or ask a platform admin to make the rule cheaper"
+
+// overCost reports whether err is CEL's cost limit (one expression's, or
+// the policy's budget), as the apiserver words them: cel-go's interpreter
+// and k8s.io/apiserver's admission/plugin/cel (its errors.go matches the
+// same prefix).
+func overCost(err error) bool {
+	m := err.Error()
+	return strings.Contains(m, "actual cost limit exceeded") || strings.Contains(m, "running out of cost budget")
 }
 
 // failedPaths are the field paths of failed validation i: its
