@@ -78,7 +78,7 @@ func TrainingLimits(s *Set) (maxRestarts *int32, maxRuntime *time.Duration, err 
 // applies). g may be nil.
 func ScalingGroupDelayOf(s *Set, g *ScalingGroup, config string) (*time.Duration, error) {
 	if g != nil && g.Served != nil {
-		if v, ok := nestedString(g.Served.Object, "spec", "terminationDelay"); ok {
+		if v, ok, _ := unstructured.NestedString(g.Served.Object, "spec", "terminationDelay"); ok {
 			d, err := time.ParseDuration(v)
 			if err != nil {
 				return nil, fmt.Errorf("spec.terminationDelay: %q is not a duration", v)
@@ -96,7 +96,7 @@ func WasAvailable(c *Clique) bool {
 	if c.Annotations[api.AnnotationWasAvailable] == "true" {
 		return true
 	}
-	v, _ := nestedValue(c.Served.Object, []string{"status", "wasAvailable"})
+	v, _, _ := unstructured.NestedFieldNoCopy(c.Served.Object, "status", "wasAvailable")
 	return v == true
 }
 
@@ -108,7 +108,7 @@ func UpdateInProgress(c *Clique) bool {
 	if p := c.Status.UpdateProgress; p != nil && p.UpdateEndedAt == nil {
 		return true
 	}
-	p, ok := nestedValue(c.Served.Object, []string{"status", "rollingUpdateProgress"})
+	p, ok, _ := unstructured.NestedFieldNoCopy(c.Served.Object, "status", "rollingUpdateProgress")
 	if m, isMap := p.(map[string]any); ok && isMap {
 		_, ended := m["updateEndedAt"]
 		return !ended
@@ -214,7 +214,7 @@ func TrainingStatusOf(s *Set) (TrainingStatus, error) {
 // field's omitted value, so a carrier can still say more: an object stored
 // before its CRD gained the field), else the carrier.
 func statusValue(s *Set, k knob.Knob) (raw any, where string, ok bool) {
-	if v, ok := nestedValue(s.Served.Object, k.Path); ok && v != nil && v != "" && v != int64(0) {
+	if v, ok, _ := unstructured.NestedFieldNoCopy(s.Served.Object, k.Path...); ok && v != nil && v != "" && v != int64(0) {
 		return v, strings.Join(k.Path, "."), true
 	}
 	if v, ok := s.Annotations[k.Annotation]; ok {

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/integrations/knob"
 )
@@ -126,7 +128,8 @@ func ParseScalingGroupDelays(v string) (map[string]time.Duration, error) {
 // group named group on a PodCliqueSet (decoded JSON), from the seed field
 // or the carrier; nil when there is none.
 func ScalingGroupDelay(obj map[string]any, group string) (*time.Duration, error) {
-	groups, _ := nestedSlice(obj, "spec", "template", "podCliqueScalingGroups")
+	v, _, _ := unstructured.NestedFieldNoCopy(obj, "spec", "template", "podCliqueScalingGroups")
+	groups, _ := v.([]any)
 	for _, g := range groups {
 		gm, _ := g.(map[string]any)
 		if gm["name"] != group {
@@ -140,7 +143,7 @@ func ScalingGroupDelay(obj map[string]any, group string) (*time.Duration, error)
 			return &d, nil
 		}
 	}
-	a, _ := nestedString(obj, "metadata", "annotations", api.AnnotationTerminationDelay)
+	a, _, _ := unstructured.NestedString(obj, "metadata", "annotations", api.AnnotationTerminationDelay)
 	delays, err := ParseScalingGroupDelays(a)
 	if err != nil {
 		return nil, err
@@ -161,32 +164,6 @@ func CELScalingGroupDelay(f knob.Form, obj, g string) string {
 	entries := fmt.Sprintf("%s.metadata.?annotations[?'%s'].orValue('').split(',').filter(e, e.trim().startsWith(%s.name + '=')).map(e, e.trim().substring(size(%s.name) + 1))",
 		obj, api.AnnotationTerminationDelay, g, g)
 	return fmt.Sprintf("(size(%s) > 0 ? optional.of(%s[0]) : optional.none())", entries, entries)
-}
-
-func nestedSlice(obj map[string]any, path ...string) ([]any, bool) {
-	v, ok := nestedValue(obj, path)
-	s, isSlice := v.([]any)
-	return s, ok && isSlice
-}
-
-func nestedString(obj map[string]any, path ...string) (string, bool) {
-	v, ok := nestedValue(obj, path)
-	s, isString := v.(string)
-	return s, ok && isString
-}
-
-func nestedValue(obj map[string]any, path []string) (any, bool) {
-	var cur any = obj
-	for _, p := range path {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = m[p]; !ok {
-			return nil, false
-		}
-	}
-	return cur, true
 }
 
 // CELScalingGroupDelaysValid is false when the carrier of the scaling

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -125,10 +127,10 @@ type Raw struct {
 // Lookup finds the knob on obj (the decoded JSON of the object): the field
 // first, then the annotation.
 func (k Knob) Lookup(obj map[string]any) (Raw, bool) {
-	if v, ok := nested(obj, k.Path); ok && v != nil {
+	if v, ok, _ := unstructured.NestedFieldNoCopy(obj, k.Path...); ok && v != nil {
 		return Raw{Value: v, Form: Field}, true
 	}
-	if a, ok := annotation(obj, k.Annotation); ok {
+	if a, ok, _ := unstructured.NestedString(obj, "metadata", "annotations", k.Annotation); ok {
 		return Raw{Value: a, Form: Annotation}, true
 	}
 	return Raw{}, false
@@ -202,10 +204,10 @@ func (k Knob) String(obj map[string]any) (string, bool) {
 // Present reads a Presence knob: the field exists, or the carrier holds
 // Value.
 func (k Knob) Present(obj map[string]any) bool {
-	if v, ok := nested(obj, k.Path); ok && v != nil {
+	if v, ok, _ := unstructured.NestedFieldNoCopy(obj, k.Path...); ok && v != nil {
 		return true
 	}
-	a, ok := annotation(obj, k.Annotation)
+	a, ok, _ := unstructured.NestedString(obj, "metadata", "annotations", k.Annotation)
 	return ok && a == k.Value
 }
 
@@ -244,26 +246,3 @@ const IntRegex = `^-?[0-9]{1,18}$`
 const DurationRegex = `^-?([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
 
 var durationPattern = regexp.MustCompile(DurationRegex)
-
-func nested(obj map[string]any, path []string) (any, bool) {
-	var cur any = obj
-	for _, p := range path {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = m[p]; !ok {
-			return nil, false
-		}
-	}
-	return cur, true
-}
-
-func annotation(obj map[string]any, key string) (string, bool) {
-	v, ok := nested(obj, []string{"metadata", "annotations", key})
-	if !ok {
-		return "", false
-	}
-	s, ok := v.(string)
-	return s, ok
-}

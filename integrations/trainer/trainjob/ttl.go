@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 
@@ -98,20 +100,7 @@ func ownsTTL(raw []byte) bool {
 	for _, p := range trainer.RuntimeTTL.Path {
 		field = append(field, "f:"+p)
 	}
-	return has(set, field...) || has(set, "f:metadata", "f:annotations", "f:"+trainer.RuntimeTTL.Annotation)
-}
-
-// has reports whether the fieldsV1 set names the path.
-func has(set map[string]any, path ...string) bool {
-	var cur any = set
-	for _, p := range path {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return false
-		}
-		if cur, ok = m[p]; !ok {
-			return false
-		}
-	}
-	return true
+	_, inField, _ := unstructured.NestedFieldNoCopy(set, field...)
+	_, inCarrier, _ := unstructured.NestedFieldNoCopy(set, "f:metadata", "f:annotations", "f:"+trainer.RuntimeTTL.Annotation)
+	return inField || inCarrier
 }
