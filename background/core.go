@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"context"
 	"hash/fnv"
+	"maps"
 	"slices"
-	"sort"
 	"time"
 	"unicode/utf8"
 
@@ -242,12 +242,7 @@ func refOf(o *Object) ObjectRef {
 func metaFingerprint(labels, annotations map[string]string) uint64 {
 	h := fnv.New64a()
 	for _, m := range []map[string]string{labels, annotations} {
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			h.Write([]byte(k))
 			h.Write([]byte{0})
 			h.Write([]byte(m[k]))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -44,9 +45,9 @@ func NewObject(u *unstructured.Unstructured) (*Object, error) {
 	if md, ok := content["metadata"].(map[string]any); ok {
 		if _, ok := md["managedFields"]; ok {
 			// A shallow copy of the two levels changed: u stays as it is.
-			md = shallowCopy(md)
+			md = maps.Clone(md)
 			delete(md, "managedFields")
-			content = shallowCopy(content)
+			content = maps.Clone(content)
 			content["metadata"] = md
 		}
 	}
@@ -65,14 +66,6 @@ func NewObject(u *unstructured.Unstructured) (*Object, error) {
 		raw:  raw,
 	}
 	return o, nil
-}
-
-func shallowCopy(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // Raw is the object as stored, JSON; it must not be changed.

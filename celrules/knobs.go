@@ -2,8 +2,9 @@ package celrules
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
 
@@ -134,11 +135,4 @@ func CarrierHint(fieldPath string) string {
 	return "use " + strings.Join(hints, ", ")
 }
 
-func knobNames() []string {
-	out := make([]string, 0, len(knobTokens()))
-	for n := range knobTokens() {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
-}
+func knobNames() []string { return slices.Sorted(maps.Keys(knobTokens())) }

@@ -2,7 +2,8 @@ package integrations
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/go-logr/logr"
@@ -161,12 +162,7 @@ func (e *Enforcement) Status() map[Feature]string {
 // ParseFeatureSettings parses "feature=mode" pairs.
 func ParseFeatureSettings(pairs map[string]string) (map[Feature]Mode, error) {
 	out := map[Feature]Mode{}
-	names := make([]string, 0, len(pairs))
-	for k := range pairs {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(pairs)) {
 		known := false
 		for _, f := range Features {
 			known = known || string(f) == k

@@ -11,8 +11,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -134,12 +135,7 @@ func yamlNode(v any, depth int) *yamlv3.Node {
 	switch v := v.(type) {
 	case map[string]any:
 		n := &yamlv3.Node{Kind: yamlv3.MappingNode, Style: style}
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(v)) {
 			n.Content = append(n.Content, yamlString(k), yamlNode(v[k], depth+1))
 		}
 		return n

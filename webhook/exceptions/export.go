@@ -2,6 +2,7 @@ package exceptions
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -275,12 +276,7 @@ func ParseAudit(value string) (Exemption, string, bool) {
 func selectorCEL(sel *metav1.LabelSelector, x string) string {
 	label := func(k string) string { return x + ".metadata.?labels[?" + quote(k) + "]" }
 	var reqs []string
-	keys := make([]string, 0, len(sel.MatchLabels))
-	for k := range sel.MatchLabels {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(sel.MatchLabels)) {
 		reqs = append(reqs, label(k)+" == optional.of("+quote(sel.MatchLabels[k])+")")
 	}
 	for _, r := range sel.MatchExpressions {

@@ -3,8 +3,9 @@ package policies
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 
 	"github.com/prometheus/client_golang/prometheus"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -76,12 +77,12 @@ func (r *Reconciler) ApplySchemas(ctx context.Context, sink SchemaSink, crds []*
 // exports shepherd_builtin_rule_inactive for after.
 func ReportInactive(ctx context.Context, before, after map[string]string, all bool) {
 	log := ctrl.LoggerFrom(ctx).WithName("rules")
-	for _, id := range sortedKeys(after) {
+	for _, id := range slices.Sorted(maps.Keys(after)) {
 		if before[id] != after[id] || all {
 			log.Info("built-in rule inactive", "rule", id, "reason", after[id])
 		}
 	}
-	for _, id := range sortedKeys(before) {
+	for _, id := range slices.Sorted(maps.Keys(before)) {
 		if _, still := after[id]; !still {
 			log.Info("built-in rule active again", "rule", id, "was", before[id])
 		}
@@ -127,13 +128,4 @@ func (r *Reconciler) SchemasReadyChecker(*http.Request) error {
 		return fmt.Errorf("rules not yet type-checked against the cluster's CRDs")
 	}
 	return nil
-}
-
-func sortedKeys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
