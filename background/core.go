@@ -7,7 +7,8 @@ import (
 	"maps"
 	"slices"
 	"time"
-	"unicode/utf8"
+
+	"github.com/shepherd-k8s/shepherd/events"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -289,7 +290,7 @@ func (c *Core) aggregate(version string, now time.Time) *Results {
 				rr.Objects++
 				rr.ByKind[e.ref.Kind]++
 			}
-			rr.Samples = keepFirst(rr.Samples, Sample{ObjectRef: e.ref, Field: f.Field, Message: truncate(f.Message, maxMessage)}, n)
+			rr.Samples = keepFirst(rr.Samples, Sample{ObjectRef: e.ref, Field: f.Field, Message: events.Truncate(f.Message, maxMessage)}, n)
 		}
 	}
 	for ns, objs := range r.Namespaces {
@@ -313,18 +314,4 @@ func keepFirst(samples []Sample, s Sample, n int) []Sample {
 		samples = samples[:n]
 	}
 	return samples
-}
-
-// truncate cuts s to at most n bytes, "..." marking the cut, which falls
-// between characters: a sample's message is a string of the WorkloadPolicy's
-// status, and half a character there is invalid UTF-8.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n - len("...")
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + "..."
 }

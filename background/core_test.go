@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -426,32 +425,5 @@ func TestCancelledPassKeepsItsVerdicts(t *testing.T) {
 	}
 	if second.Reused != judged-1 || second.Evaluated != len(all)-(judged-1) || r.Violating != len(all) {
 		t.Errorf("next pass: reused %d, judged %d, violating %d; want %d, %d, %d", second.Reused, second.Evaluated, r.Violating, judged-1, len(all)-(judged-1), len(all))
-	}
-}
-
-// TestTruncateCutsBetweenCharacters: a message over the limit is cut to at
-// most the limit, "..." marking the cut, never inside a character.
-func TestTruncateCutsBetweenCharacters(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		in   string
-		n    int
-		want string
-	}{
-		{in: "short", n: 10, want: "short"},
-		{in: "exactly10!", n: 10, want: "exactly10!"},
-		{in: "abcdefghijk", n: 10, want: "abcdefg..."},
-		// "é" is bytes 6 and 7: a cut at byte 7 would split it.
-		{in: "abcdefé-tail", n: 10, want: "abcdef..."},
-		// "€" is three bytes.
-		{in: "€€€€", n: 8, want: "€..."},
-	} {
-		got := truncate(tc.in, tc.n)
-		if diff := cmp.Diff(tc.want, got); diff != "" {
-			t.Errorf("truncate(%q, %d) (-want +got):\n%s", tc.in, tc.n, diff)
-		}
-		if !utf8.ValidString(got) || len(got) > tc.n {
-			t.Errorf("truncate(%q, %d) = %q: %d bytes, valid UTF-8 %v", tc.in, tc.n, got, len(got), utf8.ValidString(got))
-		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -104,7 +105,7 @@ func (l *Lifecycle) Record(ctx context.Context, regarding client.Object, eventty
 		Action:              action,
 		Reason:              reason,
 		Regarding:           *ref,
-		Note:                truncateNote(note),
+		Note:                Truncate(note, MaxNoteBytes),
 		Type:                eventtype,
 	}
 	_, err = l.client.Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
@@ -123,12 +124,21 @@ func eventNamespace(obj client.Object) string {
 	return metav1.NamespaceDefault
 }
 
-// maxNoteBytes is the Events API's limit on a note (1 KiB).
-const maxNoteBytes = 1024
+// MaxNoteBytes is the Events API's limit on a note (1 KiB).
+const MaxNoteBytes = 1024
 
-func truncateNote(note string) string {
-	if len(note) <= maxNoteBytes {
-		return note
+// Truncate cuts s to at most n bytes, "..." marking the cut, for an Event's
+// note or a condition's message. The cut falls between characters: half a
+// character is invalid UTF-8, which JSON encoding turns into U+FFFD (three
+// bytes) per byte, so a note cut to the limit could exceed it again and the
+// Event be refused; and a policy author's message need not be ASCII.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return note[:maxNoteBytes-3] + "..."
+	cut := n - len("...")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -72,7 +73,7 @@ func TestLifecycleNoteIsTruncated(t *testing.T) {
 		{strings.Repeat("x", 1025), strings.Repeat("x", 1021) + "..."},
 		{strings.Repeat("y", 5000), strings.Repeat("y", 1021) + "..."},
 	} {
-		if got := truncateNote(tc.note); got != tc.want {
+		if got := Truncate(tc.note, MaxNoteBytes); got != tc.want {
 			t.Errorf("note of %d bytes: got %d bytes ending %q, want %d", len(tc.note), len(got), got[len(got)-5:], len(tc.want))
 		}
 	}
@@ -136,5 +137,31 @@ func TestLifecycleRecorder(t *testing.T) {
 	}
 	if plain.controller != "deadline" || plain.client == nil || plain.client == mgr.(*limited).client || plain.clock == nil {
 		t.Errorf("from a plain manager: %+v", plain)
+	}
+}
+
+// TestTruncateCutsBetweenCharacters: a message over the limit is cut to at
+// most the limit, "..." marking the cut, never inside a character.
+func TestTruncateCutsBetweenCharacters(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{in: "short", n: 10, want: "short"},
+		{in: "exactly10!", n: 10, want: "exactly10!"},
+		{in: "abcdefghijk", n: 10, want: "abcdefg..."},
+		// "é" is bytes 6 and 7: a cut at byte 7 would split it.
+		{in: "abcdefé-tail", n: 10, want: "abcdef..."},
+		// "€" is three bytes.
+		{in: "€€€€", n: 8, want: "€..."},
+	} {
+		got := Truncate(tc.in, tc.n)
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("Truncate(%q, %d) (-want +got):\n%s", tc.in, tc.n, diff)
+		}
+		if !utf8.ValidString(got) || len(got) > tc.n {
+			t.Errorf("Truncate(%q, %d) = %q: %d bytes, valid UTF-8 %v", tc.in, tc.n, got, len(got), utf8.ValidString(got))
+		}
 	}
 }

@@ -3,6 +3,8 @@ package audit
 import (
 	"time"
 
+	shepherdevents "github.com/shepherd-k8s/shepherd/events"
+
 	"context"
 	"encoding/json"
 	"fmt"
@@ -199,11 +201,7 @@ func eventNote(r *Record) string {
 		}
 		note = fmt.Sprintf("%s %s by PolicyException %s (%s)%s%s%s: %s", r.Rule, r.Action, r.Exception, until, by, dry, field, r.Message)
 	}
-	// events.k8s.io/v1 rejects notes over 1 kB.
-	if len(note) > 1000 {
-		note = note[:997] + "..."
-	}
-	return note
+	return shepherdevents.Truncate(note, shepherdevents.MaxNoteBytes)
 }
 
 // objectUID reads metadata.uid from the stored object of an UPDATE or DELETE

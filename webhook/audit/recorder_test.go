@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -50,12 +51,18 @@ func TestEventNote(t *testing.T) {
 		})
 	}
 	long := eventNote(&Record{Rule: "R", Action: "Deny", Message: strings.Repeat("x", 2000), CallerAuthenticated: true})
-	if len(long) != 1000 || !strings.HasSuffix(long, "...") || !strings.HasPrefix(long, "R Deny: xxx") {
+	if len(long) != 1024 || !strings.HasSuffix(long, "...") || !strings.HasPrefix(long, "R Deny: xxx") {
 		t.Errorf("a long note: %d bytes, ending %q", len(long), long[len(long)-5:])
 	}
-	exact := eventNote(&Record{Rule: "R", Action: "Deny", Message: strings.Repeat("x", 1000-len("R Deny: ")), CallerAuthenticated: true})
-	if len(exact) != 1000 || strings.HasSuffix(exact, "...") {
-		t.Errorf("a note of exactly 1000 bytes was cut: %q", exact[len(exact)-5:])
+	exact := eventNote(&Record{Rule: "R", Action: "Deny", Message: strings.Repeat("x", 1024-len("R Deny: ")), CallerAuthenticated: true})
+	if len(exact) != 1024 || strings.HasSuffix(exact, "...") {
+		t.Errorf("a note of exactly 1024 bytes (the Events API's limit) was cut: %q", exact[len(exact)-5:])
+	}
+	// A policy's message need not be ASCII: the cut falls between
+	// characters, so the note stays valid UTF-8 within the limit.
+	wide := eventNote(&Record{Rule: "R", Action: "Deny", Message: strings.Repeat("名", 1000), CallerAuthenticated: true})
+	if len(wide) > 1024 || !utf8.ValidString(wide) || !strings.HasSuffix(wide, "名...") {
+		t.Errorf("a note of three-byte characters: %d bytes, valid UTF-8 %v, ending %q", len(wide), utf8.ValidString(wide), wide[len(wide)-8:])
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	shepherdevents "github.com/shepherd-k8s/shepherd/events"
+
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -90,7 +92,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	for _, p := range ptrs {
 		if bad := Validate(p, func(rule string) bool { return r.known(ctx, rule) }); len(bad) > 0 && r.events != nil {
 			r.events.Eventf(p, nil, corev1.EventTypeWarning, EventReasonInvalid, "Load",
-				"%s; an unknown rule exempts nothing, a bad selector leaves the whole exception out", trim(bad.ToAggregate().Error()))
+				"%s; an unknown rule exempts nothing, a bad selector leaves the whole exception out", shepherdevents.Truncate(bad.ToAggregate().Error(), 900))
 		}
 	}
 	set, err := NewSet(ptrs)
@@ -119,12 +121,4 @@ func (r *Reconciler) known(ctx context.Context, rule string) bool {
 	}
 	err := r.client.Get(ctx, client.ObjectKey{Name: rule}, &shepherdv1alpha1.WorkloadPolicy{})
 	return err == nil || !apierrors.IsNotFound(err) // unsure is no reason for a warning
-}
-
-// trim keeps an Event's note within what events.k8s.io/v1 accepts.
-func trim(s string) string {
-	if len(s) > 900 {
-		return s[:897] + "..."
-	}
-	return s
 }

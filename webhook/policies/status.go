@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/shepherd-k8s/shepherd/events"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -48,17 +50,10 @@ func DesiredStatus(p *shepherdv1alpha1.WorkloadPolicy, errs field.ErrorList, now
 		}
 		cond.Status = metav1.ConditionFalse
 		cond.Reason = api.ReasonCompileError
-		cond.Message = truncate(fmt.Sprintf("the policy is not applied: %d expression(s) failed to compile: %s", len(errs), strings.Join(msgs, "; ")), maxConditionMessage)
+		cond.Message = events.Truncate(fmt.Sprintf("the policy is not applied: %d expression(s) failed to compile: %s", len(errs), strings.Join(msgs, "; ")), maxConditionMessage)
 	}
 	meta.SetStatusCondition(&st.Conditions, cond)
 	return st
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }
 
 // OverCapStatus is the status of a policy held back because the replica
