@@ -8,13 +8,12 @@ import (
 	"slices"
 	"time"
 
-	"github.com/shepherd-k8s/shepherd/events"
-
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/webhook"
 )
 

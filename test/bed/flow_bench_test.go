@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shepherd-k8s/shepherd/test/testkit"
-
 	admissionv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/test/bed"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // flowMode is one side of BenchmarkFlow: the bed with shepherd (its

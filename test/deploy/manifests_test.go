@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shepherd-k8s/shepherd/test/install"
-
 	cmapi "github.com/cert-manager/cert-manager/pkg/apis/certmanager/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -24,6 +22,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/certs"
+	"github.com/shepherd-k8s/shepherd/test/install"
 )
 
 // TestKustomizeBuild: both overlays (and the Prometheus component) build,

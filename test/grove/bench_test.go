@@ -14,7 +14,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shepherd-k8s/shepherd/test/install"
-
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -16,10 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"helm.sh/helm/v3/pkg/lint"
-	"helm.sh/helm/v3/pkg/lint/support"
-
 	"github.com/shepherd-k8s/shepherd/cmd/shepherd/app"
+	"github.com/shepherd-k8s/shepherd/test/install"
 )
 
 // renamed is a value set with the names overridden, in every mode that

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shepherd-k8s/shepherd/test/install"
-
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -25,6 +23,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/certs"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/install"
 )
 
 // TestLint: Helm's linter (Chart.yaml, values against the schema, every

@@ -5,14 +5,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shepherd-k8s/shepherd/test/install"
-
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/shepherd-k8s/shepherd/test/install"
 )
 
 // clientCAArg is the flag webhook.clientCA.enabled adds.

@@ -15,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shepherd-k8s/shepherd/test/testkit"
-
 	admissionv1 "k8s.io/api/admission/v1"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -31,6 +29,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/certs"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
 )

@@ -8,19 +8,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shepherd-k8s/shepherd/integrations"
-
-	"github.com/shepherd-k8s/shepherd/test/testkit"
-
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/integrations/pinned"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/install"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // notServedHere are the kinds of the install variants whose CRDs no module

@@ -9,10 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shepherd-k8s/shepherd/test/cluster"
-
-	"github.com/shepherd-k8s/shepherd/test/testkit"
-
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
 

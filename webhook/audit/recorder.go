@@ -1,13 +1,10 @@
 package audit
 
 import (
-	"time"
-
-	shepherdevents "github.com/shepherd-k8s/shepherd/events"
-
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/shepherd-k8s/shepherd/api"
+	shepherdevents "github.com/shepherd-k8s/shepherd/events"
 	"github.com/shepherd-k8s/shepherd/webhook"
 )
 

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"time"
 
-	shepherdevents "github.com/shepherd-k8s/shepherd/events"
-
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +23,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	shepherdevents "github.com/shepherd-k8s/shepherd/events"
 )
 
 // Sink is what enforces the exceptions: the admission chain.

@@ -4,14 +4,13 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/shepherd-k8s/shepherd/events"
-
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/events"
 )
 
 // maxConditionMessage keeps the Ready message well under metav1.Condition's
