@@ -26,6 +26,11 @@ import (
 	shepherdevents "github.com/shepherd-k8s/shepherd/events"
 )
 
+// invalidAdvice ends the note of an exception that does not validate; the
+// errors before it are cut so that the note stays within the Events API's
+// limit and this survives.
+const invalidAdvice = "; an unknown rule exempts nothing, a bad selector leaves the whole exception out"
+
 // Sink is what enforces the exceptions: the admission chain.
 type Sink interface {
 	SetExceptions(s *Set)
@@ -91,7 +96,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, _ reconcile.Request) (reconc
 	for _, p := range ptrs {
 		if bad := Validate(p, func(rule string) bool { return r.known(ctx, rule) }); len(bad) > 0 && r.events != nil {
 			r.events.Eventf(p, nil, corev1.EventTypeWarning, EventReasonInvalid, "Load",
-				"%s; an unknown rule exempts nothing, a bad selector leaves the whole exception out", shepherdevents.Truncate(bad.ToAggregate().Error(), 900))
+				"%s%s", shepherdevents.Truncate(bad.ToAggregate().Error(), shepherdevents.MaxNoteBytes-len(invalidAdvice)), invalidAdvice)
 		}
 	}
 	set, err := NewSet(ptrs)
