@@ -2,7 +2,6 @@ package leader
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -43,7 +42,10 @@ type Terms struct {
 	events  recorder.Provider // the Events the reconcilers write
 	log     logr.Logger
 	timeout time.Duration // --graceful-shutdown-timeout
-	indexed *indexSet
+	// syncTimeout bounds a term's wait for the serving cache, as
+	// controller-runtime's CacheSyncTimeout bounds a controller's.
+	syncTimeout time.Duration
+	indexed     *indexSet
 
 	mu         sync.Mutex
 	leaderOnly []func(manager.Manager) error
@@ -69,7 +71,7 @@ type term struct {
 // through events, and stops within timeout.
 func NewTerms(main manager.Manager, events recorder.Provider, timeout time.Duration) *Terms {
 	return &Terms{
-		main: main, events: events, timeout: timeout,
+		main: main, events: events, timeout: timeout, syncTimeout: 2 * time.Minute,
 		log: main.GetLogger().WithName("leader"), indexed: &indexSet{keys: map[string]bool{}},
 	}
 }
@@ -121,12 +123,17 @@ func (l *Terms) Run(ctx context.Context) error {
 	// for it until serve gives up (controller-runtime v0.25.2's runnable
 	// group keeps looping once its context ends before every runnable is
 	// ready; serve/lifecycle.go bounds it). So the term starts only once
-	// the cache has synced, and not at all if ctx ends first.
-	if !l.main.GetCache().WaitForCacheSync(ctx) {
+	// the cache has synced, and not at all if ctx ends first. The wait is
+	// bounded: an informer that never syncs (its CRD deleted before its
+	// first list) fails the term with an error, as it failed the term's
+	// controller before, instead of holding it silently.
+	syncCtx, stop := context.WithTimeout(ctx, l.syncTimeout)
+	defer stop()
+	if !l.main.GetCache().WaitForCacheSync(syncCtx) {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return errors.New("the serving manager's cache did not sync")
+		return fmt.Errorf("the serving manager's cache did not sync within %v", l.syncTimeout)
 	}
 	t, err := l.newTerm(cancel)
 	if err != nil {

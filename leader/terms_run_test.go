@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -250,5 +251,23 @@ func TestRunWaitsForTheServingCache(t *testing.T) {
 	}
 	if term := s.current(); term != nil {
 		t.Errorf("a term was set up before the serving cache synced: %v", s.of(term))
+	}
+}
+
+// TestRunFailsWhenTheServingCacheNeverSyncs: a serving cache that does not
+// sync within the bound fails the term with an error naming it, before
+// anything is set up.
+func TestRunFailsWhenTheServingCacheNeverSyncs(t *testing.T) {
+	s := &setups{byMg: map[manager.Manager][]string{}}
+	terms := NewTerms(servingManager(t, &unsyncedCache{}), nil, time.Second)
+	terms.syncTimeout = 200 * time.Millisecond
+	terms.Activate(Controller{Name: "trainjob", Setup: s.add("trainjob")})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := terms.Run(ctx); err == nil || !strings.Contains(err.Error(), "did not sync within 200ms") {
+		t.Errorf("Run = %v, want the cache's error", err)
+	}
+	if term := s.current(); term != nil {
+		t.Errorf("a term was set up: %v", s.of(term))
 	}
 }
