@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // policyEngine is an engine with only the given WorkloadPolicies (every
@@ -38,27 +39,31 @@ func policyEngine(t *testing.T, policies ...*shepherdv1alpha1.WorkloadPolicy) *E
 	return e
 }
 
+// policy is a TrainJob policy whose validations fail with "<name>
+// failed", changed by mutate.
 func policy(name string, mutate func(*shepherdv1alpha1.WorkloadPolicySpec), validations ...string) *shepherdv1alpha1.WorkloadPolicy {
-	p := &shepherdv1alpha1.WorkloadPolicy{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	p.Spec.Match.Resources = []shepherdv1alpha1.ResourceRule{{APIGroups: []string{"trainer.kubeflow.org"}, Kinds: []string{"TrainJob"}}}
+	b := testkit.TrainJobPolicy(name)
 	for _, v := range validations {
-		p.Spec.Validations = append(p.Spec.Validations, shepherdv1alpha1.Validation{Expression: v, Message: name + " failed"})
+		b.Validation(v, name+" failed")
 	}
+	p := b.Obj()
 	if mutate != nil {
 		mutate(&p.Spec)
 	}
 	return p
 }
 
+// trainJob is team-a's TrainJob tj with labels, and spec in place of its
+// own when set.
 func trainJob(labels map[string]any, spec map[string]any) map[string]any {
-	md := map[string]any{"name": "tj", "namespace": "team-a"}
+	b := testkit.TrainJob("team-a", "tj", "torch", 0)
 	if labels != nil {
-		md["labels"] = labels
+		b.Set(labels, "metadata", "labels")
 	}
-	if spec == nil {
-		spec = map[string]any{"runtimeRef": map[string]any{"name": "torch"}}
+	if spec != nil {
+		b.Set(spec, "spec")
 	}
-	return map[string]any{"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "metadata": md, "spec": spec}
+	return b.Map()
 }
 
 func trainJobInput(op string, obj, old map[string]any) *Input {

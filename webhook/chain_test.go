@@ -8,13 +8,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/shepherd-k8s/shepherd/test/seedcrds"
-
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/test/seedcrds"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 var trainJobKind = metav1.GroupVersionKind{Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob"}
@@ -30,22 +30,19 @@ func newChain(t testing.TB) *Chain {
 	return c
 }
 
+// trainJob is a research team's TrainJob with activeDeadlineSeconds
+// deadline (0 is sent as 0), as a request carries it.
 func trainJob(deadline int) []byte {
-	return []byte(fmt.Sprintf(`{"apiVersion":"trainer.kubeflow.org/v1alpha1","kind":"TrainJob","metadata":{"name":"tj","namespace":"ns","labels":{"team":"research"}},"spec":{"runtimeRef":{"name":"torch"},"activeDeadlineSeconds":%d}}`, deadline))
+	return testkit.TrainJob("ns", "tj", "torch", 0).Labels("team=research").Set(deadline, "spec", "activeDeadlineSeconds").JSON()
 }
 
+// policy is a TrainJob policy of one validation on
+// spec.activeDeadlineSeconds, at resourceVersion rv.
 func policy(name, rv, expr string) *shepherdv1alpha1.WorkloadPolicy {
-	p := &shepherdv1alpha1.WorkloadPolicy{
-		ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv},
-		Spec: shepherdv1alpha1.WorkloadPolicySpec{
-			Match: shepherdv1alpha1.Match{Resources: []shepherdv1alpha1.ResourceRule{{APIGroups: []string{"trainer.kubeflow.org"}, Kinds: []string{"TrainJob"}}}},
-			Validations: []shepherdv1alpha1.Validation{{
-				Expression: expr,
-				Message:    "research TrainJobs must set activeDeadlineSeconds of at most one day",
-				FieldPath:  "spec.activeDeadlineSeconds",
-			}},
-		},
-	}
+	p := testkit.TrainJobPolicy(name).
+		Validation(expr, "research TrainJobs must set activeDeadlineSeconds of at most one day").
+		FieldPath("spec.activeDeadlineSeconds").Obj()
+	p.ResourceVersion = rv
 	return p
 }
 

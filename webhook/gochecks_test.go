@@ -18,6 +18,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 	jobsetv1alpha2 "sigs.k8s.io/jobset/api/jobset/v1alpha2"
 )
 
@@ -71,15 +72,9 @@ func chainWith(t *testing.T, objs ...runtime.Object) *Chain {
 	return c
 }
 
+// trainJobOn is ns/tj on the runtime "rt" of kind, of numNodes nodes.
 func trainJobOn(kind string, numNodes int32) *trainerv1alpha1.TrainJob {
-	return &trainerv1alpha1.TrainJob{
-		TypeMeta:   metav1.TypeMeta{APIVersion: trainerv1alpha1.GroupVersion.String(), Kind: api.KindTrainJob},
-		ObjectMeta: metav1.ObjectMeta{Name: "tj", Namespace: "ns", UID: "tj-uid"},
-		Spec: trainerv1alpha1.TrainJobSpec{
-			RuntimeRef: trainerv1alpha1.RuntimeRef{Name: "rt", Kind: ptr.To(kind)},
-			Trainer:    &trainerv1alpha1.Trainer{NumNodes: ptr.To(numNodes)},
-		},
-	}
+	return testkit.Into[trainerv1alpha1.TrainJob](testkit.TrainJob("ns", "tj", "rt", int64(numNodes)).UID("tj-uid").Set(kind, "spec", "runtimeRef", "kind"))
 }
 
 func mustJSON(t *testing.T, o any) []byte {

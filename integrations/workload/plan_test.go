@@ -4,13 +4,13 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // rj is a replicatedJob of a runtime's JobSet template, as served.
@@ -57,12 +57,9 @@ func runtimeOf(kind string, spec map[string]any, annotations map[string]string) 
 	return rt
 }
 
+// trainJob is ns/my-job with numNodes (nil: the runtime's).
 func trainJob(numNodes *int32) *trainerv1alpha1.TrainJob {
-	tj := &trainerv1alpha1.TrainJob{ObjectMeta: metav1.ObjectMeta{Name: "my-job", Namespace: "ns", UID: "uid-1"}}
-	if numNodes != nil {
-		tj.Spec.Trainer = &trainerv1alpha1.Trainer{NumNodes: numNodes}
-	}
-	return tj
+	return testkit.Into[trainerv1alpha1.TrainJob](testkit.TrainJob("ns", "my-job", "torch", int64(ptr.Deref(numNodes, 0))).UID("uid-1"))
 }
 
 func TestPlanFor(t *testing.T) {

@@ -21,17 +21,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 var tjGVK = schema.GroupVersionKind{Group: "trainer.kubeflow.org", Version: "v1alpha1", Kind: "TrainJob"}
 
+// trainJob is team-a's TrainJob llama, of uid.
 func trainJob(uid types.UID) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(tjGVK)
-	u.SetNamespace("team-a")
-	u.SetName("llama")
-	u.SetUID(uid)
-	return u
+	return testkit.TrainJob("team-a", "llama", "torch", 0).UID(string(uid)).Obj()
 }
 
 func newClient(t *testing.T, funcs interceptor.Funcs, objs ...client.Object) client.WithWatch {

@@ -181,6 +181,32 @@ func (b *Builder) Annotations(kv ...string) *Builder {
 // Obj returns a copy of the object built so far.
 func (b *Builder) Obj() *unstructured.Unstructured { return b.u.DeepCopy() }
 
+// Map returns a copy of the object as unstructured holds it.
+func (b *Builder) Map() map[string]any { return b.Obj().Object }
+
+// JSON is the object as a request body carries it.
+func (b *Builder) JSON() []byte {
+	out, err := b.u.MarshalJSON()
+	if err != nil {
+		panic(fmt.Sprintf("testkit: %v", err))
+	}
+	return out
+}
+
+// Into returns the object built by b as a T, a Go type of its kind (a
+// TrainJob as trainerv1alpha1.TrainJob): the one builder serves the tests
+// of typed code too.
+func Into[T any](b *Builder) *T {
+	out := new(T)
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(b.u.Object, out); err != nil {
+		panic(fmt.Sprintf("testkit: %s as %T: %v", b.u.GetKind(), out, err))
+	}
+	return out
+}
+
+// UID sets metadata.uid, as the apiserver would.
+func (b *Builder) UID(uid string) *Builder { return b.Set(uid, "metadata", "uid") }
+
 // YAML is the object as a manifest.
 func (b *Builder) YAML() string {
 	out, err := yaml.Marshal(b.u.Object)

@@ -1,6 +1,7 @@
 package testkit
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -82,5 +83,41 @@ func TestGroveAndJobSetBuilders(t *testing.T) {
 	pod, _, _ := unstructured.NestedMap(jobs[0].(map[string]any), "template", "spec", "template", "spec")
 	if pod["restartPolicy"] != "Never" || len(pod["containers"].([]any)) != 1 {
 		t.Errorf("JobSet pod template = %v, want one container, restartPolicy Never", pod)
+	}
+}
+
+// The one builder in every form a test hands its code: a Go type (Into),
+// a request body (JSON), a map; each a copy of what was built.
+func TestBuilderForms(t *testing.T) {
+	b := TrainJob("ns", "job", "torch", 3).UID("uid-1").Labels("team=a")
+	type trainJob struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name   string            `json:"name"`
+			UID    string            `json:"uid"`
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+		Spec struct {
+			Trainer struct {
+				NumNodes *int32 `json:"numNodes"`
+			} `json:"trainer"`
+		} `json:"spec"`
+	}
+	typed := Into[trainJob](b)
+	if typed.Kind != "TrainJob" || typed.Metadata.Name != "job" || typed.Metadata.UID != "uid-1" ||
+		typed.Metadata.Labels["team"] != "a" || typed.Spec.Trainer.NumNodes == nil || *typed.Spec.Trainer.NumNodes != 3 {
+		t.Errorf("Into = %+v", typed)
+	}
+	var fromJSON map[string]any
+	if err := json.Unmarshal(b.JSON(), &fromJSON); err != nil {
+		t.Fatal(err)
+	}
+	if fromJSON["kind"] != "TrainJob" || fromJSON["spec"].(map[string]any)["trainer"].(map[string]any)["numNodes"] != float64(3) {
+		t.Errorf("JSON = %v", fromJSON)
+	}
+	m := b.Map()
+	m["kind"] = "changed"
+	if b.Obj().GetKind() != "TrainJob" {
+		t.Error("Map returned the builder's own object, not a copy")
 	}
 }

@@ -1,7 +1,10 @@
 package testkit
 
 import (
+	"fmt"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
@@ -73,6 +76,15 @@ func (b *PolicyBuilder) NamespaceLabels(labels map[string]string) *PolicyBuilder
 func (b *PolicyBuilder) Labels(labels map[string]string) *PolicyBuilder {
 	b.p.Labels = labels
 	return b
+}
+
+// YAML is the policy as a manifest.
+func (b *PolicyBuilder) YAML() string {
+	out, err := yaml.Marshal(b.p)
+	if err != nil {
+		panic(fmt.Sprintf("testkit: %v", err))
+	}
+	return string(out)
 }
 
 // Obj returns a copy of the policy built so far.

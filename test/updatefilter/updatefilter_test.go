@@ -7,7 +7,6 @@ package updatefilter
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,6 +19,8 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/yaml"
 
+	"github.com/shepherd-k8s/shepherd/api"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/certs"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
@@ -124,19 +125,9 @@ func apply(t *testing.T, doc string) *unstructured.Unstructured {
 	return u
 }
 
+// policy is a Warn policy on PodCliqueSets of one validation.
 func policy(name, expr string) string {
-	return fmt.Sprintf(`apiVersion: shepherd.dev/v1alpha1
-kind: WorkloadPolicy
-metadata: {name: %s}
-spec:
-  action: Warn
-  match:
-    resources:
-    - apiGroups: [grove.io]
-      kinds: [PodCliqueSet]
-  validations:
-  - expression: %q
-`, name, expr)
+	return testkit.Policy(name, api.GroveGroup, api.KindPodCliqueSet).Action(shepherdv1alpha1.ActionWarn).Validation(expr, "").YAML()
 }
 
 // update changes pcs with f (re-reading it on a conflict) and returns the

@@ -7,7 +7,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,8 +21,11 @@ import (
 	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
+// trainJob is ns/name on the runtime ref names.
 func trainJob(ns, name string, ref trainerv1alpha1.RuntimeRef) *trainerv1alpha1.TrainJob {
-	return &trainerv1alpha1.TrainJob{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: trainerv1alpha1.TrainJobSpec{RuntimeRef: ref}}
+	tj := testkit.Into[trainerv1alpha1.TrainJob](testkit.TrainJob(ns, name, ref.Name, 0))
+	tj.Spec.RuntimeRef = ref
+	return tj
 }
 
 func ref(kind, name string) trainerv1alpha1.RuntimeRef {

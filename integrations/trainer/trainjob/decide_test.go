@@ -14,6 +14,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // t0 is every test job's creationTimestamp.
@@ -21,11 +22,10 @@ var t0 = time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 
 type jobOpt func(*trainerv1alpha1.TrainJob)
 
+// job is ns/j, created at t0, changed by opts.
 func job(opts ...jobOpt) *trainerv1alpha1.TrainJob {
-	tj := &trainerv1alpha1.TrainJob{ObjectMeta: metav1.ObjectMeta{
-		Name: "j", Namespace: "ns", UID: types.UID("uid-1"),
-		CreationTimestamp: metav1.NewTime(t0),
-	}}
+	tj := testkit.Into[trainerv1alpha1.TrainJob](testkit.TrainJob("ns", "j", "torch", 0).UID("uid-1"))
+	tj.CreationTimestamp = metav1.NewTime(t0)
 	for _, o := range opts {
 		o(tj)
 	}
