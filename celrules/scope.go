@@ -3,9 +3,10 @@ package celrules
 import (
 	"slices"
 
-	"github.com/shepherd-k8s/shepherd/integrations"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/shepherd-k8s/shepherd/integrations"
 )
 
 // WebhookOperations are the operations shepherd's webhook configurations

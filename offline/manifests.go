@@ -16,17 +16,17 @@ import (
 	"strings"
 	"sync"
 
-	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
-	"github.com/shepherd-k8s/shepherd/integrations/pinned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	utiljson "k8s.io/apimachinery/pkg/util/json"
-
-	"github.com/shepherd-k8s/shepherd/api/install"
-	"github.com/shepherd-k8s/shepherd/integrations"
-	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 	"sigs.k8s.io/yaml"
+
+	"github.com/shepherd-k8s/shepherd/api/install"
+	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/integrations"
+	"github.com/shepherd-k8s/shepherd/integrations/pinned"
+	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 )
 
 // Manifest is one object read from a file, with where it came from.

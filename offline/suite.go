@@ -9,11 +9,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/policytest"
 	"github.com/shepherd-k8s/shepherd/webhook"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Suite is a loaded policy test suite (`shepherd test`) with the chain it

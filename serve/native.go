@@ -36,6 +36,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -61,7 +62,6 @@ import (
 	"github.com/shepherd-k8s/shepherd/webhook/auditsink"
 	"github.com/shepherd-k8s/shepherd/webhook/exceptions"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
-	"github.com/spf13/pflag"
 )
 
 // The admission modes.

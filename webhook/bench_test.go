@@ -4,11 +4,11 @@ import (
 	"context"
 	"testing"
 
-	"github.com/shepherd-k8s/shepherd/celrules"
-	"github.com/shepherd-k8s/shepherd/test/seedcrds"
-
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/shepherd-k8s/shepherd/celrules"
+	"github.com/shepherd-k8s/shepherd/test/seedcrds"
 )
 
 // A typical TrainingRuntime: torch, two replicatedJobs (initializer and

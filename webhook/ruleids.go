@@ -5,8 +5,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/spf13/pflag"
+
+	"github.com/shepherd-k8s/shepherd/celrules"
 )
 
 // BuiltinRuleIDs lists the ID of every built-in rule, sorted: the CEL

@@ -1,10 +1,11 @@
 package workload
 
 import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/shepherd-k8s/shepherd/api"
 	trainerv1alpha1 "github.com/shepherd-k8s/shepherd/api/trainer/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/integrations/trainer"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // GroupTemplate is one podGroupTemplate of a TrainJob's Workload.

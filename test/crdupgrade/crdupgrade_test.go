@@ -11,11 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/shepherd-k8s/shepherd/test/testkit"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -25,6 +22,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/integrations/pinned"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/seedcrds"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // TestCRDUpgradeIsTypeCheckedAgain: a WorkloadPolicy on a field the served

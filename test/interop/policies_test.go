@@ -6,8 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shepherd-k8s/shepherd/test/testkit"
-
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 func policy(name, group, kind, expr, message string) *shepherdv1alpha1.WorkloadPolicy {

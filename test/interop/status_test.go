@@ -7,10 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shepherd-k8s/shepherd/test/testkit"
-
 	"github.com/shepherd-k8s/shepherd/integrations"
 	srv "github.com/shepherd-k8s/shepherd/serve"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // TestStatusSaysWhoEnforcesWhat: beside Trainer v2.3.0 (whose TrainJob CRD

@@ -17,8 +17,6 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/shepherd-k8s/shepherd/test/testkit"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/prometheus/promql/parser"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -27,6 +25,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/install"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // promql parses as a Prometheus server with default flags does (no

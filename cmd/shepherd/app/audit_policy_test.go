@@ -7,9 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/shepherd-k8s/shepherd/offline"
-
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/shepherd-k8s/shepherd/offline"
 )
 
 func impactFile(name string) string { return filepath.Join("testdata", "impact", name) }

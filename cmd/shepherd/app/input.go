@@ -3,9 +3,10 @@ package app
 import (
 	"fmt"
 
-	"github.com/shepherd-k8s/shepherd/offline"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/shepherd-k8s/shepherd/offline"
 )
 
 // defaultMaxInputBytes is --max-input-bytes' default: far above any real

@@ -1,9 +1,8 @@
 package gang
 
 import (
-	"testing"
-
 	"strings"
+	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
