@@ -1,6 +1,7 @@
-// Package testkit holds the helpers every integration suite shares and
-// that need no cluster: one Eventually for every wait. The suites' control
-// planes, serve and fixtures are test/cluster's.
+// Package testkit holds the helpers every test shares and that need no
+// cluster: one Eventually for every wait, and one builder per kind
+// (builders.go, policy.go) for the objects unit and integration tests
+// build. The suites' control planes and serve are test/cluster's.
 package testkit
 
 import (
