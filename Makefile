@@ -114,8 +114,9 @@ vet: ## go vet.
 	go vet ./...
 
 .PHONY: lint
-lint: vet ## gofmt check and go vet.
+lint: vet ## gofmt check, go vet, and the conventions gofmt does not check (test/style: import groups, package docs).
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go test -count=1 ./test/style
 
 .PHONY: verify
 verify: generate lint verify-docs ## Fail if generated files are stale, code is unformatted or docs/rules.md is stale.
