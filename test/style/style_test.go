@@ -85,7 +85,7 @@ var groupNames = []string{"standard library", "third-party", "shepherd"}
 // nothing: a blank line starts a group, the groups come in order, one of
 // each at most, and a group holds imports of one kind.
 func importProblem(fset *token.FileSet, f *ast.File) string {
-	prevLine, prevGroup, blocks := 0, -1, 0
+	prevLine, prevGroup := 0, -1
 	for i, spec := range f.Imports {
 		path := strings.Trim(spec.Path.Value, `"`)
 		g := group(path)
@@ -96,7 +96,6 @@ func importProblem(fset *token.FileSet, f *ast.File) string {
 		newBlock := i == 0 || line > prevLine+1
 		switch {
 		case newBlock:
-			blocks++
 			if g <= prevGroup {
 				return "import " + path + " (" + groupNames[g] + ") starts a group after the " + groupNames[prevGroup] + " group"
 			}
