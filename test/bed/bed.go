@@ -117,7 +117,8 @@ func Dir() (string, error) {
 }
 
 // auditPolicy logs every write (metadata only; deletes with their
-// DeleteOptions, whose preconditions a test reads), the GETs of the kinds
+// DeleteOptions, whose preconditions a test reads, and TrainJob status
+// writes with their patch, whose conditions a test reads), the GETs of the kinds
 // shepherd reads as served (Bed.Gets: they must come from its cache), and
 // nothing else; the apiserver's own lease renewals are left out.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
@@ -130,6 +131,11 @@ rules:
     resources: ["leases"]
 - level: Request
   verbs: ["delete"]
+- level: Request
+  verbs: ["patch", "update"]
+  resources:
+  - group: trainer.kubeflow.org
+    resources: ["trainjobs/status"]
 - level: Metadata
   verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: Metadata

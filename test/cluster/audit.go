@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 	"github.com/shepherd-k8s/shepherd/webhook/server"
 )
@@ -40,7 +42,8 @@ type AuditEvent struct {
 	// (mutation.webhook.admission.k8s.io/round_R_index_I).
 	Annotations map[string]string `json:"annotations"`
 	// RequestObject is the request's body where the policy logs it at
-	// level Request (the bed: deletes, whose body is DeleteOptions).
+	// level Request (the bed: deletes, whose body is DeleteOptions, and
+	// TrainJob status writes, whose body is the patch or the object).
 	RequestObject json.RawMessage `json:"requestObject,omitempty"`
 }
 
@@ -56,6 +59,22 @@ func (e AuditEvent) PreconditionUID() string {
 		return ""
 	}
 	return *o.Preconditions.UID
+}
+
+// StatusConditions are the conditions a status write's body sets, where
+// the audit log holds the body; ok is false when the body sets none (a
+// merge patch that leaves the list alone, or no body logged). A merge
+// patch that sets the list replaces it whole (RFC 7386).
+func (e AuditEvent) StatusConditions() (conditions []metav1.Condition, ok bool) {
+	var o struct {
+		Status struct {
+			Conditions *[]metav1.Condition `json:"conditions"`
+		} `json:"status"`
+	}
+	if json.Unmarshal(e.RequestObject, &o) != nil || o.Status.Conditions == nil {
+		return nil, false
+	}
+	return *o.Status.Conditions, true
 }
 
 // OK reports whether the apiserver carried the request out (2xx).
