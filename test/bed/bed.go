@@ -55,6 +55,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/certs"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // The versions hack/build-bed.sh builds by default; keep them in step with
@@ -439,24 +440,24 @@ func (p *Process) waitHealthy(within time.Duration) error {
 	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, //nolint:gosec // kcm's self-signed health port on loopback
 	}}
-	deadline := time.Now().Add(within)
-	var last error
-	for time.Now().Before(deadline) {
+	err := testkit.Poll(250*time.Millisecond, within, func() error {
 		if gone, err := p.exited(); gone {
-			return fmt.Errorf("%s exited before it was healthy: %v", p.Name, err)
+			return testkit.Stop(fmt.Errorf("exited before it was healthy: %v", err))
 		}
 		resp, err := hc.Get(p.Health)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("%s: %d", p.Health, resp.StatusCode)
+		if err != nil {
+			return err
 		}
-		last = err
-		time.Sleep(250 * time.Millisecond)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("%s: %d", p.Health, resp.StatusCode)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s was not healthy: %w", p.Name, err)
 	}
-	return fmt.Errorf("%s was not healthy within %v: %v", p.Name, within, last)
+	return nil
 }
 
 // answers checks that a webhook server at addr completes a TLS handshake

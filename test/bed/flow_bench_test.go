@@ -293,15 +293,11 @@ func cleanupFlow(b *testing.B, ns string) {
 			b.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(time.Minute)
-	for {
+	if err := testkit.Poll(100*time.Millisecond, time.Minute, func() (bool, error) {
 		var pods corev1.PodList
-		if err := kit.Cluster.Client.List(ctx, &pods, client.InNamespace(ns)); err == nil && len(pods.Items) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("pods of %s not gone a minute after their TrainJobs were deleted", ns)
-		}
-		time.Sleep(100 * time.Millisecond)
+		err := kit.Cluster.Client.List(ctx, &pods, client.InNamespace(ns))
+		return err == nil && len(pods.Items) == 0, err
+	}); err != nil {
+		b.Fatalf("pods of %s not gone after their TrainJobs were deleted: %v", ns, err)
 	}
 }

@@ -2,6 +2,7 @@ package bed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -26,36 +27,32 @@ import (
 // the shape the upstream CRDs serve, so that no suite depends on a Go type
 // set of its own for them.
 
-// Eventually polls cond every 250 ms until it returns true or within
-// passes, then fails the test with what cond last said; it fails at once
-// when a component of the bed has exited.
+// Eventually is testkit.Eventually that fails at once when a component of
+// the bed has exited.
 func (s *Suite) Eventually(t testing.TB, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if gone := s.Bed.Exited(); len(gone) > 0 {
-			t.Fatalf("%s: test bed components exited: %v", what, gone)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %s", what, within, last)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	testkit.Eventually(t, within, what, s.whileUp(cond))
 }
 
-// Consistently fails the test as soon as cond returns false within for.
+// Consistently is testkit.Consistently that fails at once when a component
+// of the bed has exited.
 func (s *Suite) Consistently(t testing.TB, within time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if ok, last := cond(); !ok {
-			t.Fatalf("%s: no longer so: %s", what, last)
+	testkit.Consistently(t, within, what, s.whileUp(cond))
+}
+
+// whileUp is cond, stopping the wait when a component of the bed has
+// exited: no state awaited from the bed can come then.
+func (s *Suite) whileUp(cond func() (bool, string)) func() (bool, error) {
+	return func() (bool, error) {
+		if gone := s.Bed.Exited(); len(gone) > 0 {
+			return false, testkit.Stop(fmt.Errorf("test bed components exited: %v", gone))
 		}
-		time.Sleep(250 * time.Millisecond)
+		ok, seen := cond()
+		if !ok {
+			return false, errors.New(seen)
+		}
+		return true, nil
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // Replica is a `shepherd serve` running in a child process of the test
@@ -73,26 +74,19 @@ func (c *Cluster) StartReplica(t testing.TB, extra ...string) *Replica {
 }
 
 func (r *Replica) waitReady(within time.Duration) error {
-	deadline := time.Now().Add(within)
-	var last error
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(r.Health + "/readyz") //nolint:gosec // local test URL
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			err = fmt.Errorf("readyz %d", resp.StatusCode)
-		}
-		last = err
+	err := testkit.Poll(200*time.Millisecond, within, func() error {
 		select {
 		case err := <-r.done:
 			r.done <- err
-			return fmt.Errorf("replica exited before it was ready: %v\n%s", err, r.Log())
-		case <-time.After(200 * time.Millisecond):
+			return testkit.Stop(fmt.Errorf("replica exited before it was ready: %v", err))
+		default:
 		}
+		return Healthy(r.Health + "/readyz")
+	})
+	if err != nil {
+		return fmt.Errorf("replica was not ready: %w\n%s", err, r.Log())
 	}
-	return fmt.Errorf("replica was not ready within %v: %v\n%s", within, last, r.Log())
+	return nil
 }
 
 // Stop ends the replica gracefully (SIGTERM), killing it after 30 s; a

@@ -21,6 +21,8 @@ import (
 
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // Serving is a `shepherd serve` running in this process against a
@@ -130,12 +132,21 @@ func withStop(err, stopErr error) error {
 
 // Ready reports /readyz's answer: nil when ready.
 func (s *Serving) Ready() error {
-	code, body, err := s.Get("/readyz?verbose")
+	return Healthy(s.Health + "/readyz?verbose")
+}
+
+// Healthy GETs a health URL (a /readyz or /healthz on loopback) and is nil
+// when it answers 200; otherwise it says why: the error, or the answer's
+// status and body.
+func Healthy(url string) error {
+	resp, err := http.Get(url) //nolint:gosec // local test URL
 	if err != nil {
 		return err
 	}
-	if code != http.StatusOK {
-		return fmt.Errorf("readyz %d: %s", code, body)
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("%s: %s %s", url, resp.Status, strings.TrimSpace(string(b)))
 	}
 	return nil
 }
@@ -152,20 +163,19 @@ func (s *Serving) Get(path string) (int, string, error) {
 }
 
 func (s *Serving) waitReady(within time.Duration) error {
-	deadline := time.Now().Add(within)
-	var last error
-	for time.Now().Before(deadline) {
-		if last = s.Ready(); last == nil {
-			return nil
-		}
+	err := testkit.Poll(200*time.Millisecond, within, func() error {
 		select {
 		case err := <-s.done:
 			s.done <- err
-			return fmt.Errorf("shepherd serve exited before it was ready: %v\n%s", err, s.Log())
-		case <-time.After(200 * time.Millisecond):
+			return testkit.Stop(fmt.Errorf("shepherd serve exited before it was ready: %v", err))
+		default:
 		}
+		return s.Ready()
+	})
+	if err != nil {
+		return fmt.Errorf("shepherd serve was not ready: %w\n%s", err, s.Log())
 	}
-	return fmt.Errorf("shepherd serve was not ready within %v: %v\n%s", within, last, s.Log())
+	return nil
 }
 
 // Stop cancels serve and waits for it to return.

@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // TypeCheckVAPs runs the apiserver's own ValidatingAdmissionPolicy type
@@ -43,12 +45,14 @@ func (c *Cluster) TypeCheckVAPs(t testing.TB, vaps []*admissionregistrationv1.Va
 		found := func() bool {
 			return len(tc.CheckExpression(tc.CreateContext(&live), "object.spec.noSuchFieldAnywhere == 1")) > 0
 		}
-		for deadline := time.Now().Add(30 * time.Second); !found() && time.Now().Before(deadline); {
-			time.Sleep(250 * time.Millisecond)
+		if err := testkit.Poll(250*time.Millisecond, 30*time.Second, func() bool {
+			if found() {
+				return true
+			}
 			tc = checker()
-		}
-		if !found() {
-			t.Errorf("%s: the type checker found no schema to check against", v.Name)
+			return false
+		}); err != nil {
+			t.Errorf("%s: the type checker found no schema to check against: %v", v.Name, err)
 		}
 		if w := tc.Check(&live); len(w) > 0 {
 			t.Errorf("%s: type-check warnings: %+v", v.Name, w)

@@ -2,7 +2,7 @@ package deploy_test
 
 import (
 	"bytes"
-	"net/http"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +16,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // TestServeAsServiceAccountBecomesReady runs the real `shepherd serve`
@@ -82,38 +83,22 @@ func TestServeAsServiceAccountBecomesReady(t *testing.T) {
 	}()
 
 	url := "http://127.0.0.1:" + strconv.Itoa(healthPort) + "/readyz"
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	if err := testkit.Poll(200*time.Millisecond, 90*time.Second, func() error {
 		select {
 		case err := <-exited:
 			exited <- err
-			t.Fatalf("shepherd serve exited: %v", err)
+			return testkit.Stop(fmt.Errorf("shepherd serve exited: %v", err))
 		default:
 		}
-		resp, err := http.Get(url) //nolint:gosec // local test URL
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("shepherd serve not ready within 90s (last: %v)", statusOf(resp, err))
-		}
-		time.Sleep(200 * time.Millisecond)
+		return cluster.Healthy(url)
+	}); err != nil {
+		t.Fatalf("shepherd serve not ready: %v", err)
 	}
 	for _, line := range strings.Split(logs.String(), "\n") {
 		if strings.Contains(line, "forbidden") {
 			t.Errorf("RBAC denied shepherd something: %s", line)
 		}
 	}
-}
-
-func statusOf(resp *http.Response, err error) string {
-	if err != nil {
-		return err.Error()
-	}
-	return resp.Status
 }
 
 // syncBuffer collects a process's output safely while it runs.

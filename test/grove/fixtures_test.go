@@ -636,9 +636,5 @@ func managers(o metav1.Object) []string {
 // do, checked for longer than it would take to do it.
 func (w *world) quiet(what string, d time.Duration, ok func() error) {
 	w.t.Helper()
-	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-		if err := ok(); err != nil {
-			w.t.Fatalf("%s: %v", what, err)
-		}
-	}
+	testkit.Consistently(w.t, d, what, ok)
 }

@@ -2,6 +2,7 @@ package helm_test
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/integrations"
 	"github.com/shepherd-k8s/shepherd/integrations/pinned"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // notServedHere: the rendered kinds whose CRDs no module in go.mod
@@ -97,27 +99,21 @@ func doInstallCertManagerCRDs() error {
 			return err
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ready := true
+	err = testkit.Poll(100*time.Millisecond, 30*time.Second, func(ctx context.Context) (bool, error) {
 		for _, crd := range crds {
 			live := &apiextensionsv1.CustomResourceDefinition{}
-			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), live); err != nil || !integrations.Established(live) {
-				ready = false
+			if err := env.Client.Get(ctx, client.ObjectKeyFromObject(crd), live); err != nil {
+				return false, err
+			}
+			if !integrations.Established(live) {
+				return false, fmt.Errorf("CRD %s not established", crd.GetName())
 			}
 		}
-		if ready {
-			if _, err := env.Client.RESTMapper().RESTMapping(schema.GroupKind{Group: "cert-manager.io", Kind: "Certificate"}, "v1"); err == nil {
-				return nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return errTimeout("cert-manager CRDs established and mapped")
-		}
-		time.Sleep(100 * time.Millisecond)
+		_, err := env.Client.RESTMapper().RESTMapping(schema.GroupKind{Group: "cert-manager.io", Kind: "Certificate"}, "v1")
+		return err == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the cert-manager CRDs to be established and mapped: %w", err)
 	}
+	return nil
 }
-
-type errTimeout string
-
-func (e errTimeout) Error() string { return "timed out waiting for " + string(e) }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/proc"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 const (
@@ -339,17 +340,11 @@ func freeAddr(b *testing.B) string {
 }
 
 func waitReady(url string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		time.Sleep(200 * time.Millisecond)
+	err := testkit.Poll(200*time.Millisecond, within, func() error { return cluster.Healthy(url) })
+	if err != nil {
+		return fmt.Errorf("shepherd was not ready at %s: %w", url, err)
 	}
-	return fmt.Errorf("shepherd was not ready at %s within %s", url, within)
+	return nil
 }
 
 // processCPUSelf is the CPU time the benchmark process (the load generator)

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -24,6 +25,7 @@ import (
 	"github.com/shepherd-k8s/shepherd/api"
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // timeout bounds every wait: the machine is small and shared.
@@ -103,27 +105,24 @@ func createPolicies() error {
 // condition: known-teams True, does-not-compile False.
 func waitPolicyStatus() error {
 	want := map[string]metav1.ConditionStatus{denyPolicy: metav1.ConditionTrue, brokenPolicy: metav1.ConditionFalse}
-	var last string
-	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		done := true
+	err := testkit.Poll(200*time.Millisecond, timeout, func(ctx context.Context) (bool, error) {
 		for name, status := range want {
 			p := &shepherdv1alpha1.WorkloadPolicy{}
-			if err := env.Client.Get(context.Background(), client.ObjectKey{Name: name}, p); err != nil {
-				return err
+			if err := env.Client.Get(ctx, client.ObjectKey{Name: name}, p); err != nil {
+				return false, testkit.Stop(err)
 			}
 			got := metav1.ConditionUnknown
-			for _, c := range p.Status.Conditions {
-				if c.Type == api.ConditionPolicyReady {
-					got = c.Status
-				}
+			if c := meta.FindStatusCondition(p.Status.Conditions, api.ConditionPolicyReady); c != nil {
+				got = c.Status
 			}
 			if got != status {
-				done, last = false, fmt.Sprintf("WorkloadPolicy %s Ready=%s, want %s", name, got, status)
+				return false, fmt.Errorf("WorkloadPolicy %s Ready=%s, want %s", name, got, status)
 			}
 		}
-		if done {
-			return nil
-		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("policy status not written: %w", err)
 	}
-	return fmt.Errorf("policy status not written within %v: %s", timeout, last)
+	return nil
 }

@@ -486,15 +486,7 @@ func (a *admissionBench) startServe(mode, bin string, port int, extra ...string)
 			return fmt.Errorf("%s serve exited: %v", bin, err)
 		default:
 		}
-		resp, err := http.Get("http://" + health + "/readyz") //nolint:gosec // local test URL
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("/readyz: %s", resp.Status)
-		}
-		return nil
+		return cluster.Healthy("http://" + health + "/readyz")
 	}
 	var last error
 	if err := testkit.Poll(200*time.Millisecond, settle, func(ctx context.Context) (bool, error) {

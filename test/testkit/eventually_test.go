@@ -24,15 +24,21 @@ func (f *fatalRecorder) Fatalf(format string, args ...any) {
 	runtime.Goexit()
 }
 
-func run[C Condition](timeout time.Duration, cond C) string {
+// fatalOf runs check on a fatalRecorder and returns the message it failed
+// with ("" if it did not).
+func fatalOf(check func(testing.TB)) string {
 	f := &fatalRecorder{}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Eventually(f, timeout, "the thing", cond)
+		check(f)
 	}()
 	<-done
 	return f.msg
+}
+
+func run[C Condition](timeout time.Duration, cond C) string {
+	return fatalOf(func(t testing.TB) { Eventually(t, timeout, "the thing", cond) })
 }
 
 // TestEventuallyEveryForm: each form of condition is done on its own
@@ -107,5 +113,64 @@ func TestPollAsksEveryIntervalAndReturns(t *testing.T) {
 	err := Poll(10*time.Millisecond, 100*time.Millisecond, func() (bool, error) { return false, errors.New("lease held by a") })
 	if err == nil || err.Error() != "not within 100ms: lease held by a" {
 		t.Errorf("Poll of a condition never done: %v", err)
+	}
+}
+
+// TestConsistentlyFailsAtTheFirstLapse: a condition that holds throughout
+// passes after about d; one that lapses fails the test at once, naming what
+// should have held and what was seen; Holds returns the same instead.
+func TestConsistentlyFailsAtTheFirstLapse(t *testing.T) {
+	consistently := func(d time.Duration, cond func() (bool, string)) string {
+		return fatalOf(func(t testing.TB) { Consistently(t, d, "the job Failed", cond) })
+	}
+	n := 0
+	start := time.Now()
+	if msg := consistently(500*time.Millisecond, func() (bool, string) { n++; return true, "" }); msg != "" {
+		t.Errorf("a condition that holds: %s", msg)
+	}
+	if took := time.Since(start); took < 300*time.Millisecond || took > 5*time.Second || n < 2 {
+		t.Errorf("held for %v, asked %d times; want about 500ms, asked more than once", took, n)
+	}
+	n = 0
+	start = time.Now()
+	msg := consistently(time.Minute, func() (bool, string) { n++; return n < 3, "the Failed condition is nil" })
+	if msg != "the job Failed: no longer so: the Failed condition is nil" {
+		t.Errorf("message %q", msg)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("failed after %v; want at the third ask, long before the minute", took)
+	}
+	if err := Holds(10*time.Millisecond, 100*time.Millisecond, func() bool { return false }); err == nil || err.Error() != "not so" {
+		t.Errorf("Holds of a bare condition never done: %v", err)
+	}
+	if err := Holds(10*time.Millisecond, 100*time.Millisecond, func() error { return nil }); err != nil {
+		t.Errorf("Holds of a condition always done: %v", err)
+	}
+}
+
+// TestStopEndsTheWaitAtOnce: an error wrapped in Stop ends Poll and Holds
+// at once with that error, where any other error is only what was seen.
+func TestStopEndsTheWaitAtOnce(t *testing.T) {
+	exited := errors.New("kwok exited: signal: killed")
+	n := 0
+	start := time.Now()
+	err := Poll(10*time.Millisecond, time.Minute, func() (bool, error) {
+		if n++; n == 3 {
+			return false, Stop(exited)
+		}
+		return false, errors.New("not healthy yet")
+	})
+	if !errors.Is(err, exited) || err.Error() != exited.Error() {
+		t.Errorf("Poll stopped with %v, want %v itself", err, exited)
+	}
+	if took := time.Since(start); n != 3 || took > 5*time.Second {
+		t.Errorf("Poll asked %d times in %v; want it to stop at the third", n, took)
+	}
+	if err := Holds(10*time.Millisecond, time.Minute, func(context.Context) (bool, error) { return true, Stop(exited) }); !errors.Is(err, exited) {
+		t.Errorf("Holds stopped with %v, want %v", err, exited)
+	}
+	msg := run(time.Minute, func() error { return Stop(exited) })
+	if msg != "waiting for the thing: "+exited.Error() {
+		t.Errorf("Eventually's message %q", msg)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/test/bed"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // failedByShepherd waits until the TrainJob is Failed with reason
@@ -65,7 +66,8 @@ func afterTrainerResumes(t *testing.T, ns, name string, failed metav1.Condition)
 		}
 		t.Logf("Trainer, resumed, finished a reconcile that read the job before it failed and erased the Failed condition (%s):\n%s", lapse, bed.Lines(erasers))
 		kit.Eventually(t, within, "the job Failed by its deadline again", func() (bool, string) {
-			return failedNow(t, ns, name)
+			c, why := deadlineFailed(t, ns, name)
+			return c != nil, why
 		})
 		if last, lapse = failedFor(t, ns, name, 5*time.Second); lapse != "" {
 			t.Fatalf("the job Failed by its deadline again, with Trainer running: no longer so: %s", lapse)
@@ -87,36 +89,34 @@ func afterTrainerResumes(t *testing.T, ns, name string, failed metav1.Condition)
 	}
 }
 
-// failedNow reports whether the TrainJob is Failed by its deadline, and
-// what it saw.
-func failedNow(t *testing.T, ns, name string) (bool, string) {
+// deadlineFailed is the TrainJob's Failed condition when the job is Failed
+// by its deadline; otherwise nil, and what it saw.
+func deadlineFailed(t *testing.T, ns, name string) (*metav1.Condition, string) {
 	u := kit.GetTrainJob(t, ns, name)
 	if u == nil {
-		return false, "the TrainJob is gone"
+		return nil, "the TrainJob is gone"
 	}
 	c := bed.Condition(u, "Failed")
 	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != api.ReasonDeadlineExceeded {
-		return false, fmt.Sprintf("the Failed condition is %+v", c)
+		return nil, fmt.Sprintf("the Failed condition is %+v", c)
 	}
-	return true, ""
+	return c, ""
 }
 
 // failedFor watches the TrainJob for d: it returns the Failed condition
 // last seen and, if the job stopped being Failed by its deadline, what it
-// saw then ("" if it held throughout). A gone TrainJob fails the test.
+// saw then ("" if it held throughout).
 func failedFor(t *testing.T, ns, name string, d time.Duration) (last metav1.Condition, lapse string) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		u := kit.GetTrainJob(t, ns, name)
-		if u == nil {
-			t.Fatalf("the TrainJob %s/%s is gone", ns, name)
+	err := testkit.Holds(testkit.Interval, d, func() (bool, string) {
+		c, why := deadlineFailed(t, ns, name)
+		if c != nil {
+			last = *c
 		}
-		if ok, why := failedNow(t, ns, name); !ok {
-			return last, why
-		}
-		last = *bed.Condition(u, "Failed")
-		time.Sleep(250 * time.Millisecond)
+		return c != nil, why
+	})
+	if err != nil {
+		return last, err.Error()
 	}
 	return last, ""
 }

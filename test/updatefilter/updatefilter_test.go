@@ -7,6 +7,7 @@ package updatefilter
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -99,17 +100,13 @@ func condition(t *testing.T) (string, bool) {
 
 func waitCondition(t *testing.T, what string, ok func(string) bool) string {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		c, same := condition(t)
-		if same && ok(c) {
-			return c
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for the condition to %s in both configurations; the validating one's is %q (mutating the same: %v)", what, c, same)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	var c string
+	testkit.Eventually(t, 30*time.Second, "the condition to "+what+" in both configurations", func() (bool, string) {
+		var same bool
+		c, same = condition(t)
+		return same && ok(c), fmt.Sprintf("the validating one's is %q (mutating the same: %v)", c, same)
+	})
+	return c
 }
 
 func apply(t *testing.T, doc string) *unstructured.Unstructured {

@@ -536,12 +536,14 @@ func typeCheckMAPs(t *testing.T, c *cluster.Cluster, policies []*admissionregist
 			errs := celrules.TypeCheckMutatingPolicy(probe, ck.resolver, gvks(ck, probe))
 			return len(errs) > 0 && strings.Contains(errs.ToAggregate().Error(), "undefined field 'noSuchFieldAnywhere'")
 		}
-		for deadline := time.Now().Add(30 * time.Second); !found() && time.Now().Before(deadline); {
-			time.Sleep(250 * time.Millisecond)
+		if err := testkit.Poll(250*time.Millisecond, 30*time.Second, func() bool {
+			if found() {
+				return true
+			}
 			ck = newChecker()
-		}
-		if !found() {
-			t.Errorf("%s: the type checker found no schema to check against", p.Name)
+			return false
+		}); err != nil {
+			t.Errorf("%s: the type checker found no schema to check against: %v", p.Name, err)
 			continue
 		}
 		if errs := celrules.TypeCheckMutatingPolicy(p, ck.resolver, gvks(ck, p)); len(errs) > 0 {

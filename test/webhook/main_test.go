@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // timeout bounds every wait: the machine is small and shared.
@@ -83,15 +84,17 @@ func setup(c *cluster.Cluster) (cluster.Teardown, error) {
 }
 
 func waitListening(addr string) error {
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
+	err := testkit.Poll(200*time.Millisecond, 2*time.Minute, func() error {
 		conn, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			return conn.Close()
+		if err != nil {
+			return err
 		}
-		time.Sleep(200 * time.Millisecond)
+		return conn.Close()
+	})
+	if err != nil {
+		return fmt.Errorf("shepherd's metrics server did not listen on %s: %w", addr, err)
 	}
-	return fmt.Errorf("shepherd's metrics server did not listen on %s within 2 minutes", addr)
+	return nil
 }
 
 // insecureTLS talks to shepherd's self-signed metrics server.

@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/shepherd-k8s/shepherd/certs"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 )
@@ -88,12 +89,8 @@ func startServerWith(t *testing.T, opts ServingOptions, h *Handler) *testServer 
 		}
 	})
 	ready := s.StartedChecker()
-	deadline := time.Now().Add(generous)
-	for ready(nil) != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready: %v", ready(nil))
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := testkit.Poll(10*time.Millisecond, generous, func() error { return ready(nil) }); err != nil {
+		t.Fatalf("not ready: %v", err)
 	}
 	return s
 }
@@ -206,16 +203,14 @@ func TestConnectionsOverTheCapAreClosedAtOnce(t *testing.T) {
 	resp.Body.Close()
 
 	open[1].Close()
-	deadline := time.Now().Add(generous)
-	for {
+	if err := testkit.Poll(20*time.Millisecond, generous, func() error {
 		code, err := s.post(t, s.client(s.tlsConfig()))
-		if err == nil && code == http.StatusOK {
-			break
+		if err == nil && code != http.StatusOK {
+			err = fmt.Errorf("HTTP %d", code)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no connection accepted after one closed: %d %v", code, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return err
+	}); err != nil {
+		t.Fatalf("no connection accepted after one closed: %v", err)
 	}
 }
 
@@ -427,17 +422,11 @@ func TestConnectionsOverTheCapPerClientAreClosedAtOnce(t *testing.T) {
 	}
 	// A slot given back is taken again.
 	held[0].Close()
-	deadline := time.Now().Add(generous)
-	for {
-		c, err := dialFrom("127.0.0.2")
-		if err == nil {
-			held[0] = c
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no connection from the capped client accepted after one closed: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := testkit.Poll(20*time.Millisecond, generous, func() (err error) {
+		held[0], err = dialFrom("127.0.0.2")
+		return err
+	}); err != nil {
+		t.Fatalf("no connection from the capped client accepted after one closed: %v", err)
 	}
 	for _, c := range held {
 		c.Close()
@@ -594,17 +583,15 @@ func TestShutdownAnswersTheRequestsInFlight(t *testing.T) {
 		stopped <- s.Shutdown(ctx)
 	}()
 	// New connections are refused while the request runs.
-	deadline := time.Now().Add(generous)
-	for {
+	if err := testkit.Poll(10*time.Millisecond, generous, func() bool {
 		c, err := net.DialTimeout("tcp", s.addr, generous)
 		if err != nil {
-			break
+			return true
 		}
 		c.Close()
-		if time.Now().After(deadline) {
-			t.Fatal("still accepting connections after Shutdown")
-		}
-		time.Sleep(10 * time.Millisecond)
+		return false
+	}); err != nil {
+		t.Fatalf("still accepting connections after Shutdown: %v", err)
 	}
 	if err := s.StartedChecker()(nil); err == nil {
 		t.Error("readiness still passes after Shutdown")
