@@ -30,6 +30,7 @@ import (
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
 	"github.com/shepherd-k8s/shepherd/celrules"
 	"github.com/shepherd-k8s/shepherd/reports"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 	"github.com/shepherd-k8s/shepherd/webhook"
 	"github.com/shepherd-k8s/shepherd/webhook/audit"
 )
@@ -357,18 +358,21 @@ func TestTermRun(t *testing.T) {
 	// time exact: a pass's Time says when its debounce ended.
 	waitPass := func(what string, prev *Results) *Results {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for time.Now().Before(deadline) {
-			if r := a.Results(); r != prev {
-				return r
+		var r *Results
+		// Asked every millisecond, not Eventually's interval: each ask may
+		// step the fake clock, and a test waits for many passes.
+		if err := testkit.Poll(time.Millisecond, 20*time.Second, func() bool {
+			if r = a.Results(); r != prev {
+				return true
 			}
 			if clk.Waiters() > 2 {
 				clk.Step(time.Second)
 			}
-			time.Sleep(time.Millisecond)
+			return false
+		}); err != nil {
+			t.Fatalf("%s: no pass: %v", what, err)
 		}
-		t.Fatalf("%s: no pass", what)
-		return nil
+		return r
 	}
 	var got []string
 	r := waitPass("term start", nil)

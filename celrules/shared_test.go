@@ -1,6 +1,7 @@
 package celrules
 
 import (
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"k8s.io/apiserver/pkg/cel/environment"
 
 	shepherdv1alpha1 "github.com/shepherd-k8s/shepherd/api/shepherd/v1alpha1"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // Rules without variables that compile the same expressions share the
@@ -57,8 +59,7 @@ func TestRulesShareTheConditionsTheyCompileAlike(t *testing.T) {
 		t.Fatal("rules a and b compiled no condition of their own: the test would check nothing")
 	}
 	a, b = nil, nil
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	if err := testkit.Poll(10*time.Millisecond, 5*time.Second, func() (bool, string) {
 		runtime.GC()
 		left := 0
 		for _, k := range keys {
@@ -66,13 +67,9 @@ func TestRulesShareTheConditionsTheyCompileAlike(t *testing.T) {
 				left++
 			}
 		}
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d shared conditions still held 5 s after their rules were dropped", left, len(keys))
-		}
-		time.Sleep(10 * time.Millisecond)
+		return left == 0, fmt.Sprintf("%d of %d still held", left, len(keys))
+	}); err != nil {
+		t.Fatalf("shared conditions held after their rules were dropped: %v", err)
 	}
 	runtime.KeepAlive(withVars)
 }

@@ -465,17 +465,16 @@ func (p *Process) waitHealthy(within time.Duration) error {
 func (b *Bed) answers(addr string) error {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(b.CA)
-	deadline := time.Now().Add(time.Minute)
-	for {
+	if err := testkit.Poll(250*time.Millisecond, time.Minute, func() error {
 		conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 2 * time.Second}, "tcp", addr, &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"})
-		if err == nil {
-			return conn.Close()
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("webhook server on %s does not answer: %w", addr, err)
-		}
-		time.Sleep(250 * time.Millisecond)
+		return conn.Close()
+	}); err != nil {
+		return fmt.Errorf("webhook server on %s does not answer: %w", addr, err)
 	}
+	return nil
 }
 
 // Pause stops the process (SIGSTOP) until Resume or the end of the test:

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/shepherd-k8s/shepherd/test/cluster"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // The kwok side of the bed: fake nodes, and pods on them moved through a
@@ -260,19 +261,19 @@ func (b *Bed) AddNodes(t testing.TB, prefix string, n Nodes) []string {
 			}
 		}
 	})
-	deadline := time.Now().Add(time.Minute)
-	for _, name := range names {
-		for {
+	if err := testkit.Poll(200*time.Millisecond, time.Minute, func() error {
+		for _, name := range names {
 			var node corev1.Node
-			err := b.Cluster.Client.Get(ctx, client.ObjectKey{Name: name}, &node)
-			if err == nil && nodeReady(&node) {
-				break
+			if err := b.Cluster.Client.Get(ctx, client.ObjectKey{Name: name}, &node); err != nil {
+				return err
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("kwok did not make node %s Ready within a minute (err %v)\n%s", name, err, b.Kwok.Log())
+			if !nodeReady(&node) {
+				return fmt.Errorf("node %s not Ready", name)
 			}
-			time.Sleep(200 * time.Millisecond)
 		}
+		return nil
+	}); err != nil {
+		t.Fatalf("kwok did not make the nodes Ready: %v\n%s", err, b.Kwok.Log())
 	}
 	// The apiserver's TaintNodesByCondition admission gives every new
 	// node the not-ready taint, which kube-controller-manager's node

@@ -18,6 +18,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/grovemodel"
+	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
 // The kinds the suites create, in the versions the upstream CRDs serve.
@@ -307,15 +308,13 @@ func (s *Suite) CreateTorchRuntime(ctx context.Context) error {
 		return err
 	}
 	// Trainer's validating webhook may still be warming up its caches.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := s.Cluster.Client.Create(ctx, u.DeepCopy())
-		if err == nil || apierrors.IsAlreadyExists(err) {
-			return nil
+	if err := testkit.Poll(time.Second, time.Minute, func() error {
+		if err := s.Cluster.Client.Create(ctx, u.DeepCopy()); !apierrors.IsAlreadyExists(err) {
+			return err
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("creating ClusterTrainingRuntime %s: %w", TorchRuntime, err)
-		}
-		time.Sleep(time.Second)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("creating ClusterTrainingRuntime %s: %w", TorchRuntime, err)
 	}
+	return nil
 }

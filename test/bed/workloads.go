@@ -85,18 +85,18 @@ func (s *Suite) TrainJob(t testing.TB, ns, name string, numNodes int64, spec map
 // retried briefly.
 func (s *Suite) CreateTrainJob(t testing.TB, u *unstructured.Unstructured) *unstructured.Unstructured {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		created := u.DeepCopy()
+	var created *unstructured.Unstructured
+	if err := testkit.Poll(250*time.Millisecond, 15*time.Second, func() error {
+		created = u.DeepCopy()
 		err := s.Cluster.Client.Create(context.Background(), created)
-		if err == nil {
-			return created
+		if err != nil && !strings.Contains(err.Error(), "must be created before the TrainJob is created") {
+			return testkit.Stop(err)
 		}
-		if !strings.Contains(err.Error(), "must be created before the TrainJob is created") || time.Now().After(deadline) {
-			t.Fatalf("creating TrainJob %s/%s: %v", u.GetNamespace(), u.GetName(), err)
-		}
-		time.Sleep(250 * time.Millisecond)
+		return err
+	}); err != nil {
+		t.Fatalf("creating TrainJob %s/%s: %v", u.GetNamespace(), u.GetName(), err)
 	}
+	return created
 }
 
 // RuntimeCopy creates ClusterTrainingRuntime name: Trainer's torch runtime
@@ -163,21 +163,18 @@ func (s *Suite) DeleteWorkloads(t *testing.T, ns string) {
 				t.Errorf("deleting %ss in %s: %v", gvk.Kind, ns, err)
 			}
 		}
-		deadline := time.Now().Add(time.Minute)
-		for {
+		if err := testkit.Poll(250*time.Millisecond, time.Minute, func() (bool, error) {
 			var pods corev1.PodList
-			if err := s.Cluster.Client.List(ctx, &pods, client.InNamespace(ns)); err == nil && len(pods.Items) == 0 {
-				return
+			if err := s.Cluster.Client.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+				return false, err
 			}
-			if time.Now().After(deadline) {
-				var left []string
-				for _, p := range pods.Items {
-					left = append(left, fmt.Sprintf("%s (node %q, deleted %v, finalizers %v, owners %v)", p.Name, p.Spec.NodeName, p.DeletionTimestamp, p.Finalizers, p.OwnerReferences))
-				}
-				t.Errorf("the pods of %s were not gone a minute after their workloads were deleted: %v", ns, left)
-				return
+			var left []string
+			for _, p := range pods.Items {
+				left = append(left, fmt.Sprintf("%s (node %q, deleted %v, finalizers %v, owners %v)", p.Name, p.Spec.NodeName, p.DeletionTimestamp, p.Finalizers, p.OwnerReferences))
 			}
-			time.Sleep(250 * time.Millisecond)
+			return len(left) == 0, fmt.Errorf("pods left: %v", left)
+		}); err != nil {
+			t.Errorf("the pods of %s were not gone after their workloads were deleted: %v", ns, err)
 		}
 	})
 }

@@ -372,13 +372,14 @@ type passWatch struct {
 // wait returns the n-th audit pass that judged at least one object.
 func (w *passWatch) wait(b *testing.B, n int, within time.Duration) passInfo {
 	b.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
+	var found passInfo
+	if err := testkit.Poll(100*time.Millisecond, within, func() (bool, error) {
 		var seen []passInfo
 		f, err := os.Open(w.path)
 		if err != nil {
-			b.Fatal(err)
+			return false, testkit.Stop(err)
 		}
+		defer f.Close()
 		sc := bufio.NewScanner(f)
 		sc.Buffer(make([]byte, 1<<20), 1<<24)
 		for sc.Scan() {
@@ -393,14 +394,15 @@ func (w *passWatch) wait(b *testing.B, n int, within time.Duration) passInfo {
 			p.took, _ = time.ParseDuration(p.Took)
 			seen = append(seen, p)
 		}
-		f.Close()
-		if len(seen) >= n {
-			return seen[n-1]
+		if len(seen) < n {
+			return false, fmt.Errorf("%d passes that judged an object", len(seen))
 		}
-		time.Sleep(100 * time.Millisecond)
+		found = seen[n-1]
+		return true, nil
+	}); err != nil {
+		b.Fatalf("no audit pass #%d: %v", n, err)
 	}
-	b.Fatalf("no audit pass #%d within %s", n, within)
-	return passInfo{}
+	return found
 }
 
 // probe creates PodCliqueSets in dry run, one at a time, and times each.
