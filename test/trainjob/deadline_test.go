@@ -14,6 +14,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/test/bed"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
 	"github.com/shepherd-k8s/shepherd/test/testkit"
 )
 
@@ -166,7 +167,7 @@ func erasedFailed(t *testing.T, ns, name string) []bed.Write {
 func TestDeadlineFailsJobAndDeletesJobSet(t *testing.T) {
 	ns := start(t, 1)
 	const name = "deadline"
-	before := metricValue(t, "shepherd_trainjob_deadline_exceeded_total")
+	before := cluster.MetricOf(t, "shepherd_trainjob_deadline_exceeded_total")
 	tj := running(t, ns, name, map[string]any{"activeDeadlineSeconds": int64(6)})
 	js := kit.WaitJobSet(t, ns, name)
 	kit.Bed.Trainer.Pause(t)
@@ -188,7 +189,7 @@ func TestDeadlineFailsJobAndDeletesJobSet(t *testing.T) {
 	if evs := kit.Events(t, ns, name, api.EventDeadlineExceeded); len(evs) != 1 || evs[0].Type != "Warning" {
 		t.Errorf("DeadlineExceeded Events %+v, want one Warning", evs)
 	}
-	if after := metricValue(t, "shepherd_trainjob_deadline_exceeded_total"); after-before != 1 {
+	if after := cluster.MetricOf(t, "shepherd_trainjob_deadline_exceeded_total"); after-before != 1 {
 		t.Errorf("shepherd_trainjob_deadline_exceeded_total went from %v to %v, want +1", before, after)
 	}
 	afterTrainerResumes(t, ns, name, c)

@@ -153,17 +153,6 @@ func countPods(t *testing.T, ns, phase string) int {
 	return n
 }
 
-// metricValue is the sum over a counter's series, or a histogram's sample
-// count, of the serve running in this process.
-func metricValue(t *testing.T, name string) float64 {
-	t.Helper()
-	v, err := cluster.Metric(name, nil)
-	if err != nil {
-		t.Fatalf("gathering metrics: %v", err)
-	}
-	return v
-}
-
 // ttlRuntime copies Trainer's torch runtime as name with the TTL carrier
 // holding ttl ("" for none).
 func ttlRuntime(t *testing.T, name, ttl string, mutate ...func(*unstructured.Unstructured)) *unstructured.Unstructured {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/shepherd-k8s/shepherd/api"
 	"github.com/shepherd-k8s/shepherd/test/bed"
+	"github.com/shepherd-k8s/shepherd/test/cluster"
 )
 
 // completing is a TrainJob spec on runtime rt (of kind) whose pod kwok
@@ -60,7 +61,7 @@ func TestTTLZeroDeletesAtOnce(t *testing.T) {
 	ns := start(t, 1)
 	const rt, name = "torch-ttl-zero", "ttl-zero"
 	ttlRuntime(t, rt, "0")
-	before := metricValue(t, "shepherd_trainjob_ttl_deletions_total")
+	before := cluster.MetricOf(t, "shepherd_trainjob_ttl_deletions_total")
 	tj := kit.TrainJob(t, ns, name, 1, completing(rt, api.KindClusterTrainingRuntime))
 	// Gone as soon as Trainer marks it Complete: too soon for a poll to
 	// read the condition, so the finish is Trainer's status write.
@@ -69,7 +70,7 @@ func TestTTLZeroDeletesAtOnce(t *testing.T) {
 	if evs := kit.Events(t, ns, name, api.EventTTLExpired); len(evs) != 1 {
 		t.Errorf("TTLExpired Events %+v, want one", evs)
 	}
-	if after := metricValue(t, "shepherd_trainjob_ttl_deletions_total"); after-before != 1 {
+	if after := cluster.MetricOf(t, "shepherd_trainjob_ttl_deletions_total"); after-before != 1 {
 		t.Errorf("shepherd_trainjob_ttl_deletions_total went from %v to %v, want +1", before, after)
 	}
 }
