@@ -172,7 +172,10 @@ func (s *Suite) DeleteWorkloads(t *testing.T, ns string) {
 			for _, p := range pods.Items {
 				left = append(left, fmt.Sprintf("%s (node %q, deleted %v, finalizers %v, owners %v)", p.Name, p.Spec.NodeName, p.DeletionTimestamp, p.Finalizers, p.OwnerReferences))
 			}
-			return len(left) == 0, fmt.Errorf("pods left: %v", left)
+			if len(left) > 0 {
+				return false, fmt.Errorf("pods left: %v", left)
+			}
+			return true, nil
 		}); err != nil {
 			t.Errorf("the pods of %s were not gone after their workloads were deleted: %v", ns, err)
 		}
