@@ -54,13 +54,13 @@ func failedByShepherd(t *testing.T, ns, name string) metav1.Condition {
 // show the Trainer patch that erased it.
 func afterTrainerResumes(t *testing.T, ns, name string, failed metav1.Condition) {
 	t.Helper()
-	if !bodiesLogged(t, ns, name) {
+	if _, trainer := statusWrites(t, ns, name); !bodiesLogged(trainer) {
 		t.Errorf("the audit log holds no body of Trainer's status writes to %s/%s: a write that erased Failed could not be told", ns, name)
 	}
 	kit.Bed.Trainer.Resume(t)
 	last, lapse := failedFor(t, ns, name, 5*time.Second)
 	if lapse != "" {
-		erasers := erasedFailed(t, ns, name)
+		erasers := erasedFailed(statusWrites(t, ns, name))
 		if len(erasers) == 0 {
 			t.Fatalf("the job Failed by its deadline, with Trainer running again: no longer so: %s, and no Trainer status write removed the condition", lapse)
 		}
@@ -75,9 +75,9 @@ func afterTrainerResumes(t *testing.T, ns, name string, failed metav1.Condition)
 	}
 	// An erasure shepherd mends before a poll sees it leaves no lapse,
 	// only the patch and shepherd's write after it.
-	erasers := erasedFailed(t, ns, name)
-	if ws := kit.SuccessfulWrites(t, "trainjobs", ns, name, shepherdUser, "status"); len(ws) < 1 || len(ws) > 1+len(erasers) {
-		t.Errorf("shepherd wrote the TrainJob's status %d times, want once and once more for each of %d Trainer patches that erased Failed:\n%s", len(ws), len(erasers), bed.Lines(ws))
+	mine, trainer := statusWrites(t, ns, name)
+	if erasers := erasedFailed(mine, trainer); len(mine) < 1 || len(mine) > 1+len(erasers) {
+		t.Errorf("shepherd wrote the TrainJob's status %d times, want once and once more for each of %d Trainer patches that erased Failed:\n%s", len(mine), len(erasers), bed.Lines(mine))
 	}
 	kit.Eventually(t, within, "no JobSet left", func() (bool, string) {
 		js := &unstructured.Unstructured{}
@@ -123,32 +123,50 @@ func failedFor(t *testing.T, ns, name string, d time.Duration) (last metav1.Cond
 	return last, ""
 }
 
-// bodiesLogged reports whether the audit log holds the body of every
-// Trainer status write to the TrainJob, and there is one (Trainer reports
-// the JobSet's jobs before the test pauses it): without them erasedFailed
-// could find nothing whatever Trainer did.
-func bodiesLogged(t *testing.T, ns, name string) bool {
+// statusWrites are the successful status writes to the TrainJob by
+// shepherd and by Trainer, oldest first, from one read of the audit log.
+func statusWrites(t *testing.T, ns, name string) (mine, trainer []bed.Write) {
 	t.Helper()
-	ws := kit.SuccessfulWrites(t, "trainjobs", ns, name, bed.TrainerUser, "status")
+	ws, err := kit.Bed.Writes("trainjobs", ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, w := range ws {
+		if !w.OK() || w.ObjectRef.Subresource != "status" {
+			continue
+		}
+		switch w.User.Username {
+		case shepherdUser:
+			mine = append(mine, w)
+		case bed.TrainerUser:
+			trainer = append(trainer, w)
+		}
+	}
+	return mine, trainer
+}
+
+// bodiesLogged reports whether the audit log holds the body of every one
+// of Trainer's status writes, and there is one (Trainer reports the
+// JobSet's jobs before the test pauses it): without them erasedFailed
+// could find nothing whatever Trainer did.
+func bodiesLogged(trainer []bed.Write) bool {
+	for _, w := range trainer {
 		if len(w.RequestObject) == 0 {
 			return false
 		}
 	}
-	return len(ws) > 0
+	return len(trainer) > 0
 }
 
-// erasedFailed are Trainer's status writes, after shepherd's first, whose
+// erasedFailed are Trainer's status writes after shepherd's first whose
 // body sets the conditions without Failed: each replaces the list and so
 // erases the condition.
-func erasedFailed(t *testing.T, ns, name string) []bed.Write {
-	t.Helper()
-	mine := kit.SuccessfulWrites(t, "trainjobs", ns, name, shepherdUser, "status")
+func erasedFailed(mine, trainer []bed.Write) []bed.Write {
 	if len(mine) == 0 {
 		return nil
 	}
 	var out []bed.Write
-	for _, w := range kit.SuccessfulWrites(t, "trainjobs", ns, name, bed.TrainerUser, "status") {
+	for _, w := range trainer {
 		if w.StageTimestamp.Before(mine[0].StageTimestamp) {
 			continue
 		}
