@@ -3,9 +3,10 @@
 // rules), each naming the rule it exercises and the expected verdict,
 // violations, warnings and defaulted paths. Cases live in YAML files under
 // cases/, one per rule family. The unit test of this package replays them
-// through webhook.Chain; the parity suite (test/vap) replays the exportable
-// ones through a real kube-apiserver with the exported policies; the server's
-// suites can replay them through the webhook with Load.
+// through webhook.Chain; ReplayAll replays them through a real kube-apiserver
+// in each admission mode and CRD shape: shepherd's webhooks (test/webhook,
+// test/interop), the native mode (test/native) and the exported policies
+// alone (test/vap).
 package corpus
 
 import (

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,7 +32,8 @@ import (
 // kube-apiserver with shepherd's webhooks registered (test/webhook on the
 // seed-shaped CRDs, test/interop on the upstream ones) or in the native
 // admission mode (test/native: the exported policies and the narrowed
-// webhooks, compared by rule). It cannot import
+// webhooks, compared by rule; test/vap: the exported policies alone). It
+// cannot import
 // the webhook packages (webhook's own tests import this package), so each
 // suite hands it the admission chain as an AdmitFunc.
 
@@ -157,6 +159,44 @@ type NativeMode struct {
 	// WarnedBy is the rule of an admission warning; false when the warning
 	// is not a rule's.
 	WarnedBy func(warning string) (string, bool)
+}
+
+var (
+	// policyDenial names the policy of a ValidatingAdmissionPolicy denial.
+	policyDenial = regexp.MustCompile(`ValidatingAdmissionPolicy '([^']+)' with binding`)
+	// policyWarning names the policy of a ValidatingAdmissionPolicy warning.
+	policyWarning = regexp.MustCompile(`^Validation failed for ValidatingAdmissionPolicy '([^']+)'`)
+)
+
+// PolicyRule is the rule of an exported built-in policy's name
+// (shepherd-v-tj-1 → V-TJ-1, the inverse of celrules.PolicyName).
+func PolicyRule(policy string) string {
+	return strings.ToUpper(strings.TrimPrefix(policy, "shepherd-"))
+}
+
+// PolicyDeniedBy is the rule of the exported policy that denied with err;
+// "" when no ValidatingAdmissionPolicy did.
+func PolicyDeniedBy(err error) string {
+	if m := policyDenial.FindStringSubmatch(err.Error()); m != nil {
+		return PolicyRule(m[1])
+	}
+	return ""
+}
+
+// PolicyWarnedBy is the rule of an exported policy's admission warning;
+// false when the warning is not a ValidatingAdmissionPolicy's.
+func PolicyWarnedBy(warning string) (string, bool) {
+	if m := policyWarning.FindStringSubmatch(warning); m != nil {
+		return PolicyRule(m[1]), true
+	}
+	return "", false
+}
+
+// PoliciesAlone is the native mode without shepherd's webhooks: the
+// exported policies answer every request (test/vap).
+var PoliciesAlone = &NativeMode{
+	DeniedBy: func(err error, _ string) string { return PolicyDeniedBy(err) },
+	WarnedBy: PolicyWarnedBy,
 }
 
 // contextOrder creates what other objects refer to first.

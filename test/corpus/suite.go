@@ -18,9 +18,11 @@ import (
 	"github.com/shepherd-k8s/shepherd/webhook/server"
 )
 
-// Suite is one replay of the corpus through an apiserver and serve: the
-// CRD shape the cluster serves decides the form the knobs travel in
-// (ReplayOptions.Form) and the chain the verdicts are compared with.
+// Suite is one replay of the corpus through an apiserver in one admission
+// mode (shepherd's webhooks, the native mode, the exported policies alone:
+// ReplayOptions.Native): the CRD shape the cluster serves decides the form
+// the knobs travel in (ReplayOptions.Form) and the chain the verdicts are
+// compared with.
 type Suite struct {
 	// Form names the replay in the log: "by field", "by carrier".
 	Form string

@@ -31,7 +31,7 @@ func TestCorpusVerdictsAsWebhookMode(t *testing.T) {
 	}
 	waitForPolicies(t, env.Namespace(t))
 	admit := corpus.AdmitWith(celrules.Config{})
-	native := &corpus.NativeMode{DeniedBy: deniedBy, WarnedBy: warnedBy}
+	native := &corpus.NativeMode{DeniedBy: deniedBy, WarnedBy: corpus.PolicyWarnedBy}
 	corpus.ReplayAll(t, corpus.Suite{
 		Form:             "by carrier, native mode",
 		Cluster:          env,
@@ -54,14 +54,8 @@ func TestCorpusVerdictsAsWebhookMode(t *testing.T) {
 	})
 }
 
-var (
-	// policyDenial names the policy of a ValidatingAdmissionPolicy denial.
-	policyDenial = regexp.MustCompile(`ValidatingAdmissionPolicy '([^']+)' with binding`)
-	// policyWarning names the policy of a ValidatingAdmissionPolicy warning.
-	policyWarning = regexp.MustCompile(`^Validation failed for ValidatingAdmissionPolicy '([^']+)'`)
-	// webhookDenial names the narrowed webhook of a webhook denial.
-	webhookDenial = regexp.MustCompile(`admission webhook "([^"]+)" denied`)
-)
+// webhookDenial names the narrowed webhook of a webhook denial.
+var webhookDenial = regexp.MustCompile(`admission webhook "([^"]+)" denied`)
 
 // webhookRules is the rule each narrowed webhook runs (deploy/native): the
 // webhook's 422 names its webhook, not its rule.
@@ -75,8 +69,8 @@ var webhookRules = map[string]string{
 // deniedBy is the rule a native-mode denial comes from: the exported
 // policy's, or the narrowed webhook's.
 func deniedBy(err error, operation string) string {
-	if m := policyDenial.FindStringSubmatch(err.Error()); m != nil {
-		return ruleOf(m[1])
+	if rule := corpus.PolicyDeniedBy(err); rule != "" {
+		return rule
 	}
 	if m := webhookDenial.FindStringSubmatch(err.Error()); m != nil {
 		if m[1] == "trainjobs.validate.shepherd.dev" && operation == "UPDATE" {
@@ -85,18 +79,4 @@ func deniedBy(err error, operation string) string {
 		return webhookRules[m[1]]
 	}
 	return ""
-}
-
-// warnedBy is the rule of an exported policy's warning.
-func warnedBy(warning string) (string, bool) {
-	if m := policyWarning.FindStringSubmatch(warning); m != nil {
-		return ruleOf(m[1]), true
-	}
-	return "", false
-}
-
-// ruleOf maps an exported policy's name back to its rule ID
-// (shepherd-v-tj-1 -> V-TJ-1).
-func ruleOf(policy string) string {
-	return strings.ToUpper(strings.TrimPrefix(policy, "shepherd-"))
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -165,6 +166,9 @@ func mapParity(t *testing.T, c *cluster.Cluster, s *celrules.Schemas, form corpu
 	}
 	t.Logf("%d requests (%d defaulted) through %d policies in %d configurations, by %s", len(cases), changed.Load(), exported, len(keys), form)
 }
+
+// nonDNS is what a case's name may hold that an object's name may not.
+var nonDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 
 // mapParityCase sends one request and compares; it reports whether the
 // object was defaulted.

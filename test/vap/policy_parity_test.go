@@ -553,6 +553,9 @@ func (pr *preparedRequest) viaAPIServer(phase string) error {
 	return env.Client.Create(ctx, obj, client.DryRunAll)
 }
 
+// policyInDenial names the policy of a ValidatingAdmissionPolicy's denial.
+var policyInDenial = regexp.MustCompile(`ValidatingAdmissionPolicy '([^']+)'`)
+
 // vapVerdict reads the apiserver's answer in a phase=vap namespace: a
 // denial names the one exported policy that denied first.
 func (pc *preparedCase) vapVerdict(t *testing.T, err error) verdict {
@@ -560,7 +563,7 @@ func (pc *preparedCase) vapVerdict(t *testing.T, err error) verdict {
 	if err == nil {
 		return verdict{allowed: true}
 	}
-	m := policyInWarning.FindStringSubmatch(err.Error())
+	m := policyInDenial.FindStringSubmatch(err.Error())
 	if m == nil {
 		t.Fatalf("denied, but not by an exported policy: %v", err)
 	}
