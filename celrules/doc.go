@@ -24,5 +24,7 @@
 // (scope.go).
 //
 // The engine only knows CEL rules. Checks that need other objects or
-// discovery (V-TJ-3, V-TJ-4, V-PCLQ-1, V-TR-7) live in package webhook.
+// discovery (V-TJ-3, V-TJ-4, V-PCLQ-1, V-TR-7, and the default D-WL-1) are
+// Go checks their integrations register (integrations/trainer,
+// integrations/grove; package gocheck), which package webhook runs.
 package celrules

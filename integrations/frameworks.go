@@ -8,8 +8,8 @@
 // for one with controllers, its register package, which imports the
 // framework and its controllers (integrations/trainer/register,
 // integrations/grove/register); integrations/all imports one package per
-// framework. webhook,
-// celrules, reconcile and serve iterate the registry and name no framework.
+// framework, plus integrations/workload (a controller of its own). webhook,
+// celrules and serve iterate the registry and name no framework.
 // It also detects which frameworks' CRDs the cluster serves (Decide,
 // Watcher) and whether it serves the Workload API (WorkloadAPIProbe).
 //

@@ -1,6 +1,6 @@
-// Package leader runs the leader's half of shepherd serve: the reconcilers
-// (and, in self-signed mode, the certificate authority, the background
-// audit and the UPDATE matchCondition keeper) run only on the replica that
+// Package leader runs the leader's half of shepherd serve: the reconcilers,
+// the background audit, the UPDATE matchCondition keeper and, in
+// self-signed mode, the certificate authority run only on the replica that
 // holds the Lease, each term of leadership in a manager of its own (Terms),
 // while the webhook server, the caches, the Events and the probes run in
 // the serving manager for the life of the process; the Elector campaigns

@@ -1,6 +1,7 @@
 // Package webhook is shepherd's admission: the chain every request goes
-// through — the kind's defaulter (D-* rules, JSON patch against the raw
-// object), then validation (the CEL rules of celrules plus the Go lookups) —
-// and the HTTP handlers that serve it to a kube-apiserver. `shepherd check`
-// runs the very same chain offline.
+// through — the defaults (D-* rules: the MutatingAdmissionPolicies celrules
+// runs in-process, and the Go default D-WL-1; a JSON patch against the raw
+// object), then validation (the CEL rules of celrules plus the Go checks the
+// integrations register). Package webhook/server serves it to a
+// kube-apiserver; `shepherd check` runs the very same chain offline.
 package webhook

@@ -1,5 +1,6 @@
 // Package install registers every API group shepherd uses into a scheme: the
-// built-in Kubernetes types, apiextensions.k8s.io/v1 (the frameworks' CRDs,
+// built-in Kubernetes types, shepherd's own (shepherd.dev:
+// api/shepherd/v1alpha1), apiextensions.k8s.io/v1 (the frameworks' CRDs,
 // watched by integrations), Trainer's TrainJob (api/trainer), JobSet's
 // upstream types (sigs.k8s.io/jobset), and
 // OpenReports (openreports.io), whose Reports the audit writes when a

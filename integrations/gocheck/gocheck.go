@@ -4,7 +4,8 @@
 // its checks in the Framework it registers (integrations.Register), and the
 // admission chain (package webhook) runs whatever is registered without
 // naming a framework. Everything a policy can express is a built-in CEL
-// rule or a default in package celrules instead.
+// rule (its rules/*.yaml) or a default (package mapdefault) of its
+// integration instead, which package celrules runs.
 package gocheck
 
 import (

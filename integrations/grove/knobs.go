@@ -1,5 +1,6 @@
-// Package grove is shepherd's integration with Grove: the seed knobs and
-// status shepherd keeps on Grove's objects and their carriers, Grove's
+// Package grove is shepherd's integration with Grove: the seed knobs
+// shepherd reads on Grove's objects and their carriers (and the status
+// carriers an earlier shepherd kept there, read once on upgrade), Grove's
 // objects as its controllers read them (served.go: Grove's published types
 // from api/grove/v1alpha1 beside the object as served, which the
 // accessors read the seed fields from), and whether Grove itself already

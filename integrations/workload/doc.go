@@ -10,8 +10,10 @@
 // it with its nodes; "initializer": basic, when the runtime has dataset or
 // model initializers), and one PodGroup per template carries the name the
 // webhook injects into pod templates (api.PodGroupName). The
-// scheduling.k8s.io version is found by discovery at each reconcile
-// (v1beta1, else v1alpha3, else v1alpha2), and the objects are built as
+// scheduling.k8s.io version (v1beta1, else v1alpha3, else v1alpha2) comes
+// from serve's Workload API probe (integrations.WorkloadAPIProbe), which
+// repeats discovery periodically; without one, from discovery at each
+// reconcile. The objects are built as
 // unstructured so one code path serves them all. Creation is
 // create-if-missing, so reconciles are idempotent; suspension leaves the
 // objects alone and deletion is the garbage collector's, through the

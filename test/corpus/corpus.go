@@ -2,7 +2,7 @@
 // least one allowed and one denied request (CREATE, and UPDATE for transition
 // rules), each naming the rule it exercises and the expected verdict,
 // violations, warnings and defaulted paths. Cases live in YAML files under
-// cases/, one per rule family. The unit test of this package replays them
+// cases/, one per kind. The unit test of this package replays them
 // through webhook.Chain; ReplayAll replays them through a real kube-apiserver
 // in each admission mode and CRD shape: shepherd's webhooks (test/webhook,
 // test/interop), the native mode (test/native) and the exported policies

@@ -1,5 +1,6 @@
-// Package deploy_test checks the Kustomize manifests in deploy/: both
-// overlays build with the Kustomize Go API, every object is accepted by a
+// Package deploy_test checks the Kustomize manifests in deploy/: the
+// installable variants (install.Variants: default, cert-manager,
+// default+prometheus) build with the Kustomize Go API, every object is accepted by a
 // real kube-apiserver (server-side dry-run), the security settings a careful
 // platform admin asks for are there, and the RBAC is enough for what
 // shepherd actually does.

@@ -11,8 +11,8 @@
 // the control plane does not.
 //
 // The apiserver presents a client certificate to every webhook (an
-// AdmissionConfiguration whose kubeConfigFile names one, as README's
-// Security section describes), so a serve with --webhook-client-ca
+// AdmissionConfiguration whose kubeConfigFile names one, as
+// docs/operations.md, "Turning the client CA on", describes), so a serve with --webhook-client-ca
 // (TestForgedRequestsWithTheClientCAWriteNothing) gets its requests; the
 // tests' own clients present it too, and bind their source addresses in
 // 127/8 so that the per-client caps apply to them as to distinct clients.
@@ -148,7 +148,7 @@ type pki struct {
 // newPKI writes into dir a client CA, a client certificate it signs, a
 // kubeconfig whose user "*" (every webhook) holds it, and the
 // AdmissionConfiguration that has both webhook admission plugins use it:
-// the configuration README's Security section gives.
+// the configuration docs/operations.md, "Turning the client CA on", gives.
 func newPKI(dir string) (*pki, error) {
 	ca, err := certs.GenerateCA(time.Now(), 24*time.Hour, "kube-apiserver webhook client CA")
 	if err != nil {

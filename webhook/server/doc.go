@@ -1,8 +1,9 @@
 // Package server serves shepherd's admission chain to a kube-apiserver: the
 // mutating (/mutate) and validating (/validate) AdmissionReview handlers,
 // the TLS webhook server they run on, their metrics, the audit of every
-// verdict, the periodic Workload API discovery V-TR-7 needs, and Register,
-// which wires it all into a manager for `shepherd serve`.
+// verdict, and Register, which wires it all into a manager for `shepherd
+// serve` (with the Workload API probe V-TR-7 needs,
+// integrations.WorkloadAPIProbe).
 //
 // Any client that reaches the webhook port can call it, so what one client
 // can hold is bounded (httpserver.go, listener.go, limits.go): the time to

@@ -112,8 +112,9 @@
 //  3. delete the pods the markers name that are not already terminating
 //     (UID preconditions);
 //  4. done: once a PodClique's named pods are gone or terminating and its
-//     wasAvailable is reset (this package's clique controller holds it
-//     false while the marker is active and never counts the named pods),
+//     wasAvailable is reset (DecideClique, part of the set's decision,
+//     holds it false while the marker is active and never counts the
+//     named pods),
 //     its marker is rewritten with done set — keeping the pod UIDs, so
 //     those pods never count again, even lingering in Terminating on a
 //     lost node.
