@@ -148,6 +148,10 @@ build: ## Build bin/shepherd.
 test: controlplane bed $(CONTROLLER_GEN) ## Unit and integration tests against a real kube-apiserver + etcd (and the test bed's real controllers).
 	SHEPHERD_BED="$$(./hack/build-bed.sh)" KUBEBUILDER_ASSETS="$$(./hack/build-controlplane.sh)" go test $(GO_TEST_FLAGS) $(TEST_FIRST) ./...
 
+.PHONY: test-race
+test-race: ## Unit tests (every package outside test/ and hack/: no control plane) under the race detector.
+	go test -race -count=1 -ldflags=-w $$(go list ./... | grep -v -e /test/ -e /hack/)
+
 .PHONY: bench-audit
 bench-audit: controlplane ## Background audit at scale: 10,000 TrainJobs + 2,000 PodCliqueSets, built-ins + 10 WorkloadPolicies: pass time, RSS, admission latency during a pass (AUDIT_TRAINJOBS, AUDIT_PODCLIQUESETS).
 	KUBEBUILDER_ASSETS="$$(./hack/build-controlplane.sh)" go test -count=1 -run '^$$' -bench '^BenchmarkAudit$$' -benchtime 1x -timeout 60m ./test/perf/
