@@ -33,9 +33,8 @@ import (
 // seed-shaped CRDs, test/interop on the upstream ones) or in the native
 // admission mode (test/native: the exported policies and the narrowed
 // webhooks, compared by rule; test/vap: the exported policies alone). It
-// cannot import
-// the webhook packages (webhook's own tests import this package), so each
-// suite hands it the admission chain as an AdmitFunc.
+// cannot import the webhook packages (webhook's own tests import this
+// package), so each suite hands it the admission chain as an AdmitFunc.
 
 // Form is the shape a case is replayed in.
 type Form int
