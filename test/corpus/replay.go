@@ -173,11 +173,20 @@ func PolicyRule(policy string) string {
 	return strings.ToUpper(strings.TrimPrefix(policy, "shepherd-"))
 }
 
+// DenyingPolicy is the name of the ValidatingAdmissionPolicy that denied
+// with err; false when none did.
+func DenyingPolicy(err error) (string, bool) {
+	if m := policyDenial.FindStringSubmatch(err.Error()); m != nil {
+		return m[1], true
+	}
+	return "", false
+}
+
 // PolicyDeniedBy is the rule of the exported policy that denied with err;
 // "" when no ValidatingAdmissionPolicy did.
 func PolicyDeniedBy(err error) string {
-	if m := policyDenial.FindStringSubmatch(err.Error()); m != nil {
-		return PolicyRule(m[1])
+	if name, ok := DenyingPolicy(err); ok {
+		return PolicyRule(name)
 	}
 	return ""
 }

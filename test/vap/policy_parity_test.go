@@ -553,9 +553,6 @@ func (pr *preparedRequest) viaAPIServer(phase string) error {
 	return env.Client.Create(ctx, obj, client.DryRunAll)
 }
 
-// policyInDenial names the policy of a ValidatingAdmissionPolicy's denial.
-var policyInDenial = regexp.MustCompile(`ValidatingAdmissionPolicy '([^']+)'`)
-
 // vapVerdict reads the apiserver's answer in a phase=vap namespace: a
 // denial names the one exported policy that denied first.
 func (pc *preparedCase) vapVerdict(t *testing.T, err error) verdict {
@@ -563,13 +560,13 @@ func (pc *preparedCase) vapVerdict(t *testing.T, err error) verdict {
 	if err == nil {
 		return verdict{allowed: true}
 	}
-	m := policyInDenial.FindStringSubmatch(err.Error())
-	if m == nil {
+	name, ok := corpus.DenyingPolicy(err)
+	if !ok {
 		t.Fatalf("denied, but not by an exported policy: %v", err)
 	}
-	rule := "unexpected policy " + m[1]
+	rule := "unexpected policy " + name
 	for _, p := range pc.policies {
-		if celrules.PolicyName(p.Name, celrules.SourcePolicy) == m[1] {
+		if celrules.PolicyName(p.Name, celrules.SourcePolicy) == name {
 			rule = p.Name
 		}
 	}
